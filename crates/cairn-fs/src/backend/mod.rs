@@ -1,0 +1,150 @@
+//! Backends: each module maps storage options to an OpenDAL operator and names
+//! its schemes. OpenDAL does the I/O; [`crate::FileSystem`] does the rest.
+
+use std::sync::Arc;
+
+use opendal::Operator;
+use serde_json::{Map, Value};
+
+use crate::error::Result;
+use crate::options::{ConfigLine, Environment};
+
+pub mod local;
+pub mod memory;
+pub mod s3;
+
+/// How a backend's paths name their objects.
+///
+/// ```
+/// use cairn_fs::backend::Layout;
+/// assert_ne!(Layout::Bucketed, Layout::SingleRoot);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Layout {
+    /// `bucket/key`: the first path component picks an operator (s3, gcs, ...).
+    Bucketed,
+    /// `/abs/path`: one operator rooted at `/` (file, memory).
+    SingleRoot,
+}
+
+/// Whether a store honours create-if-absent writes.
+///
+/// ```
+/// use cairn_fs::backend::ConditionalWrites;
+/// assert_eq!(ConditionalWrites::Native.to_string(), "native");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConditionalWrites {
+    /// The store refuses a create of an existing key (atomic, race-free).
+    Native,
+    /// The store ignores the condition; cairn checks existence first (not race-free).
+    Emulated,
+    /// Probe the store once per bucket and pick one of the above.
+    Probe,
+}
+
+impl std::fmt::Display for ConditionalWrites {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ConditionalWrites::Native => "native",
+            ConditionalWrites::Emulated => "emulated",
+            ConditionalWrites::Probe => "probe",
+        })
+    }
+}
+
+/// A registered scheme family: turns resolved options into a configured [`Backend`].
+///
+/// Implement this to add your own scheme, then register it with
+/// [`crate::Registry::register`] or [`crate::register`].
+///
+/// ```
+/// use std::sync::Arc;
+/// use cairn_fs::backend::{Backend, BackendFactory, Layout, memory::MemoryFactory};
+/// use cairn_fs::{Environment, Registry};
+///
+/// /// `scratch://` is the memory backend under another name.
+/// struct Scratch;
+/// impl BackendFactory for Scratch {
+///     fn protocol(&self) -> &str { "scratch" }
+///     fn schemes(&self) -> &[&str] { &["scratch"] }
+///     fn layout(&self) -> Layout { Layout::SingleRoot }
+///     fn configure(&self, options: &serde_json::Map<String, serde_json::Value>, env: &Environment)
+///         -> cairn_fs::Result<Arc<dyn Backend>> {
+///         MemoryFactory::default().configure(options, env)
+///     }
+/// }
+/// let registry = Registry::with_builtins();
+/// registry.register(Arc::new(Scratch));
+/// assert!(registry.schemes().contains(&"scratch".to_string()));
+/// ```
+pub trait BackendFactory: Send + Sync + 'static {
+    /// The canonical protocol name (`s3`).
+    fn protocol(&self) -> &str;
+    /// Every scheme this factory serves, canonical first (`["s3", "s3a"]`).
+    fn schemes(&self) -> &[&str];
+    /// How paths name objects on this backend.
+    fn layout(&self) -> Layout;
+    /// Resolves `options` (already merged over the scheme names) against `env`.
+    /// Unknown or malformed options are errors naming the option.
+    fn configure(&self, options: &Map<String, Value>, env: &Environment)
+    -> Result<Arc<dyn Backend>>;
+}
+
+/// A configured backend: builds one operator per bucket.
+pub trait Backend: Send + Sync + std::fmt::Debug + 'static {
+    /// An operator for `bucket` (`""` for single-root backends), without layers;
+    /// the filesystem adds retry and timeout.
+    fn operator(&self, bucket: &str) -> Result<Operator>;
+
+    /// Whether directories exist on their own (file, memory) or only as key prefixes.
+    fn real_directories(&self) -> bool {
+        false
+    }
+
+    /// How create-if-absent writes are done.
+    fn conditional_writes(&self) -> ConditionalWrites {
+        ConditionalWrites::Native
+    }
+
+    /// Values to scrub from every error message (secrets).
+    fn secrets(&self) -> Vec<String> {
+        Vec::new()
+    }
+
+    /// The resolved configuration, secrets redacted.
+    fn describe(&self) -> Vec<ConfigLine> {
+        Vec::new()
+    }
+
+    /// Retry and timeout settings for the layers the filesystem stacks.
+    fn io_policy(&self) -> IoPolicy {
+        IoPolicy::default()
+    }
+}
+
+/// Retry and timeout settings, applied as OpenDAL layers in one place.
+///
+/// ```
+/// let p = cairn_fs::backend::IoPolicy::default();
+/// assert!(p.max_attempts >= 1);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct IoPolicy {
+    /// Attempts per request, the first included.
+    pub max_attempts: usize,
+    /// Deadline of a whole non-streaming call.
+    pub op_timeout: std::time::Duration,
+    /// Deadline of each streaming read or write step.
+    pub io_timeout: std::time::Duration,
+}
+
+impl Default for IoPolicy {
+    fn default() -> Self {
+        Self {
+            max_attempts: 5,
+            op_timeout: std::time::Duration::from_secs(120),
+            io_timeout: std::time::Duration::from_secs(30),
+        }
+    }
+}

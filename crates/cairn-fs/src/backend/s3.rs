@@ -1,0 +1,647 @@
+//! `s3://` (alias `s3a://`): OpenDAL's `services-s3`, configured the way s3fs
+//! users expect from options and the AWS environment.
+//!
+//! Resolution, lowest precedence first: defaults < AWS environment <
+//! `client_kwargs` < top-level options.
+
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use opendal::Operator;
+use serde_json::{Map, Value};
+
+use super::{Backend, BackendFactory, ConditionalWrites, IoPolicy, Layout};
+use crate::error::{Error, ErrorKind, Result};
+use crate::options::{
+    ConfigLine, Environment, Setting, Source, config_error, unknown_key, value_as_bool,
+    value_as_f64, value_as_object, value_as_string,
+};
+
+/// The region used when neither options nor environment name one.
+pub const DEFAULT_REGION: &str = "us-east-1";
+
+/// Top-level s3 option keys. `FromStr` takes the aliases; `as_ref` gives the
+/// canonical name.
+///
+/// ```
+/// use cairn_fs::backend::s3::S3Option;
+/// let k: S3Option = "aws_secret_access_key".parse().unwrap();
+/// assert_eq!(k.as_ref(), "secret");
+/// assert!("secrte".parse::<S3Option>().is_err());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum S3Option {
+    /// Access key ID (`key`, `aws_access_key_id`, `access_key_id`).
+    Key,
+    /// Secret access key (`secret`, `aws_secret_access_key`, `secret_access_key`).
+    Secret,
+    /// Session token (`token`, `aws_session_token`, `session_token`).
+    Token,
+    /// Endpoint URL (`endpoint_url`, `endpoint`).
+    EndpointUrl,
+    /// Signing region (`region`, `region_name`).
+    Region,
+    /// Unsigned requests (`anon`).
+    Anon,
+    /// botocore client arguments: `endpoint_url`, `region_name`, `aws_*` credentials.
+    ClientKwargs,
+    /// botocore config: `s3.addressing_style`, `connect_timeout`, `read_timeout`, `retries.max_attempts`.
+    ConfigKwargs,
+    /// Allow credentials from EC2 instance metadata (off by default).
+    UseInstanceMetadata,
+    /// `auto` (probe), `native` or `emulate` create-if-absent.
+    ConditionalWrites,
+}
+
+const TOP_LEVEL: &[(S3Option, &[&str])] = &[
+    (S3Option::Key, &["key", "aws_access_key_id", "access_key_id"]),
+    (
+        S3Option::Secret,
+        &["secret", "aws_secret_access_key", "secret_access_key"],
+    ),
+    (S3Option::Token, &["token", "aws_session_token", "session_token"]),
+    (S3Option::EndpointUrl, &["endpoint_url", "endpoint"]),
+    (S3Option::Region, &["region", "region_name"]),
+    (S3Option::Anon, &["anon"]),
+    (S3Option::ClientKwargs, &["client_kwargs"]),
+    (S3Option::ConfigKwargs, &["config_kwargs"]),
+    (S3Option::UseInstanceMetadata, &["use_instance_metadata"]),
+    (S3Option::ConditionalWrites, &["conditional_writes"]),
+];
+
+impl FromStr for S3Option {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        let lower = s.to_ascii_lowercase();
+        TOP_LEVEL
+            .iter()
+            .find(|(_, names)| names.contains(&lower.as_str()))
+            .map(|(key, _)| *key)
+            .ok_or_else(|| unknown_key(&format!("s3.{s}"), &canonical_names()))
+    }
+}
+
+impl AsRef<str> for S3Option {
+    fn as_ref(&self) -> &str {
+        TOP_LEVEL
+            .iter()
+            .find(|(key, _)| key == self)
+            .map(|(_, names)| names[0])
+            .expect("every option is in the table")
+    }
+}
+
+fn canonical_names() -> Vec<&'static str> {
+    TOP_LEVEL.iter().map(|(_, names)| names[0]).collect()
+}
+
+/// Request addressing: `bucket.host/key` or `host/bucket/key`.
+///
+/// ```
+/// use cairn_fs::backend::s3::AddressingStyle;
+/// assert_eq!("virtual".parse::<AddressingStyle>().unwrap(), AddressingStyle::Virtual);
+/// assert!("sideways".parse::<AddressingStyle>().is_err());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AddressingStyle {
+    /// Path style unless the endpoint is AWS's own.
+    Auto,
+    /// `host/bucket/key`.
+    Path,
+    /// `bucket.host/key`.
+    Virtual,
+}
+
+impl FromStr for AddressingStyle {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s.to_ascii_lowercase().as_str() {
+            "auto" => Ok(Self::Auto),
+            "path" => Ok(Self::Path),
+            "virtual" => Ok(Self::Virtual),
+            other => Err(config_error(format!(
+                "option s3.config_kwargs.s3.addressing_style is {other:?}; use \"path\", \"virtual\" or \"auto\""
+            ))),
+        }
+    }
+}
+
+/// The resolved s3 configuration; Debug redacts the credentials.
+#[derive(Clone)]
+pub struct S3Config {
+    /// Access key ID.
+    pub key: Option<Setting<String>>,
+    /// Secret access key.
+    pub secret: Option<Setting<String>>,
+    /// Session token.
+    pub token: Option<Setting<String>>,
+    /// Endpoint URL (AWS's regional endpoint when none was configured).
+    pub endpoint: Setting<String>,
+    /// Signing region.
+    pub region: Setting<String>,
+    /// Unsigned requests.
+    pub anon: Setting<bool>,
+    /// Addressing actually used (auto already decided).
+    pub virtual_host: Setting<bool>,
+    /// Allow EC2 instance metadata credentials.
+    pub use_instance_metadata: Setting<bool>,
+    /// How create-if-absent is done.
+    pub conditional_writes: Setting<ConditionalWrites>,
+    /// Retry and timeouts.
+    pub io: IoPolicy,
+}
+
+impl std::fmt::Debug for S3Config {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("S3Config")
+            .field("key", &self.key.as_ref().map(|s| &s.value))
+            .field("secret", &self.secret.as_ref().map(|_| "***"))
+            .field("token", &self.token.as_ref().map(|_| "***"))
+            .field("endpoint", &self.endpoint.value)
+            .field("region", &self.region.value)
+            .field("anon", &self.anon.value)
+            .field("virtual_host", &self.virtual_host.value)
+            .finish()
+    }
+}
+
+impl S3Config {
+    /// Resolves options (merged over `s3`/`s3a`) against the environment.
+    ///
+    /// ```
+    /// use cairn_fs::{Environment, backend::s3::S3Config};
+    /// let opts = serde_json::json!({"endpoint_url": "http://127.0.0.1:3900"});
+    /// let env = Environment::from_pairs([("AWS_DEFAULT_REGION", "garage")]);
+    /// let cfg = S3Config::resolve(opts.as_object().unwrap(), &env).unwrap();
+    /// assert_eq!(cfg.region.value, "garage");
+    /// assert!(!cfg.virtual_host.value); // custom endpoint: path style
+    /// ```
+    pub fn resolve(options: &Map<String, Value>, env: &Environment) -> Result<Self> {
+        let mut top: Vec<(S3Option, String, &Value)> = Vec::new();
+        for (name, value) in options {
+            let key: S3Option = name.parse()?;
+            top.push((key, format!("s3.{name}"), value));
+        }
+        let get = |wanted: S3Option| {
+            top.iter()
+                .find(|(k, _, _)| *k == wanted)
+                .map(|(_, path, v)| (path.clone(), *v))
+        };
+
+        let client = match get(S3Option::ClientKwargs) {
+            Some((path, v)) => ClientKwargs::parse(value_as_object(v, &path)?)?,
+            None => ClientKwargs::default(),
+        };
+        let config = match get(S3Option::ConfigKwargs) {
+            Some((path, v)) => ConfigKwargs::parse(value_as_object(v, &path)?)?,
+            None => ConfigKwargs::default(),
+        };
+
+        let string_opt = |wanted: S3Option| -> Result<Option<Setting<String>>> {
+            get(wanted)
+                .map(|(path, v)| {
+                    value_as_string(v, &path).map(|s| Setting::new(s, Source::Option(path)))
+                })
+                .transpose()
+        };
+        let bool_opt = |wanted: S3Option, default: bool| -> Result<Setting<bool>> {
+            match get(wanted) {
+                Some((path, v)) => Ok(Setting::new(value_as_bool(v, &path)?, Source::Option(path))),
+                None => Ok(Setting::new(default, Source::Default)),
+            }
+        };
+        let env_setting = |names: &[&str]| {
+            names.iter().find_map(|n| {
+                env.get(n)
+                    .map(|v| Setting::new(v.to_string(), Source::Env(n.to_string())))
+            })
+        };
+
+        let key = string_opt(S3Option::Key)?
+            .or(client.access_key_id.clone())
+            .or_else(|| env_setting(&["AWS_ACCESS_KEY_ID"]));
+        let secret = string_opt(S3Option::Secret)?
+            .or(client.secret_access_key.clone())
+            .or_else(|| env_setting(&["AWS_SECRET_ACCESS_KEY"]));
+        let token = string_opt(S3Option::Token)?
+            .or(client.session_token.clone())
+            .or_else(|| env_setting(&["AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN"]));
+        if key.is_some() != secret.is_some() {
+            let (have, missing) = if key.is_some() {
+                ("key", "secret")
+            } else {
+                ("secret", "key")
+            };
+            return Err(config_error(format!(
+                "s3 credentials are incomplete: a {have} is set but no {missing}; set s3.{missing} or the matching AWS_* variable"
+            )));
+        }
+
+        let region = string_opt(S3Option::Region)?
+            .or(client.region_name.clone())
+            .or_else(|| env_setting(&["AWS_DEFAULT_REGION", "AWS_REGION"]))
+            .unwrap_or_else(|| Setting::new(DEFAULT_REGION.to_string(), Source::Default));
+
+        let ignore_env_endpoint = env
+            .get("AWS_IGNORE_CONFIGURED_ENDPOINT_URLS")
+            .is_some_and(|v| v.eq_ignore_ascii_case("true"));
+        let custom_endpoint = string_opt(S3Option::EndpointUrl)?
+            .or(client.endpoint_url.clone())
+            .or_else(|| {
+                (!ignore_env_endpoint)
+                    .then(|| env_setting(&["AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"]))
+                    .flatten()
+            });
+        if let Some(endpoint) = &custom_endpoint {
+            check_endpoint(endpoint)?;
+        }
+        let aws_endpoint = Setting::new(
+            format!("https://s3.{}.amazonaws.com", region.value),
+            Source::Default,
+        );
+
+        let virtual_host = match config.addressing_style.as_ref().map(|s| s.value) {
+            Some(AddressingStyle::Path) => Setting::new(false, config.addressing_style.clone().unwrap().source),
+            Some(AddressingStyle::Virtual) => Setting::new(true, config.addressing_style.clone().unwrap().source),
+            _ => Setting::new(custom_endpoint.is_none(), Source::Default),
+        };
+
+        let conditional_writes = match get(S3Option::ConditionalWrites) {
+            Some((path, v)) => {
+                let text = value_as_string(v, &path)?;
+                let mode = match text.to_ascii_lowercase().as_str() {
+                    "auto" | "probe" => ConditionalWrites::Probe,
+                    "native" => ConditionalWrites::Native,
+                    "emulate" | "emulated" => ConditionalWrites::Emulated,
+                    other => {
+                        return Err(config_error(format!(
+                            "option {path} is {other:?}; use \"auto\", \"native\" or \"emulate\""
+                        )));
+                    }
+                };
+                Setting::new(mode, Source::Option(path))
+            }
+            None => Setting::new(ConditionalWrites::Probe, Source::Default),
+        };
+
+        let mut io = IoPolicy::default();
+        if let Some(secs) = config.read_timeout {
+            io.io_timeout = secs;
+        }
+        if let Some(attempts) = config.max_attempts {
+            io.max_attempts = attempts.max(1);
+        }
+        if let Some(connect) = config.connect_timeout {
+            io.op_timeout = io.op_timeout.max(connect);
+        }
+
+        Ok(Self {
+            key,
+            secret,
+            token,
+            endpoint: custom_endpoint.unwrap_or(aws_endpoint),
+            region,
+            anon: bool_opt(S3Option::Anon, false)?,
+            virtual_host,
+            use_instance_metadata: bool_opt(S3Option::UseInstanceMetadata, false)?,
+            conditional_writes,
+            io,
+        })
+    }
+}
+
+fn check_endpoint(endpoint: &Setting<String>) -> Result<()> {
+    match url::Url::parse(&endpoint.value) {
+        Ok(u) if matches!(u.scheme(), "http" | "https") && u.host_str().is_some() => Ok(()),
+        _ => Err(config_error(format!(
+            "the s3 endpoint {:?} (from {}) is not an http(s) URL; write it as http://host:port",
+            endpoint.value, endpoint.source
+        ))),
+    }
+}
+
+/// `client_kwargs` as botocore takes them.
+#[derive(Default)]
+struct ClientKwargs {
+    endpoint_url: Option<Setting<String>>,
+    region_name: Option<Setting<String>>,
+    access_key_id: Option<Setting<String>>,
+    secret_access_key: Option<Setting<String>>,
+    session_token: Option<Setting<String>>,
+}
+
+impl ClientKwargs {
+    const VALID: &'static [&'static str] = &[
+        "endpoint_url",
+        "region_name",
+        "aws_access_key_id",
+        "aws_secret_access_key",
+        "aws_session_token",
+    ];
+
+    fn parse(map: &Map<String, Value>) -> Result<Self> {
+        let mut out = Self::default();
+        for (name, value) in map {
+            let path = format!("s3.client_kwargs.{name}");
+            let setting = Setting::new(value_as_string(value, &path)?, Source::Option(path.clone()));
+            let slot = match name.as_str() {
+                "endpoint_url" => &mut out.endpoint_url,
+                "region_name" => &mut out.region_name,
+                "aws_access_key_id" => &mut out.access_key_id,
+                "aws_secret_access_key" => &mut out.secret_access_key,
+                "aws_session_token" => &mut out.session_token,
+                _ => return Err(unknown_key(&path, Self::VALID)),
+            };
+            *slot = Some(setting);
+        }
+        Ok(out)
+    }
+}
+
+/// `config_kwargs` as botocore's `Config` takes them.
+#[derive(Default)]
+struct ConfigKwargs {
+    addressing_style: Option<Setting<AddressingStyle>>,
+    connect_timeout: Option<Duration>,
+    read_timeout: Option<Duration>,
+    max_attempts: Option<usize>,
+}
+
+impl ConfigKwargs {
+    const VALID: &'static [&'static str] = &["s3", "connect_timeout", "read_timeout", "retries"];
+
+    fn parse(map: &Map<String, Value>) -> Result<Self> {
+        let mut out = Self::default();
+        for (name, value) in map {
+            let path = format!("s3.config_kwargs.{name}");
+            match name.as_str() {
+                "s3" => {
+                    for (sub, v) in value_as_object(value, &path)? {
+                        let sub_path = format!("{path}.{sub}");
+                        match sub.as_str() {
+                            "addressing_style" => {
+                                let style = value_as_string(v, &sub_path)?.parse()?;
+                                out.addressing_style = Some(Setting::new(style, Source::Option(sub_path)));
+                            }
+                            _ => return Err(unknown_key(&sub_path, &["addressing_style"])),
+                        }
+                    }
+                }
+                "connect_timeout" => {
+                    out.connect_timeout = Some(Duration::from_secs_f64(value_as_f64(value, &path)?))
+                }
+                "read_timeout" => {
+                    out.read_timeout = Some(Duration::from_secs_f64(value_as_f64(value, &path)?))
+                }
+                "retries" => {
+                    for (sub, v) in value_as_object(value, &path)? {
+                        let sub_path = format!("{path}.{sub}");
+                        match sub.as_str() {
+                            "max_attempts" | "total_max_attempts" => {
+                                out.max_attempts = Some(value_as_f64(v, &sub_path)? as usize)
+                            }
+                            "mode" => {
+                                value_as_string(v, &sub_path)?;
+                            }
+                            _ => {
+                                return Err(unknown_key(
+                                    &sub_path,
+                                    &["max_attempts", "total_max_attempts", "mode"],
+                                ));
+                            }
+                        }
+                    }
+                }
+                _ => return Err(unknown_key(&path, Self::VALID)),
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// The factory of `s3://` and `s3a://`.
+///
+/// ```
+/// use cairn_fs::backend::{BackendFactory, s3::S3Factory};
+/// assert_eq!(S3Factory.schemes(), &["s3", "s3a"]);
+/// ```
+#[derive(Debug, Default, Clone, Copy)]
+pub struct S3Factory;
+
+impl BackendFactory for S3Factory {
+    fn protocol(&self) -> &str {
+        "s3"
+    }
+    fn schemes(&self) -> &[&str] {
+        &["s3", "s3a"]
+    }
+    fn layout(&self) -> Layout {
+        Layout::Bucketed
+    }
+    fn configure(&self, options: &Map<String, Value>, env: &Environment) -> Result<Arc<dyn Backend>> {
+        Ok(Arc::new(S3Backend {
+            config: S3Config::resolve(options, env)?,
+        }))
+    }
+}
+
+/// A configured s3 backend.
+#[derive(Debug)]
+pub struct S3Backend {
+    config: S3Config,
+}
+
+impl Backend for S3Backend {
+    fn operator(&self, bucket: &str) -> Result<Operator> {
+        let c = &self.config;
+        let mut builder = opendal::services::S3::default()
+            .bucket(bucket)
+            .region(&c.region.value)
+            .endpoint(&c.endpoint.value);
+        if c.virtual_host.value {
+            builder = builder.enable_virtual_host_style();
+        }
+        if let (Some(key), Some(secret)) = (&c.key, &c.secret) {
+            builder = builder
+                .access_key_id(&key.value)
+                .secret_access_key(&secret.value);
+        }
+        if let Some(token) = &c.token {
+            builder = builder.session_token(&token.value);
+        }
+        if c.anon.value {
+            builder = builder.skip_signature();
+        }
+        if !c.use_instance_metadata.value {
+            builder = builder.disable_ec2_metadata();
+        }
+        Operator::new(builder).map_err(|e| {
+            Error::new(
+                ErrorKind::Config,
+                format!("cannot configure s3 for bucket {bucket:?}; check the s3 storage options"),
+            )
+            .with_source(e)
+        })
+    }
+
+    fn conditional_writes(&self) -> ConditionalWrites {
+        self.config.conditional_writes.value
+    }
+
+    fn secrets(&self) -> Vec<String> {
+        [&self.config.secret, &self.config.token]
+            .into_iter()
+            .flatten()
+            .map(|s| s.value.clone())
+            .collect()
+    }
+
+    fn describe(&self) -> Vec<ConfigLine> {
+        let c = &self.config;
+        let line = |name: &str, value: String, source: &Source| ConfigLine {
+            name: name.to_string(),
+            value,
+            source: source.clone(),
+        };
+        let mut out = vec![
+            line("endpoint_url", c.endpoint.value.clone(), &c.endpoint.source),
+            line("region", c.region.value.clone(), &c.region.source),
+            line(
+                "addressing_style",
+                if c.virtual_host.value { "virtual" } else { "path" }.into(),
+                &c.virtual_host.source,
+            ),
+            line("anon", c.anon.value.to_string(), &c.anon.source),
+            line(
+                "use_instance_metadata",
+                c.use_instance_metadata.value.to_string(),
+                &c.use_instance_metadata.source,
+            ),
+            line(
+                "conditional_writes",
+                c.conditional_writes.value.to_string(),
+                &c.conditional_writes.source,
+            ),
+        ];
+        if let Some(key) = &c.key {
+            out.push(line("key", key.value.clone(), &key.source));
+        }
+        for (name, secret) in [("secret", &c.secret), ("token", &c.token)] {
+            if let Some(s) = secret {
+                out.push(line(name, "***".into(), &s.source));
+            }
+        }
+        out
+    }
+
+    fn io_policy(&self) -> IoPolicy {
+        self.config.io
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn resolve(opts: Value, env: &[(&str, &str)]) -> Result<S3Config> {
+        S3Config::resolve(opts.as_object().unwrap(), &Environment::from_pairs(env.iter().copied()))
+    }
+
+    #[test]
+    fn defaults_without_anything() {
+        let c = resolve(json!({}), &[]).unwrap();
+        assert_eq!(c.region.value, DEFAULT_REGION);
+        assert_eq!(c.endpoint.value, "https://s3.us-east-1.amazonaws.com");
+        assert!(c.virtual_host.value);
+        assert!(c.key.is_none());
+        assert!(!c.use_instance_metadata.value);
+    }
+
+    #[test]
+    fn endpoint_precedence() {
+        let env = [
+            ("AWS_ENDPOINT_URL", "http://generic:1"),
+            ("AWS_ENDPOINT_URL_S3", "http://s3specific:2"),
+        ];
+        let c = resolve(json!({}), &env).unwrap();
+        assert_eq!(c.endpoint.value, "http://s3specific:2");
+        assert_eq!(c.endpoint.source, Source::Env("AWS_ENDPOINT_URL_S3".into()));
+        assert!(!c.virtual_host.value, "custom endpoint means path style");
+        let c = resolve(json!({"client_kwargs": {"endpoint_url": "http://ck:3"}}), &env).unwrap();
+        assert_eq!(c.endpoint.value, "http://ck:3");
+        let c = resolve(
+            json!({"endpoint_url": "http://top:4", "client_kwargs": {"endpoint_url": "http://ck:3"}}),
+            &env,
+        )
+        .unwrap();
+        assert_eq!(c.endpoint.value, "http://top:4");
+        let mut ignoring = env.to_vec();
+        ignoring.push(("AWS_IGNORE_CONFIGURED_ENDPOINT_URLS", "true"));
+        let c = resolve(json!({}), &ignoring).unwrap();
+        assert!(c.endpoint.value.ends_with("amazonaws.com"));
+    }
+
+    #[test]
+    fn region_precedence() {
+        let env = [("AWS_REGION", "r2"), ("AWS_DEFAULT_REGION", "r1")];
+        assert_eq!(resolve(json!({}), &env).unwrap().region.value, "r1");
+        assert_eq!(resolve(json!({}), &env[..1]).unwrap().region.value, "r2");
+        let c = resolve(json!({"client_kwargs": {"region_name": "ck"}}), &env).unwrap();
+        assert_eq!(c.region.value, "ck");
+    }
+
+    #[test]
+    fn credentials_from_env_and_options() {
+        let env = [
+            ("AWS_ACCESS_KEY_ID", "AKENV"),
+            ("AWS_SECRET_ACCESS_KEY", "SKENV"),
+            ("AWS_SECURITY_TOKEN", "TOKOLD"),
+        ];
+        let c = resolve(json!({}), &env).unwrap();
+        assert_eq!(c.key.unwrap().value, "AKENV");
+        assert_eq!(c.token.unwrap().value, "TOKOLD");
+        let c = resolve(json!({"key": "AKOPT", "secret": 12345}), &env).unwrap();
+        assert_eq!(c.key.unwrap().value, "AKOPT");
+        assert_eq!(c.secret.unwrap().value, "12345");
+        assert!(resolve(json!({"key": "only"}), &[]).is_err());
+    }
+
+    #[test]
+    fn addressing_style_rules() {
+        let c = resolve(
+            json!({"endpoint_url": "http://h:1", "config_kwargs": {"s3": {"addressing_style": "virtual"}}}),
+            &[],
+        )
+        .unwrap();
+        assert!(c.virtual_host.value);
+        let err = resolve(json!({"config_kwargs": {"s3": {"addressing_style": "sideways"}}}), &[])
+            .unwrap_err();
+        assert!(err.to_string().contains("addressing_style"), "{err}");
+    }
+
+    #[test]
+    fn unknown_keys_list_the_valid_ones() {
+        let err = resolve(json!({"endpont_url": "x"}), &[]).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Config);
+        assert!(err.to_string().contains("s3.endpont_url"));
+        assert!(err.to_string().contains("endpoint_url"));
+        let err = resolve(json!({"client_kwargs": {"verify": false}}), &[]).unwrap_err();
+        assert!(err.to_string().contains("s3.client_kwargs.verify"), "{err}");
+    }
+
+    #[test]
+    fn bad_endpoint_is_named() {
+        let err = resolve(json!({}), &[("AWS_ENDPOINT_URL", "localhost:9000")]).unwrap_err();
+        assert!(err.to_string().contains("AWS_ENDPOINT_URL"), "{err}");
+    }
+
+    #[test]
+    fn debug_hides_secrets() {
+        let c = resolve(json!({"key": "AK", "secret": "topsecret", "token": "tok3n"}), &[]).unwrap();
+        let text = format!("{c:?}");
+        assert!(!text.contains("topsecret") && !text.contains("tok3n"), "{text}");
+    }
+}

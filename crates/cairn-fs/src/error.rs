@@ -1,0 +1,303 @@
+//! The one error type of cairn-fs.
+
+use std::fmt;
+
+/// What went wrong, as a category callers can match on.
+///
+/// ```
+/// use cairn_fs::ErrorKind;
+/// assert_eq!(ErrorKind::NotFound.to_string(), "not found");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// The file, directory or bucket does not exist.
+    NotFound,
+    /// The target exists and the operation asked for it not to.
+    AlreadyExists,
+    /// The store refused the credentials or the caller lacks the right.
+    PermissionDenied,
+    /// The URL or path cannot be understood.
+    InvalidUrl,
+    /// No backend is registered for the URL's scheme.
+    UnknownScheme,
+    /// A storage option or environment variable is wrong.
+    Config,
+    /// A file operation was applied to a directory.
+    IsADirectory,
+    /// A directory operation was applied to a file.
+    NotADirectory,
+    /// The backend cannot do this.
+    Unsupported,
+    /// The store asked us to slow down.
+    RateLimited,
+    /// Local I/O failed.
+    Io,
+    /// Anything else the store reported.
+    Other,
+}
+
+impl fmt::Display for ErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ErrorKind::NotFound => "not found",
+            ErrorKind::AlreadyExists => "already exists",
+            ErrorKind::PermissionDenied => "permission denied",
+            ErrorKind::InvalidUrl => "invalid URL",
+            ErrorKind::UnknownScheme => "unknown scheme",
+            ErrorKind::Config => "configuration error",
+            ErrorKind::IsADirectory => "is a directory",
+            ErrorKind::NotADirectory => "not a directory",
+            ErrorKind::Unsupported => "unsupported",
+            ErrorKind::RateLimited => "rate limited",
+            ErrorKind::Io => "I/O error",
+            ErrorKind::Other => "storage error",
+        })
+    }
+}
+
+/// An error of cairn-fs: a kind, the URL it concerns, what to do, and the cause.
+///
+/// The message never contains a credential: messages built from a store's
+/// answer pass through the filesystem's redaction of its secrets.
+///
+/// ```
+/// use cairn_fs::{Error, ErrorKind};
+/// let err = Error::new(ErrorKind::NotFound, "no such file").with_url("s3://b/k");
+/// assert_eq!(err.kind(), ErrorKind::NotFound);
+/// assert!(err.to_string().contains("s3://b/k"));
+/// ```
+#[derive(Debug)]
+pub struct Error {
+    kind: ErrorKind,
+    message: String,
+    url: Option<String>,
+    temporary: bool,
+    source: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
+}
+
+/// The result type of cairn-fs.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    /// A new error of `kind` with a message saying what failed and what to do.
+    ///
+    /// ```
+    /// let e = cairn_fs::Error::new(cairn_fs::ErrorKind::Config, "bad option");
+    /// assert!(e.url().is_none());
+    /// ```
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+        Self {
+            kind,
+            message: message.into(),
+            url: None,
+            temporary: false,
+            source: None,
+        }
+    }
+
+    /// Attaches the URL the error concerns.
+    ///
+    /// ```
+    /// let e = cairn_fs::Error::new(cairn_fs::ErrorKind::NotFound, "gone").with_url("memory:///x");
+    /// assert_eq!(e.url(), Some("memory:///x"));
+    /// ```
+    pub fn with_url(mut self, url: impl Into<String>) -> Self {
+        self.url = Some(url.into());
+        self
+    }
+
+    /// Attaches the underlying cause.
+    ///
+    /// ```
+    /// let io = std::io::Error::other("disk on fire");
+    /// let e = cairn_fs::Error::new(cairn_fs::ErrorKind::Io, "write failed").with_source(io);
+    /// assert!(std::error::Error::source(&e).is_some());
+    /// ```
+    pub fn with_source(mut self, source: impl std::error::Error + Send + Sync + 'static) -> Self {
+        self.source = Some(Box::new(source));
+        self
+    }
+
+    /// Marks the error as worth retrying.
+    ///
+    /// ```
+    /// let e = cairn_fs::Error::new(cairn_fs::ErrorKind::RateLimited, "slow down").set_temporary();
+    /// assert!(e.is_temporary());
+    /// ```
+    pub fn set_temporary(mut self) -> Self {
+        self.temporary = true;
+        self
+    }
+
+    /// The category of the error.
+    ///
+    /// ```
+    /// let e = cairn_fs::Error::new(cairn_fs::ErrorKind::Io, "x");
+    /// assert_eq!(e.kind(), cairn_fs::ErrorKind::Io);
+    /// ```
+    pub fn kind(&self) -> ErrorKind {
+        self.kind
+    }
+
+    /// The URL the error concerns, when known.
+    ///
+    /// ```
+    /// assert!(cairn_fs::Error::new(cairn_fs::ErrorKind::Io, "x").url().is_none());
+    /// ```
+    pub fn url(&self) -> Option<&str> {
+        self.url.as_deref()
+    }
+
+    /// Whether retrying the same call may succeed (OpenDAL's temporary flag).
+    ///
+    /// ```
+    /// assert!(!cairn_fs::Error::new(cairn_fs::ErrorKind::Io, "x").is_temporary());
+    /// ```
+    pub fn is_temporary(&self) -> bool {
+        self.temporary
+    }
+
+    /// The message without the URL or cause.
+    ///
+    /// ```
+    /// assert_eq!(cairn_fs::Error::new(cairn_fs::ErrorKind::Io, "x").message(), "x");
+    /// ```
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    pub(crate) fn redact(mut self, secrets: &[String]) -> Self {
+        if secrets.is_empty() {
+            return self;
+        }
+        let scrub = |text: &str| {
+            secrets
+                .iter()
+                .filter(|s| !s.is_empty())
+                .fold(text.to_string(), |acc, s| acc.replace(s.as_str(), "***"))
+        };
+        self.message = scrub(&self.message);
+        if let Some(source) = self.source.take() {
+            let text = scrub(&source.to_string());
+            self.source = Some(Box::new(RedactedCause(text)));
+        }
+        self
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.kind)?;
+        if let Some(url) = &self.url {
+            write!(f, " at {url}")?;
+        }
+        write!(f, ": {}", self.message)?;
+        if let Some(source) = &self.source {
+            write!(f, " (cause: {source})")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source
+            .as_deref()
+            .map(|s| s as &(dyn std::error::Error + 'static))
+    }
+}
+
+/// A cause whose text was scrubbed of secrets; keeps only the text.
+#[derive(Debug)]
+struct RedactedCause(String);
+
+impl fmt::Display for RedactedCause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for RedactedCause {}
+
+/// Converts an OpenDAL error about `url` into a cairn error with advice.
+pub(crate) fn from_opendal(err: opendal::Error, url: &str, bucket: Option<&str>) -> Error {
+    use opendal::ErrorKind as K;
+    let text = err.to_string();
+    let (kind, message) = match err.kind() {
+        K::NotFound if text.contains("NoSuchBucket") => (
+            ErrorKind::NotFound,
+            format!(
+                "bucket {:?} does not exist; create it or check the bucket name",
+                bucket.unwrap_or("?")
+            ),
+        ),
+        K::NotFound => (
+            ErrorKind::NotFound,
+            "no such file or directory".to_string(),
+        ),
+        K::AlreadyExists | K::ConditionNotMatch => (
+            ErrorKind::AlreadyExists,
+            "the target already exists and the write asked not to overwrite it".to_string(),
+        ),
+        K::PermissionDenied => (
+            ErrorKind::PermissionDenied,
+            format!(
+                "access to bucket {:?} was refused; check the credentials (key/secret/token) and the bucket policy",
+                bucket.unwrap_or("?")
+            ),
+        ),
+        K::IsADirectory => (
+            ErrorKind::IsADirectory,
+            "the path is a directory; use a recursive operation or name a file".to_string(),
+        ),
+        K::NotADirectory => (
+            ErrorKind::NotADirectory,
+            "the path is a file, not a directory".to_string(),
+        ),
+        K::Unsupported => (
+            ErrorKind::Unsupported,
+            "the backend does not support this operation".to_string(),
+        ),
+        K::RateLimited => (
+            ErrorKind::RateLimited,
+            "the store is throttling requests; retry later or lower concurrency".to_string(),
+        ),
+        K::ConfigInvalid => (
+            ErrorKind::Config,
+            "the backend rejected its configuration; check the storage options".to_string(),
+        ),
+        _ => (ErrorKind::Other, "the storage operation failed".to_string()),
+    };
+    let temporary = err.is_temporary();
+    let mut out = Error::new(kind, message).with_url(url).with_source(err);
+    out.temporary = temporary;
+    out
+}
+
+impl From<std::io::Error> for Error {
+    fn from(err: std::io::Error) -> Self {
+        let kind = match err.kind() {
+            std::io::ErrorKind::NotFound => ErrorKind::NotFound,
+            std::io::ErrorKind::AlreadyExists => ErrorKind::AlreadyExists,
+            std::io::ErrorKind::PermissionDenied => ErrorKind::PermissionDenied,
+            _ => ErrorKind::Io,
+        };
+        Error::new(kind, "local I/O failed").with_source(err)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redaction_scrubs_message_and_cause() {
+        let err = Error::new(ErrorKind::Other, "secret=hunter2")
+            .with_source(std::io::Error::other("sig hunter2 bad"))
+            .redact(&["hunter2".to_string()]);
+        let text = format!("{err} {err:?}");
+        assert!(!text.contains("hunter2"), "{text}");
+        assert!(text.contains("***"));
+    }
+}

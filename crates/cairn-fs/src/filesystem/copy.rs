@@ -1,0 +1,300 @@
+//! Copying with fsspec's rules (its `docs/source/copying.rst`): `cp`, `mv`,
+//! `put` (local to here), `get` (here to local).
+//!
+//! - A trailing slash on the source copies its contents; without one, the
+//!   directory itself lands inside an existing target directory.
+//! - A trailing slash on the target marks it as a directory.
+//! - Without `recursive`, directories are not copied.
+//! - A list of sources lands flat in the target directory.
+
+use std::collections::BTreeMap;
+
+use super::{FileSystem, FileType};
+use crate::error::{ErrorKind, Result};
+use crate::options::StorageOptions;
+use crate::url::has_magic;
+
+/// fsspec's `other_paths`: where each source lands under `target`.
+///
+/// `exists` says the target is an existing directory that sources go inside;
+/// `flatten` puts every source directly in it by base name.
+///
+/// ```
+/// use cairn_fs::other_paths;
+/// let src = ["b/src/a", "b/src/sub/c"].map(String::from);
+/// assert_eq!(other_paths(&src, "b/dst", false, false), ["b/dst/a", "b/dst/sub/c"]);
+/// assert_eq!(other_paths(&src, "b/dst", true, false), ["b/dst/src/a", "b/dst/src/sub/c"]);
+/// assert_eq!(other_paths(&src, "b/dst/", false, true), ["b/dst/a", "b/dst/c"]);
+/// ```
+pub fn other_paths(paths: &[String], target: &str, exists: bool, flatten: bool) -> Vec<String> {
+    let target = target.trim_end_matches('/');
+    if flatten {
+        return paths
+            .iter()
+            .map(|p| format!("{target}/{}", p.rsplit('/').next().unwrap_or(p)))
+            .collect();
+    }
+    let mut prefix = common_prefix(paths);
+    if exists {
+        prefix = prefix.rsplit_once('/').map_or("", |(head, _)| head).to_string();
+    }
+    if prefix.is_empty() && paths.iter().all(|p| !p.starts_with('/')) {
+        return paths.iter().map(|p| format!("{target}/{p}")).collect();
+    }
+    paths
+        .iter()
+        .map(|p| format!("{target}{}", &p[prefix.len()..]))
+        .collect()
+}
+
+/// fsspec's `common_prefix`: the longest run of leading path components shared by all.
+fn common_prefix(paths: &[String]) -> String {
+    let split: Vec<Vec<&str>> = paths.iter().map(|p| p.split('/').collect()).collect();
+    let Some(first) = split.first() else {
+        return String::new();
+    };
+    let shortest = split.iter().map(Vec::len).min().unwrap_or(0);
+    let mut shared = 0;
+    while shared < shortest && split.iter().all(|parts| parts[shared] == first[shared]) {
+        shared += 1;
+    }
+    first[..shared].join("/")
+}
+
+/// Which source form was given: one string (globs and trailing slashes have
+/// meaning) or a list (flattened into the target).
+#[derive(Clone, Copy)]
+enum Sources<'a> {
+    One(&'a str),
+    Many(&'a [&'a str]),
+}
+
+impl FileSystem {
+    /// Copies within this filesystem (across buckets too), fsspec's `cp`.
+    ///
+    /// ```
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let fs = cairn_fs::FileSystem::new("memory", &cairn_fs::StorageOptions::new()).unwrap();
+    /// fs.pipe("/cp-doc/src/a", "1".into(), cairn_fs::WriteMode::Overwrite).await.unwrap();
+    /// fs.cp("/cp-doc/src/", "/cp-doc/dst", true, None).await.unwrap();
+    /// assert_eq!(fs.cat("/cp-doc/dst/a").await.unwrap(), "1");
+    /// # })
+    /// ```
+    pub async fn cp(
+        &self,
+        src: &str,
+        dst: &str,
+        recursive: bool,
+        maxdepth: Option<usize>,
+    ) -> Result<()> {
+        transfer(self, Sources::One(src), self, dst, recursive, maxdepth).await
+    }
+
+    /// Copies a list of paths into the directory `dst`, each by its base name.
+    ///
+    /// ```
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let fs = cairn_fs::FileSystem::new("memory", &cairn_fs::StorageOptions::new()).unwrap();
+    /// fs.pipe("/cpl-doc/x/a", "1".into(), cairn_fs::WriteMode::Overwrite).await.unwrap();
+    /// fs.pipe("/cpl-doc/y/b", "2".into(), cairn_fs::WriteMode::Overwrite).await.unwrap();
+    /// fs.cp_list(&["/cpl-doc/x/a", "/cpl-doc/y/b"], "/cpl-doc/out/", false).await.unwrap();
+    /// assert!(fs.isfile("/cpl-doc/out/b").await.unwrap());
+    /// # })
+    /// ```
+    pub async fn cp_list(&self, srcs: &[&str], dst: &str, recursive: bool) -> Result<()> {
+        transfer(self, Sources::Many(srcs), self, dst, recursive, None).await
+    }
+
+    /// Moves: copies (any missing source is an error) then removes the sources.
+    /// A single file on a store with native rename is renamed instead.
+    ///
+    /// ```
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let fs = cairn_fs::FileSystem::new("memory", &cairn_fs::StorageOptions::new()).unwrap();
+    /// fs.pipe("/mv-doc/a", "1".into(), cairn_fs::WriteMode::Overwrite).await.unwrap();
+    /// fs.mv("/mv-doc/a", "/mv-doc/b", false, None).await.unwrap();
+    /// assert!(!fs.exists("/mv-doc/a").await.unwrap());
+    /// assert_eq!(fs.cat("/mv-doc/b").await.unwrap(), "1");
+    /// # })
+    /// ```
+    pub async fn mv(
+        &self,
+        src: &str,
+        dst: &str,
+        recursive: bool,
+        maxdepth: Option<usize>,
+    ) -> Result<()> {
+        if self.strip(src)? == self.strip(dst)? {
+            return Ok(());
+        }
+        if let Some(()) = self.try_rename(src, dst).await? {
+            return Ok(());
+        }
+        transfer(self, Sources::One(src), self, dst, recursive, maxdepth).await?;
+        self.rm(src, recursive, maxdepth).await
+    }
+
+    /// Uploads from the local filesystem, fsspec's `put`.
+    ///
+    /// ```no_run
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let fs = cairn_fs::FileSystem::new("memory", &cairn_fs::StorageOptions::new()).unwrap();
+    /// fs.put("/tmp/data/", "/uploaded", true, None).await.unwrap();
+    /// # })
+    /// ```
+    pub async fn put(
+        &self,
+        local: &str,
+        dst: &str,
+        recursive: bool,
+        maxdepth: Option<usize>,
+    ) -> Result<()> {
+        let local_fs = FileSystem::new("file", &StorageOptions::new())?;
+        transfer(&local_fs, Sources::One(local), self, dst, recursive, maxdepth).await
+    }
+
+    /// Downloads to the local filesystem, fsspec's `get`.
+    ///
+    /// ```no_run
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let fs = cairn_fs::FileSystem::new("memory", &cairn_fs::StorageOptions::new()).unwrap();
+    /// fs.get("/uploaded/", "/tmp/copy", true, None).await.unwrap();
+    /// # })
+    /// ```
+    pub async fn get(
+        &self,
+        src: &str,
+        local: &str,
+        recursive: bool,
+        maxdepth: Option<usize>,
+    ) -> Result<()> {
+        let local_fs = FileSystem::new("file", &StorageOptions::new())?;
+        transfer(self, Sources::One(src), &local_fs, local, recursive, maxdepth).await
+    }
+
+    /// Renames one file in place when the store can (POSIX rename).
+    async fn try_rename(&self, src: &str, dst: &str) -> Result<Option<()>> {
+        if has_magic(src) || src.ends_with('/') || dst.ends_with('/') {
+            return Ok(None);
+        }
+        let from = self.locate(src)?;
+        let to = self.locate(dst)?;
+        if from.bucket != to.bucket || !from.op.info().capability().rename {
+            return Ok(None);
+        }
+        match self.info_or_none(&from.path).await? {
+            Some(info) if !info.is_dir() => {}
+            _ => return Ok(None),
+        }
+        if self.isdir(&to.path).await? {
+            return Ok(None);
+        }
+        from.op
+            .rename(&from.key, &to.key)
+            .await
+            .map_err(|e| self.error(e, &from))?;
+        Ok(Some(()))
+    }
+
+    /// Copies one file from `src` (on `self`) to `dst` on `dst_fs`: server-side
+    /// within one bucket when the store can, streamed otherwise.
+    async fn copy_file(&self, src: &str, dst_fs: &FileSystem, dst: &str) -> Result<()> {
+        let from = self.locate(src)?;
+        let to = dst_fs.locate(dst)?;
+        let same_store = std::ptr::eq(
+            std::sync::Arc::as_ptr(&self.inner),
+            std::sync::Arc::as_ptr(&dst_fs.inner),
+        ) && from.bucket == to.bucket;
+        if same_store && from.op.info().capability().copy {
+            from.op
+                .copy(&from.key, &to.key)
+                .await
+                .map_err(|e| self.error(e, &from))?;
+            return Ok(());
+        }
+        self.stream_file(&from, dst_fs, &to).await
+    }
+}
+
+/// The body of cp/put/get: expands the sources on `src_fs`, maps them under
+/// `dst` with fsspec's rules, copies each file and makes each directory where
+/// directories are real.
+async fn transfer(
+    src_fs: &FileSystem,
+    sources: Sources<'_>,
+    dst_fs: &FileSystem,
+    dst: &str,
+    recursive: bool,
+    maxdepth: Option<usize>,
+) -> Result<()> {
+    let raw: Vec<&str> = match sources {
+        Sources::One(s) => vec![s],
+        Sources::Many(list) => list.to_vec(),
+    };
+    let mut expanded: BTreeMap<String, Option<FileType>> =
+        src_fs.expand(&raw, recursive, maxdepth).await?;
+    let source_is_str = matches!(sources, Sources::One(_));
+    if source_is_str && (!recursive || maxdepth.is_some()) {
+        expanded.retain(|_, kind| *kind != Some(FileType::Directory));
+        if expanded.is_empty() {
+            return Ok(());
+        }
+    }
+    let paths1: Vec<String> = expanded.keys().cloned().collect();
+    let dst_is_dir = dst.ends_with('/') || dst_fs.isdir(dst).await?;
+    let exists = match sources {
+        Sources::One(src) => {
+            (has_magic(src) && paths1.len() == 1)
+                || (!has_magic(src) && dst_is_dir && !src.ends_with('/'))
+        }
+        Sources::Many(_) => false,
+    };
+    let target = dst_fs.strip(dst)?;
+    let paths2 = other_paths(&paths1, &target, exists, !source_is_str);
+    let missing_is_error = !recursive;
+    for (p1, p2) in paths1.iter().zip(&paths2) {
+        match expanded[p1] {
+            Some(FileType::Directory) => {
+                if dst_fs.real_directories() {
+                    dst_fs.mkdir(p2).await?;
+                }
+            }
+            Some(FileType::File) => src_fs.copy_file(p1, dst_fs, p2).await?,
+            None => match src_fs.copy_file(p1, dst_fs, p2).await {
+                Err(e) if e.kind() == ErrorKind::NotFound && !missing_is_error => {}
+                other => other?,
+            },
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(v: &[&str]) -> Vec<String> {
+        v.iter().map(|x| x.to_string()).collect()
+    }
+
+    #[test]
+    fn common_prefix_is_by_component() {
+        assert_eq!(common_prefix(&s(&["a/bc/d", "a/bd/e"])), "a");
+        assert_eq!(common_prefix(&s(&["a/b"])), "a/b");
+        assert_eq!(common_prefix(&s(&["x/1", "y/2"])), "");
+    }
+
+    #[test]
+    fn single_file_maps_to_target_or_inside() {
+        assert_eq!(other_paths(&s(&["b/f"]), "b/t", false, false), ["b/t"]);
+        assert_eq!(other_paths(&s(&["b/f"]), "b/t/", true, false), ["b/t/f"]);
+    }
+
+    #[test]
+    fn disjoint_relative_paths_are_joined() {
+        assert_eq!(
+            other_paths(&s(&["x/1", "y/2"]), "t", false, false),
+            ["t/x/1", "t/y/2"]
+        );
+    }
+}

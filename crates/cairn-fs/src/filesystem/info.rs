@@ -1,0 +1,290 @@
+//! What is at a path: `info`, `exists`, `isdir`, `isfile`, `ls`.
+
+use futures::TryStreamExt;
+use serde::Serialize;
+
+use super::{FileSystem, Location};
+use crate::error::{Error, ErrorKind, Result};
+
+/// Whether an entry is a file or a directory.
+///
+/// ```
+/// assert_eq!(serde_json::to_string(&cairn_fs::FileType::Directory).unwrap(), "\"directory\"");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FileType {
+    /// A file (an object).
+    File,
+    /// A directory (on object stores, a common key prefix or a marker).
+    Directory,
+}
+
+/// One entry, as fsspec's `info` describes it.
+///
+/// ```
+/// let info = cairn_fs::FileInfo::directory("bucket/dir".into());
+/// assert_eq!(info.size, 0);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FileInfo {
+    /// The stripped path (`bucket/key`, `/abs/path`).
+    pub name: String,
+    /// Size in bytes (0 for directories).
+    pub size: u64,
+    /// File or directory.
+    #[serde(rename = "type")]
+    pub kind: FileType,
+    /// Last modification time (RFC 3339), when the store reports it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_modified: Option<String>,
+    /// The store's entity tag, when it reports one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub etag: Option<String>,
+}
+
+impl FileInfo {
+    /// A directory entry.
+    ///
+    /// ```
+    /// assert_eq!(cairn_fs::FileInfo::directory("/d".into()).kind, cairn_fs::FileType::Directory);
+    /// ```
+    pub fn directory(name: String) -> Self {
+        Self {
+            name,
+            size: 0,
+            kind: FileType::Directory,
+            last_modified: None,
+            etag: None,
+        }
+    }
+
+    fn from_metadata(name: String, meta: &opendal::Metadata) -> Self {
+        if meta.is_dir() {
+            return Self::directory(name);
+        }
+        Self {
+            name,
+            size: meta.content_length(),
+            kind: FileType::File,
+            last_modified: meta.last_modified().map(|t| t.to_string()),
+            etag: meta.etag().map(|e| e.trim_matches('"').to_string()),
+        }
+    }
+
+    /// Whether this is a directory.
+    ///
+    /// ```
+    /// assert!(cairn_fs::FileInfo::directory("/d".into()).is_dir());
+    /// ```
+    pub fn is_dir(&self) -> bool {
+        self.kind == FileType::Directory
+    }
+}
+
+/// Totals of `du`.
+///
+/// ```
+/// let du = cairn_fs::DiskUsage { bytes: 3, files: 1 };
+/// assert_eq!(du.bytes, 3);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+pub struct DiskUsage {
+    /// Sum of file sizes.
+    pub bytes: u64,
+    /// Number of files.
+    pub files: u64,
+}
+
+fn is_not_found(err: &opendal::Error) -> bool {
+    matches!(
+        err.kind(),
+        opendal::ErrorKind::NotFound | opendal::ErrorKind::NotADirectory
+    ) && !err.to_string().contains("NoSuchBucket")
+}
+
+impl FileSystem {
+    /// Describes the file or directory at `path`; NotFound if there is none.
+    ///
+    /// ```
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let fs = cairn_fs::FileSystem::new("memory", &cairn_fs::StorageOptions::new()).unwrap();
+    /// fs.pipe("/info-doc/a", "abc".into(), cairn_fs::WriteMode::Overwrite).await.unwrap();
+    /// assert_eq!(fs.info("/info-doc/a").await.unwrap().size, 3);
+    /// assert!(fs.info("/info-doc").await.unwrap().is_dir());
+    /// assert_eq!(fs.info("/info-doc/zz").await.unwrap_err().kind(), cairn_fs::ErrorKind::NotFound);
+    /// # })
+    /// ```
+    pub async fn info(&self, path: &str) -> Result<FileInfo> {
+        let loc = self.locate(path)?;
+        self.info_at(&loc).await
+    }
+
+    pub(crate) async fn info_at(&self, loc: &Location) -> Result<FileInfo> {
+        if !loc.key.is_empty() {
+            match loc.op.stat(&loc.key).await {
+                Ok(meta) => return Ok(FileInfo::from_metadata(loc.path.clone(), &meta)),
+                Err(e) if is_not_found(&e) => {}
+                Err(e) => return Err(self.error(e, loc)),
+            }
+        }
+        if self.is_directory(loc).await? {
+            return Ok(FileInfo::directory(loc.path.clone()));
+        }
+        Err(Error::new(ErrorKind::NotFound, "no such file or directory").with_url(self.url(&loc.path)))
+    }
+
+    /// Whether `loc` names a directory: a real one, a marker, or a prefix of keys.
+    async fn is_directory(&self, loc: &Location) -> Result<bool> {
+        let dir_key = loc.dir_key();
+        if self.real_directories() {
+            return match loc.op.stat(&dir_key).await {
+                Ok(meta) => Ok(meta.is_dir()),
+                Err(e) if is_not_found(&e) => Ok(false),
+                Err(e) => Err(self.error(e, loc)),
+            };
+        }
+        let mut lister = loc
+            .op
+            .lister_with(&dir_key)
+            .limit(1)
+            .await
+            .map_err(|e| self.error(e, loc))?;
+        Ok(lister
+            .try_next()
+            .await
+            .map_err(|e| self.error(e, loc))?
+            .is_some())
+    }
+
+    /// Whether something exists at `path`. Only NotFound becomes `false`;
+    /// any other failure (a wrong credential, a missing bucket) is an error.
+    ///
+    /// ```
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let fs = cairn_fs::FileSystem::new("memory", &cairn_fs::StorageOptions::new()).unwrap();
+    /// assert!(!fs.exists("/nothing/here").await.unwrap());
+    /// # })
+    /// ```
+    pub async fn exists(&self, path: &str) -> Result<bool> {
+        match self.info(path).await {
+            Ok(_) => Ok(true),
+            Err(e) if e.kind() == ErrorKind::NotFound && !names_bucket(&e) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Whether `path` is a directory (false when missing).
+    ///
+    /// ```
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let fs = cairn_fs::FileSystem::new("memory", &cairn_fs::StorageOptions::new()).unwrap();
+    /// assert!(!fs.isdir("/nothing").await.unwrap());
+    /// # })
+    /// ```
+    pub async fn isdir(&self, path: &str) -> Result<bool> {
+        Ok(self.info_or_none(path).await?.is_some_and(|i| i.is_dir()))
+    }
+
+    /// Whether `path` is a file (false when missing).
+    ///
+    /// ```
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let fs = cairn_fs::FileSystem::new("memory", &cairn_fs::StorageOptions::new()).unwrap();
+    /// assert!(!fs.isfile("/nothing").await.unwrap());
+    /// # })
+    /// ```
+    pub async fn isfile(&self, path: &str) -> Result<bool> {
+        Ok(self.info_or_none(path).await?.is_some_and(|i| !i.is_dir()))
+    }
+
+    pub(crate) async fn info_or_none(&self, path: &str) -> Result<Option<FileInfo>> {
+        match self.info(path).await {
+            Ok(info) => Ok(Some(info)),
+            Err(e) if e.kind() == ErrorKind::NotFound && !names_bucket(&e) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The entries directly inside the directory `path`, sorted by name; for a
+    /// file, the file itself. NotFound if nothing is there.
+    ///
+    /// ```
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let fs = cairn_fs::FileSystem::new("memory", &cairn_fs::StorageOptions::new()).unwrap();
+    /// fs.pipe("/ls-doc/d/f", "x".into(), cairn_fs::WriteMode::Overwrite).await.unwrap();
+    /// fs.pipe("/ls-doc/g", "y".into(), cairn_fs::WriteMode::Overwrite).await.unwrap();
+    /// let names: Vec<_> = fs.ls("/ls-doc").await.unwrap().into_iter().map(|i| i.name).collect();
+    /// assert_eq!(names, ["/ls-doc/d", "/ls-doc/g"]);
+    /// # })
+    /// ```
+    pub async fn ls(&self, path: &str) -> Result<Vec<FileInfo>> {
+        let loc = self.locate(path)?;
+        let dir_key = loc.dir_key();
+        let entries = match loc.op.list(&dir_key).await {
+            Ok(entries) => entries,
+            Err(e) if is_not_found(&e) => Vec::new(),
+            Err(e) => return Err(self.error(e, &loc)),
+        };
+        let mut out = Vec::with_capacity(entries.len());
+        for entry in entries {
+            if entry.path() == dir_key || entry.path().trim_matches('/').is_empty() {
+                continue;
+            }
+            let name = self.entry_path(&loc, entry.path());
+            out.push(self.complete_info(&loc, name, entry.path(), entry.metadata()).await?);
+        }
+        if out.is_empty() {
+            let info = self.info_at(&loc).await?;
+            if !info.is_dir() {
+                out.push(info);
+            }
+        }
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(out)
+    }
+
+    /// Turns a listed entry into a [`FileInfo`]; stats files whose listing
+    /// carried no size (local directories list names only).
+    pub(crate) async fn complete_info(
+        &self,
+        loc: &Location,
+        name: String,
+        entry_key: &str,
+        meta: &opendal::Metadata,
+    ) -> Result<FileInfo> {
+        if meta.is_file() && meta.content_length() == 0 && self.real_directories() {
+            let full = loc.op.stat(entry_key).await.map_err(|e| self.error(e, loc))?;
+            return Ok(FileInfo::from_metadata(name, &full));
+        }
+        Ok(FileInfo::from_metadata(name, meta))
+    }
+}
+
+/// A NotFound about a missing bucket is a configuration problem, not absence.
+fn names_bucket(err: &Error) -> bool {
+    err.message().starts_with("bucket ")
+}
+
+/// Lists every entry under `loc` recursively, as (entry key, metadata).
+pub(crate) async fn list_recursive(
+    fs: &FileSystem,
+    loc: &Location,
+) -> Result<Vec<(String, opendal::Metadata)>> {
+    let dir_key = loc.dir_key();
+    let lister = match loc.op.lister_with(&dir_key).recursive(true).await {
+        Ok(l) => l,
+        Err(e) if is_not_found(&e) => return Ok(Vec::new()),
+        Err(e) => return Err(fs.error(e, loc)),
+    };
+    let entries: Vec<opendal::Entry> = match lister.try_collect().await {
+        Ok(v) => v,
+        Err(e) if is_not_found(&e) => Vec::new(),
+        Err(e) => return Err(fs.error(e, loc)),
+    };
+    Ok(entries
+        .into_iter()
+        .filter(|e| e.path() != dir_key && !e.path().trim_matches('/').is_empty())
+        .map(|e| e.into_parts())
+        .collect())
+}

@@ -1,0 +1,305 @@
+//! Reading and writing contents: `cat`, `cat_range`, `pipe`, streaming `open`.
+
+use bytes::Bytes;
+use futures::{AsyncRead, AsyncSeek, TryStreamExt};
+
+use super::{FileSystem, Location};
+use crate::backend::ConditionalWrites;
+use crate::error::{Error, ErrorKind, Result};
+
+/// Part size of streaming writes; objects larger than one part go multipart.
+pub(crate) const CHUNK: usize = 8 * 1024 * 1024;
+/// Parts in flight per streaming read or write.
+pub(crate) const CONCURRENCY: usize = 4;
+
+/// What `pipe` does when the target exists.
+///
+/// ```
+/// assert_ne!(cairn_fs::WriteMode::Create, cairn_fs::WriteMode::Overwrite);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum WriteMode {
+    /// Replace it.
+    #[default]
+    Overwrite,
+    /// Fail with [`ErrorKind::AlreadyExists`].
+    Create,
+}
+
+/// A file opened for reading: `futures::AsyncRead + AsyncSeek`, fetched in
+/// chunks as it is read.
+pub struct FileReader {
+    inner: opendal::FuturesAsyncReader,
+    size: u64,
+}
+
+impl FileReader {
+    /// The size of the file when it was opened.
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+}
+
+impl AsyncRead for FileReader {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut [u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl AsyncSeek for FileReader {
+    fn poll_seek(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        pos: std::io::SeekFrom,
+    ) -> std::task::Poll<std::io::Result<u64>> {
+        std::pin::Pin::new(&mut self.inner).poll_seek(cx, pos)
+    }
+}
+
+/// A file opened for writing. Data is buffered into parts; a file larger than
+/// one part is uploaded as a multipart object. Nothing is visible until
+/// [`FileWriter::close`] succeeds; dropping it unclosed abandons the write.
+pub struct FileWriter {
+    inner: opendal::Writer,
+    url: String,
+    fs: FileSystem,
+}
+
+impl FileWriter {
+    /// Appends `data`.
+    pub async fn write(&mut self, data: Bytes) -> Result<()> {
+        self.inner.write(data).await.map_err(|e| self.map(e))
+    }
+
+    /// Finishes the write and makes the file visible.
+    pub async fn close(mut self) -> Result<()> {
+        self.inner.close().await.map(|_| ()).map_err(|e| self.map(e))
+    }
+
+    /// Abandons the write (aborts a multipart upload).
+    pub async fn abort(mut self) -> Result<()> {
+        self.inner.abort().await.map_err(|e| self.map(e))
+    }
+
+    fn map(&self, err: opendal::Error) -> Error {
+        crate::error::from_opendal(err, &self.url, None).redact(&self.fs.inner.secrets)
+    }
+}
+
+impl FileSystem {
+    /// The whole contents of a file.
+    ///
+    /// ```
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let fs = cairn_fs::FileSystem::new("memory", &cairn_fs::StorageOptions::new()).unwrap();
+    /// fs.pipe("/cat-doc", "abc".into(), cairn_fs::WriteMode::Overwrite).await.unwrap();
+    /// assert_eq!(fs.cat("/cat-doc").await.unwrap(), "abc");
+    /// # })
+    /// ```
+    pub async fn cat(&self, path: &str) -> Result<Bytes> {
+        let loc = self.locate(path)?;
+        self.refuse_directory(&loc)?;
+        let buf = loc.op.read(&loc.key).await.map_err(|e| self.error(e, &loc))?;
+        Ok(buf.to_bytes())
+    }
+
+    /// Bytes `start..end` of a file (`end` = None reads to the end). A range
+    /// past the end is truncated, as fsspec's `cat_file` does; it may be empty.
+    ///
+    /// ```
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let fs = cairn_fs::FileSystem::new("memory", &cairn_fs::StorageOptions::new()).unwrap();
+    /// fs.pipe("/range-doc", "abcdef".into(), cairn_fs::WriteMode::Overwrite).await.unwrap();
+    /// assert_eq!(fs.cat_range("/range-doc", 2, Some(4)).await.unwrap(), "cd");
+    /// assert_eq!(fs.cat_range("/range-doc", 4, Some(100)).await.unwrap(), "ef");
+    /// assert_eq!(fs.cat_range("/range-doc", 10, None).await.unwrap(), "");
+    /// # })
+    /// ```
+    pub async fn cat_range(&self, path: &str, start: u64, end: Option<u64>) -> Result<Bytes> {
+        let loc = self.locate(path)?;
+        self.refuse_directory(&loc)?;
+        if end.is_some_and(|e| e <= start) {
+            return Ok(Bytes::new());
+        }
+        let meta = loc.op.stat(&loc.key).await.map_err(|e| self.error(e, &loc))?;
+        let size = meta.content_length();
+        let end = end.map_or(size, |e| e.min(size));
+        if start >= end {
+            return Ok(Bytes::new());
+        }
+        let buf = loc
+            .op
+            .read_with(&loc.key)
+            .range(start..end)
+            .await
+            .map_err(|e| self.error(e, &loc))?;
+        Ok(buf.to_bytes())
+    }
+
+    /// Writes `data` to a file in one request. With [`WriteMode::Create`] an
+    /// existing file is an AlreadyExists error and is left untouched; this is
+    /// atomic where the store supports create-if-absent (see
+    /// [`FileSystem::conditional_writes`]).
+    ///
+    /// ```
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// use cairn_fs::{ErrorKind, WriteMode};
+    /// let fs = cairn_fs::FileSystem::new("memory", &cairn_fs::StorageOptions::new()).unwrap();
+    /// fs.pipe("/pipe-doc", "1".into(), WriteMode::Create).await.unwrap();
+    /// let err = fs.pipe("/pipe-doc", "2".into(), WriteMode::Create).await.unwrap_err();
+    /// assert_eq!(err.kind(), ErrorKind::AlreadyExists);
+    /// assert_eq!(fs.cat("/pipe-doc").await.unwrap(), "1");
+    /// # })
+    /// ```
+    pub async fn pipe(&self, path: &str, data: Bytes, mode: WriteMode) -> Result<()> {
+        let loc = self.locate(path)?;
+        self.refuse_directory(&loc)?;
+        match mode {
+            WriteMode::Overwrite => {
+                loc.op.write(&loc.key, data).await.map_err(|e| self.error(e, &loc))?;
+            }
+            WriteMode::Create => match self.conditional_mode(&loc).await? {
+                ConditionalWrites::Emulated => {
+                    if self.exists(&loc.path).await? {
+                        return Err(self.already_exists(&loc));
+                    }
+                    loc.op.write(&loc.key, data).await.map_err(|e| self.error(e, &loc))?;
+                }
+                _ => {
+                    loc.op
+                        .write_with(&loc.key, data)
+                        .if_not_exists(true)
+                        .await
+                        .map_err(|e| self.error(e, &loc))?;
+                }
+            },
+        }
+        Ok(())
+    }
+
+    /// Opens a file for streaming reads (`futures::AsyncRead + AsyncSeek`).
+    ///
+    /// ```
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// use futures::AsyncReadExt;
+    /// let fs = cairn_fs::FileSystem::new("memory", &cairn_fs::StorageOptions::new()).unwrap();
+    /// fs.pipe("/open-doc", "stream".into(), cairn_fs::WriteMode::Overwrite).await.unwrap();
+    /// let mut reader = fs.open_read("/open-doc").await.unwrap();
+    /// let mut text = String::new();
+    /// reader.read_to_string(&mut text).await.unwrap();
+    /// assert_eq!(text, "stream");
+    /// # })
+    /// ```
+    pub async fn open_read(&self, path: &str) -> Result<FileReader> {
+        let loc = self.locate(path)?;
+        self.refuse_directory(&loc)?;
+        let meta = loc.op.stat(&loc.key).await.map_err(|e| self.error(e, &loc))?;
+        if meta.is_dir() {
+            return Err(self.is_a_directory(&loc));
+        }
+        let size = meta.content_length();
+        let reader = loc
+            .op
+            .reader_with(&loc.key)
+            .chunk(CHUNK)
+            .concurrent(CONCURRENCY)
+            .await
+            .map_err(|e| self.error(e, &loc))?;
+        let inner = reader
+            .into_futures_async_read(0..size)
+            .await
+            .map_err(|e| self.error(e, &loc))?;
+        Ok(FileReader { inner, size })
+    }
+
+    /// Opens a file for streaming writes; see [`FileWriter`].
+    ///
+    /// ```
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let fs = cairn_fs::FileSystem::new("memory", &cairn_fs::StorageOptions::new()).unwrap();
+    /// let mut w = fs.open_write("/write-doc").await.unwrap();
+    /// w.write("a".into()).await.unwrap();
+    /// w.write("b".into()).await.unwrap();
+    /// w.close().await.unwrap();
+    /// assert_eq!(fs.cat("/write-doc").await.unwrap(), "ab");
+    /// # })
+    /// ```
+    pub async fn open_write(&self, path: &str) -> Result<FileWriter> {
+        let loc = self.locate(path)?;
+        self.refuse_directory(&loc)?;
+        let inner = loc
+            .op
+            .writer_with(&loc.key)
+            .chunk(CHUNK)
+            .concurrent(CONCURRENCY)
+            .await
+            .map_err(|e| self.error(e, &loc))?;
+        Ok(FileWriter {
+            inner,
+            url: self.url(&loc.path),
+            fs: self.clone(),
+        })
+    }
+
+    /// Streams one file from `loc` on `self` into `dst` on `dst_fs`.
+    pub(crate) async fn stream_file(
+        &self,
+        loc: &Location,
+        dst_fs: &FileSystem,
+        dst: &Location,
+    ) -> Result<()> {
+        let reader = loc
+            .op
+            .reader_with(&loc.key)
+            .chunk(CHUNK)
+            .concurrent(CONCURRENCY)
+            .await
+            .map_err(|e| self.error(e, loc))?;
+        let mut stream = reader
+            .into_stream(..)
+            .await
+            .map_err(|e| self.error(e, loc))?;
+        let mut writer = dst
+            .op
+            .writer_with(&dst.key)
+            .chunk(CHUNK)
+            .concurrent(CONCURRENCY)
+            .await
+            .map_err(|e| dst_fs.error(e, dst))?;
+        while let Some(buf) = stream.try_next().await.map_err(|e| self.error(e, loc))? {
+            if let Err(e) = writer.write(buf).await {
+                let _ = writer.abort().await;
+                return Err(dst_fs.error(e, dst));
+            }
+        }
+        writer.close().await.map_err(|e| dst_fs.error(e, dst))?;
+        Ok(())
+    }
+
+    fn refuse_directory(&self, loc: &Location) -> Result<()> {
+        if loc.key.is_empty() {
+            return Err(self.is_a_directory(loc));
+        }
+        Ok(())
+    }
+
+    fn is_a_directory(&self, loc: &Location) -> Error {
+        Error::new(
+            ErrorKind::IsADirectory,
+            "the path is a bucket or directory; name a file inside it",
+        )
+        .with_url(self.url(&loc.path))
+    }
+
+    fn already_exists(&self, loc: &Location) -> Error {
+        Error::new(
+            ErrorKind::AlreadyExists,
+            "the file exists and the write asked not to overwrite it",
+        )
+        .with_url(self.url(&loc.path))
+    }
+}

@@ -1,0 +1,456 @@
+//! The [`FileSystem`]: one API over every backend, fsspec's names and semantics.
+//!
+//! A backend supplies an OpenDAL operator per bucket; this module adds the
+//! layers (timeout inside retry), caches operators, maps paths and errors.
+//! The operations live in sibling modules, each derived once for all backends:
+//! `info` (info, exists, ls), `walk` (find, glob, du, expand_path), `io` (cat,
+//! pipe, open), `copy` (cp, mv, put, get), `remove` (rm, mkdir).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use opendal::Operator;
+use opendal::layers::{RetryLayer, TimeoutLayer};
+
+use crate::backend::{Backend, ConditionalWrites, Layout};
+use crate::error::{Error, ErrorKind, Result, from_opendal};
+use crate::options::{ConfigLine, Environment, StorageOptions};
+use crate::registry::Registry;
+use crate::url::{absolute_local, normalize_posix, split_protocol};
+
+mod copy;
+mod info;
+mod io;
+mod remove;
+mod walk;
+
+pub use copy::other_paths;
+pub use info::{DiskUsage, FileInfo, FileType};
+pub use io::{FileReader, FileWriter, WriteMode};
+
+/// A filesystem for one protocol and one set of options, fsspec style.
+///
+/// Paths may be given as URLs (`s3://bucket/key`) or as stripped paths
+/// (`bucket/key`; `/abs/path` for `file` and `memory`); results use stripped
+/// paths. Cloning is cheap and shares the operator cache.
+///
+/// ```
+/// # tokio_test();
+/// # fn tokio_test() { tokio::runtime::Runtime::new().unwrap().block_on(async {
+/// use cairn_fs::{FileSystem, StorageOptions, WriteMode};
+/// let fs = FileSystem::new("memory", &StorageOptions::new()).unwrap();
+/// fs.pipe("memory:///docs/hello.txt", "hi".into(), WriteMode::Overwrite).await.unwrap();
+/// assert_eq!(fs.cat("/docs/hello.txt").await.unwrap(), "hi");
+/// assert!(fs.isdir("/docs").await.unwrap());
+/// # }) }
+/// ```
+#[derive(Clone)]
+pub struct FileSystem {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    protocol: String,
+    schemes: Vec<String>,
+    layout: Layout,
+    backend: Arc<dyn Backend>,
+    operators: Mutex<HashMap<String, Operator>>,
+    conditional: Mutex<HashMap<String, ConditionalWrites>>,
+    secrets: Vec<String>,
+}
+
+impl std::fmt::Debug for FileSystem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FileSystem")
+            .field("protocol", &self.inner.protocol)
+            .field("backend", &self.inner.backend)
+            .finish()
+    }
+}
+
+/// A resolved location: the operator of its bucket and the key inside it.
+pub(crate) struct Location {
+    pub op: Operator,
+    pub bucket: String,
+    /// Key inside the operator, no leading slash; empty for the bucket or root.
+    pub key: String,
+    /// The stripped path, as results name it.
+    pub path: String,
+}
+
+impl Location {
+    /// The key of this location seen as a directory (`dir/`, or `/` for the root).
+    pub fn dir_key(&self) -> String {
+        if self.key.is_empty() {
+            "/".to_string()
+        } else {
+            format!("{}/", self.key)
+        }
+    }
+}
+
+/// Builds a [`FileSystem`] with an explicit registry and environment.
+///
+/// ```
+/// use cairn_fs::{Environment, FileSystemBuilder, StorageOptions};
+/// let fs = FileSystemBuilder::new("s3")
+///     .options(StorageOptions::new())
+///     .env(Environment::from_pairs([("AWS_ENDPOINT_URL", "http://127.0.0.1:3900")]))
+///     .build()
+///     .unwrap();
+/// assert_eq!(fs.protocol(), "s3");
+/// ```
+#[derive(Clone)]
+pub struct FileSystemBuilder<'a> {
+    protocol: String,
+    options: StorageOptions,
+    env: Option<Environment>,
+    registry: Option<&'a Registry>,
+}
+
+impl<'a> FileSystemBuilder<'a> {
+    /// A builder for `protocol` (a scheme or alias), with no options.
+    ///
+    /// ```
+    /// let _ = cairn_fs::FileSystemBuilder::new("file");
+    /// ```
+    pub fn new(protocol: &str) -> Self {
+        Self {
+            protocol: protocol.to_string(),
+            options: StorageOptions::new(),
+            env: None,
+            registry: None,
+        }
+    }
+
+    /// The storage options (a map per protocol).
+    ///
+    /// ```
+    /// let _ = cairn_fs::FileSystemBuilder::new("file").options(cairn_fs::StorageOptions::new());
+    /// ```
+    pub fn options(mut self, options: StorageOptions) -> Self {
+        self.options = options;
+        self
+    }
+
+    /// The environment to resolve against (default: the process environment).
+    ///
+    /// ```
+    /// let _ = cairn_fs::FileSystemBuilder::new("file").env(cairn_fs::Environment::default());
+    /// ```
+    pub fn env(mut self, env: Environment) -> Self {
+        self.env = Some(env);
+        self
+    }
+
+    /// The registry to look the scheme up in (default: [`Registry::global`]).
+    ///
+    /// ```
+    /// let registry = cairn_fs::Registry::with_builtins();
+    /// let _ = cairn_fs::FileSystemBuilder::new("file").registry(&registry);
+    /// ```
+    pub fn registry(mut self, registry: &'a Registry) -> Self {
+        self.registry = Some(registry);
+        self
+    }
+
+    /// Resolves the options and returns the filesystem; operators are built lazily.
+    ///
+    /// ```
+    /// let err = cairn_fs::FileSystemBuilder::new("nope").build().unwrap_err();
+    /// assert_eq!(err.kind(), cairn_fs::ErrorKind::UnknownScheme);
+    /// ```
+    pub fn build(self) -> Result<FileSystem> {
+        let registry: &Registry = match self.registry {
+            Some(r) => r,
+            None => Registry::global(),
+        };
+        let factory = registry.resolve(&self.protocol)?;
+        let env = self.env.unwrap_or_else(Environment::process);
+        let options = self.options.merged_for(factory.schemes());
+        let backend = factory.configure(&options, &env)?;
+        let secrets = backend.secrets();
+        Ok(FileSystem {
+            inner: Arc::new(Inner {
+                protocol: factory.protocol().to_string(),
+                schemes: factory.schemes().iter().map(|s| s.to_string()).collect(),
+                layout: factory.layout(),
+                backend,
+                operators: Mutex::new(HashMap::new()),
+                conditional: Mutex::new(HashMap::new()),
+                secrets,
+            }),
+        })
+    }
+}
+
+impl FileSystem {
+    /// The filesystem of `protocol` with `options`, resolved against the
+    /// process environment, from the global registry.
+    ///
+    /// ```
+    /// let fs = cairn_fs::FileSystem::new("s3a", &cairn_fs::StorageOptions::new()).unwrap();
+    /// assert_eq!(fs.protocol(), "s3");
+    /// ```
+    pub fn new(protocol: &str, options: &StorageOptions) -> Result<Self> {
+        FileSystemBuilder::new(protocol)
+            .options(options.clone())
+            .build()
+    }
+
+    /// The filesystem serving `url` and the URL's stripped path, as fsspec's
+    /// `url_to_fs`. A path without a scheme is local.
+    ///
+    /// ```
+    /// let (fs, path) = cairn_fs::FileSystem::from_url("memory:///a/b", &cairn_fs::StorageOptions::new()).unwrap();
+    /// assert_eq!((fs.protocol(), path.as_str()), ("memory", "/a/b"));
+    /// ```
+    pub fn from_url(url: &str, options: &StorageOptions) -> Result<(Self, String)> {
+        let (scheme, _) = split_protocol(url);
+        let fs = Self::new(scheme.as_deref().unwrap_or("file"), options)?;
+        let path = fs.strip(url)?;
+        Ok((fs, path))
+    }
+
+    /// The canonical protocol name.
+    ///
+    /// ```
+    /// let fs = cairn_fs::FileSystem::new("local", &cairn_fs::StorageOptions::new()).unwrap();
+    /// assert_eq!(fs.protocol(), "file");
+    /// ```
+    pub fn protocol(&self) -> &str {
+        &self.inner.protocol
+    }
+
+    /// The resolved configuration of this filesystem's backend, secrets redacted.
+    ///
+    /// ```
+    /// let fs = cairn_fs::FileSystem::new("s3", &cairn_fs::StorageOptions::new()).unwrap();
+    /// assert!(fs.describe().iter().any(|l| l.name == "region"));
+    /// ```
+    pub fn describe(&self) -> Vec<ConfigLine> {
+        self.inner.backend.describe()
+    }
+
+    /// Removes this filesystem's scheme from `url` and normalizes the path:
+    /// `s3://b/k/` gives `b/k`, a relative local path becomes absolute.
+    ///
+    /// ```
+    /// let fs = cairn_fs::FileSystem::new("s3", &cairn_fs::StorageOptions::new()).unwrap();
+    /// assert_eq!(fs.strip("s3://bucket/a/b/").unwrap(), "bucket/a/b");
+    /// assert!(fs.strip("memory:///x").is_err());
+    /// ```
+    pub fn strip(&self, url: &str) -> Result<String> {
+        let (scheme, rest) = split_protocol(url);
+        if let Some(scheme) = &scheme
+            && !self.inner.schemes.iter().any(|s| s == scheme)
+        {
+            return Err(Error::new(
+                ErrorKind::InvalidUrl,
+                format!(
+                    "this is a {} filesystem and cannot serve a {scheme}:// URL; open a filesystem for that URL instead",
+                    self.inner.protocol
+                ),
+            )
+            .with_url(url));
+        }
+        match self.inner.layout {
+            Layout::Bucketed => {
+                let trimmed = rest.trim_matches('/');
+                Ok(trimmed.to_string())
+            }
+            Layout::SingleRoot => {
+                let path = if self.inner.protocol == "file" {
+                    if scheme.is_some() && !rest.starts_with('/') {
+                        return Err(Error::new(
+                            ErrorKind::InvalidUrl,
+                            "a file URL must hold an absolute path: write file:///abs/path",
+                        )
+                        .with_url(url));
+                    }
+                    absolute_local(rest, url)?
+                } else {
+                    normalize_posix(&format!("/{rest}"))
+                };
+                Ok(strip_trailing_slash(&path))
+            }
+        }
+    }
+
+    /// The URL of a stripped path (`bucket/key` gives `s3://bucket/key`).
+    ///
+    /// ```
+    /// let fs = cairn_fs::FileSystem::new("memory", &cairn_fs::StorageOptions::new()).unwrap();
+    /// assert_eq!(fs.url("/a/b"), "memory:///a/b");
+    /// ```
+    pub fn url(&self, path: &str) -> String {
+        match split_protocol(path) {
+            (Some(_), _) => path.to_string(),
+            (None, rest) => format!("{}://{rest}", self.inner.protocol),
+        }
+    }
+
+    /// How create-if-absent writes are done on the bucket of `path`: natively,
+    /// or emulated by a check before the write (not race-free). On s3 the first
+    /// call probes the store once per bucket with a short-lived object.
+    ///
+    /// ```
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let fs = cairn_fs::FileSystem::new("memory", &cairn_fs::StorageOptions::new()).unwrap();
+    /// assert_eq!(fs.conditional_writes("/x").await.unwrap(), cairn_fs::backend::ConditionalWrites::Native);
+    /// # })
+    /// ```
+    pub async fn conditional_writes(&self, path: &str) -> Result<ConditionalWrites> {
+        let loc = self.locate(path)?;
+        self.conditional_mode(&loc).await
+    }
+
+    pub(crate) fn real_directories(&self) -> bool {
+        self.inner.backend.real_directories()
+    }
+
+    /// Resolves a URL or stripped path to its operator and key.
+    pub(crate) fn locate(&self, path: &str) -> Result<Location> {
+        let path = self.strip(path)?;
+        let (bucket, key) = match self.inner.layout {
+            Layout::Bucketed => {
+                let (bucket, key) = path.split_once('/').unwrap_or((path.as_str(), ""));
+                if bucket.is_empty() {
+                    return Err(Error::new(
+                        ErrorKind::InvalidUrl,
+                        "the URL names no bucket; write it as scheme://bucket/key",
+                    )
+                    .with_url(self.url(&path)));
+                }
+                (bucket.to_string(), key.to_string())
+            }
+            Layout::SingleRoot => (String::new(), path.trim_start_matches('/').to_string()),
+        };
+        let op = self.operator(&bucket)?;
+        Ok(Location {
+            op,
+            bucket,
+            key,
+            path,
+        })
+    }
+
+    fn operator(&self, bucket: &str) -> Result<Operator> {
+        let mut cache = self.inner.operators.lock().expect("operator cache poisoned");
+        if let Some(op) = cache.get(bucket) {
+            return Ok(op.clone());
+        }
+        let policy = self.inner.backend.io_policy();
+        let op = self
+            .inner
+            .backend
+            .operator(bucket)
+            .map_err(|e| e.redact(&self.inner.secrets))?
+            .layer(
+                TimeoutLayer::new()
+                    .with_timeout(policy.op_timeout)
+                    .with_io_timeout(policy.io_timeout),
+            )
+            .layer(
+                RetryLayer::new()
+                    .with_max_times(policy.max_attempts.saturating_sub(1))
+                    .with_jitter(),
+            );
+        cache.insert(bucket.to_string(), op.clone());
+        Ok(op)
+    }
+
+    /// Maps an OpenDAL error about `loc` to a cairn error, secrets scrubbed.
+    pub(crate) fn error(&self, err: opendal::Error, loc: &Location) -> Error {
+        let bucket = (self.inner.layout == Layout::Bucketed).then_some(loc.bucket.as_str());
+        from_opendal(err, &self.url(&loc.path), bucket).redact(&self.inner.secrets)
+    }
+
+    /// The stripped path of an operator entry path inside `loc`'s bucket.
+    pub(crate) fn entry_path(&self, loc: &Location, entry: &str) -> String {
+        let entry = entry.trim_matches('/');
+        match self.inner.layout {
+            Layout::Bucketed if entry.is_empty() => loc.bucket.clone(),
+            Layout::Bucketed => format!("{}/{entry}", loc.bucket),
+            Layout::SingleRoot => format!("/{entry}"),
+        }
+    }
+
+    async fn conditional_mode(&self, loc: &Location) -> Result<ConditionalWrites> {
+        let declared = self.inner.backend.conditional_writes();
+        if declared != ConditionalWrites::Probe {
+            return Ok(declared);
+        }
+        if let Some(mode) = self
+            .inner
+            .conditional
+            .lock()
+            .expect("probe cache poisoned")
+            .get(&loc.bucket)
+        {
+            return Ok(*mode);
+        }
+        let mode = self.probe_conditional_writes(loc).await?;
+        self.inner
+            .conditional
+            .lock()
+            .expect("probe cache poisoned")
+            .insert(loc.bucket.clone(), mode);
+        Ok(mode)
+    }
+
+    /// Writes a probe object twice, the second time create-if-absent: a store
+    /// that refuses the second write honours the condition.
+    async fn probe_conditional_writes(&self, loc: &Location) -> Result<ConditionalWrites> {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or_default();
+        let probe = Location {
+            op: loc.op.clone(),
+            bucket: loc.bucket.clone(),
+            key: format!(".cairn-probe-{}-{nanos}", std::process::id()),
+            path: loc.path.clone(),
+        };
+        probe
+            .op
+            .write(&probe.key, "probe")
+            .await
+            .map_err(|e| self.error(e, &probe))?;
+        let second = probe
+            .op
+            .write_with(&probe.key, "probe")
+            .if_not_exists(true)
+            .await;
+        let cleanup = probe.op.delete(&probe.key).await;
+        let mode = match second {
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    opendal::ErrorKind::ConditionNotMatch | opendal::ErrorKind::AlreadyExists
+                ) =>
+            {
+                ConditionalWrites::Native
+            }
+            Ok(_) => {
+                tracing::warn!(
+                    bucket = %loc.bucket,
+                    "the store ignores create-if-absent writes; cairn checks existence before \
+                     exclusive creates instead, which is not race-free"
+                );
+                ConditionalWrites::Emulated
+            }
+            Err(e) => return Err(self.error(e, &probe)),
+        };
+        cleanup.map_err(|e| self.error(e, &probe))?;
+        Ok(mode)
+    }
+}
+
+fn strip_trailing_slash(path: &str) -> String {
+    if path.len() > 1 {
+        path.trim_end_matches('/').to_string()
+    } else {
+        path.to_string()
+    }
+}

@@ -1,0 +1,130 @@
+//! Creating and removing: `mkdir`, `rm` (batched deletes).
+
+use std::collections::BTreeMap;
+
+use super::{FileSystem, FileType};
+use crate::error::{Error, ErrorKind, Result};
+
+impl FileSystem {
+    /// Creates a directory and its parents. On object stores this writes a
+    /// `dir/` marker object; a bucket is never created, only checked.
+    ///
+    /// ```
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let fs = cairn_fs::FileSystem::new("memory", &cairn_fs::StorageOptions::new()).unwrap();
+    /// fs.mkdir("/mkdir-doc/a/b").await.unwrap();
+    /// assert!(fs.isdir("/mkdir-doc/a/b").await.unwrap());
+    /// # })
+    /// ```
+    pub async fn mkdir(&self, path: &str) -> Result<()> {
+        let loc = self.locate(path)?;
+        if loc.key.is_empty() {
+            return match self.info_at(&loc).await {
+                Ok(_) => Ok(()),
+                Err(e) if e.kind() == ErrorKind::NotFound => Err(Error::new(
+                    ErrorKind::Unsupported,
+                    format!(
+                        "bucket {:?} does not exist and cairn does not create buckets; create it with your provider's tools",
+                        loc.bucket
+                    ),
+                )
+                .with_url(self.url(&loc.path))),
+                Err(e) => Err(e),
+            };
+        }
+        if let Some(info) = self.info_or_none(&loc.path).await? {
+            if info.is_dir() {
+                return Ok(());
+            }
+            return Err(Error::new(
+                ErrorKind::AlreadyExists,
+                "a file exists at this path; cannot make a directory here",
+            )
+            .with_url(self.url(&loc.path)));
+        }
+        loc.op
+            .create_dir(&loc.dir_key())
+            .await
+            .map_err(|e| self.error(e, &loc))
+    }
+
+    /// Removes files; with `recursive`, directories and everything under them.
+    /// Globs are expanded first. Deletes go out in batches (up to 1000 keys a
+    /// request on s3), children before their directories. A directory without
+    /// `recursive` is an IsADirectory error and nothing is deleted.
+    ///
+    /// ```
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let fs = cairn_fs::FileSystem::new("memory", &cairn_fs::StorageOptions::new()).unwrap();
+    /// fs.pipe("/rm-doc/d/f", "x".into(), cairn_fs::WriteMode::Overwrite).await.unwrap();
+    /// assert!(fs.rm("/rm-doc/d", false, None).await.is_err());
+    /// fs.rm("/rm-doc/d", true, None).await.unwrap();
+    /// assert!(!fs.exists("/rm-doc/d").await.unwrap());
+    /// # })
+    /// ```
+    pub async fn rm(&self, path: &str, recursive: bool, maxdepth: Option<usize>) -> Result<()> {
+        self.rm_list(&[path], recursive, maxdepth).await
+    }
+
+    /// [`FileSystem::rm`] over several paths.
+    ///
+    /// ```
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let fs = cairn_fs::FileSystem::new("memory", &cairn_fs::StorageOptions::new()).unwrap();
+    /// fs.pipe("/rml-doc/a", "x".into(), cairn_fs::WriteMode::Overwrite).await.unwrap();
+    /// fs.pipe("/rml-doc/b", "x".into(), cairn_fs::WriteMode::Overwrite).await.unwrap();
+    /// fs.rm_list(&["/rml-doc/a", "/rml-doc/b"], false, None).await.unwrap();
+    /// assert!(!fs.exists("/rml-doc/a").await.unwrap());
+    /// # })
+    /// ```
+    pub async fn rm_list(
+        &self,
+        paths: &[&str],
+        recursive: bool,
+        maxdepth: Option<usize>,
+    ) -> Result<()> {
+        let expanded = self.expand(paths, recursive, maxdepth).await?;
+        if let Some((missing, _)) = expanded.iter().find(|(_, kind)| kind.is_none()) {
+            return Err(
+                Error::new(ErrorKind::NotFound, "no such file or directory")
+                    .with_url(self.url(missing)),
+            );
+        }
+        if !recursive
+            && let Some((dir, _)) = expanded
+                .iter()
+                .find(|(_, kind)| **kind == Some(FileType::Directory))
+        {
+            return Err(Error::new(
+                ErrorKind::IsADirectory,
+                "the path is a directory; pass recursive (-r) to remove it and its contents",
+            )
+            .with_url(self.url(dir)));
+        }
+        // Group keys per bucket; reverse order puts children before parents.
+        let mut per_bucket: BTreeMap<String, (super::Location, Vec<String>)> = BTreeMap::new();
+        for (path, kind) in expanded.iter().rev() {
+            let loc = self.locate(path)?;
+            if loc.key.is_empty() {
+                continue;
+            }
+            let key = if *kind == Some(FileType::Directory) {
+                loc.dir_key()
+            } else {
+                loc.key.clone()
+            };
+            per_bucket
+                .entry(loc.bucket.clone())
+                .or_insert_with(|| (loc, Vec::new()))
+                .1
+                .push(key);
+        }
+        for (loc, keys) in per_bucket.into_values() {
+            loc.op
+                .delete_iter(keys)
+                .await
+                .map_err(|e| self.error(e, &loc))?;
+        }
+        Ok(())
+    }
+}

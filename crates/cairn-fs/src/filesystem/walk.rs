@@ -1,0 +1,258 @@
+//! Walking trees: `find`, `glob`, `du`, and fsspec's `expand_path`.
+
+use std::collections::BTreeMap;
+
+use globset::GlobBuilder;
+
+use super::info::list_recursive;
+use super::{FileInfo, FileSystem, FileType};
+use crate::error::{Error, ErrorKind, Result};
+use crate::filesystem::info::DiskUsage;
+use crate::url::has_magic;
+
+impl FileSystem {
+    /// Every file under `path` (and directories too with `withdirs`, the root
+    /// included), down to `maxdepth` levels, sorted by name. A file path gives
+    /// itself; a missing path gives nothing.
+    ///
+    /// ```
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let fs = cairn_fs::FileSystem::new("memory", &cairn_fs::StorageOptions::new()).unwrap();
+    /// for p in ["/find-doc/a", "/find-doc/sub/b"] {
+    ///     fs.pipe(p, "x".into(), cairn_fs::WriteMode::Overwrite).await.unwrap();
+    /// }
+    /// let names: Vec<_> = fs.find("/find-doc", None, false).await.unwrap().into_iter().map(|i| i.name).collect();
+    /// assert_eq!(names, ["/find-doc/a", "/find-doc/sub/b"]);
+    /// assert_eq!(fs.find("/find-doc", Some(1), true).await.unwrap().len(), 3);
+    /// # })
+    /// ```
+    pub async fn find(
+        &self,
+        path: &str,
+        maxdepth: Option<usize>,
+        withdirs: bool,
+    ) -> Result<Vec<FileInfo>> {
+        if maxdepth == Some(0) {
+            return Err(Error::new(ErrorKind::Config, "maxdepth must be at least 1"));
+        }
+        let loc = self.locate(path)?;
+        let entries = list_recursive(self, &loc).await?;
+        let prefix_len = loc.dir_key().trim_start_matches('/').len();
+        let within = |rel: &str| maxdepth.is_none_or(|d| rel.split('/').count() <= d);
+        let mut out: BTreeMap<String, FileInfo> = BTreeMap::new();
+        for (key, meta) in entries {
+            let rel = key.trim_start_matches('/')[prefix_len..].trim_end_matches('/');
+            if rel.is_empty() {
+                continue;
+            }
+            if withdirs {
+                // Parents of any entry are directories, whether or not a marker exists.
+                let parts: Vec<&str> = rel.split('/').collect();
+                for depth in 1..parts.len() {
+                    let dir_rel = parts[..depth].join("/");
+                    if within(&dir_rel) {
+                        let name = self.entry_path(&loc, &format!("{}{dir_rel}", &loc.dir_key()));
+                        out.entry(name.clone())
+                            .or_insert_with(|| FileInfo::directory(name));
+                    }
+                }
+            }
+            if !within(rel) || (meta.is_dir() && !withdirs) {
+                continue;
+            }
+            let name = self.entry_path(&loc, &key);
+            let info = self.complete_info(&loc, name.clone(), &key, &meta).await?;
+            out.insert(name, info);
+        }
+        if withdirs && !out.is_empty() && !loc.key.is_empty() {
+            out.insert(loc.path.clone(), FileInfo::directory(loc.path.clone()));
+        }
+        if out.is_empty() {
+            match self.info_or_none(&loc.path).await? {
+                Some(info) if !info.is_dir() => return Ok(vec![info]),
+                Some(info) if withdirs && !loc.key.is_empty() => return Ok(vec![info]),
+                _ => {}
+            }
+        }
+        Ok(out.into_values().collect())
+    }
+
+    /// Paths matching a glob pattern: `*` and `?` within one level, `[...]`
+    /// classes, `**` across levels; a pattern ending in `/` matches directories
+    /// only. Without glob characters: the path if it exists.
+    ///
+    /// ```
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let fs = cairn_fs::FileSystem::new("memory", &cairn_fs::StorageOptions::new()).unwrap();
+    /// for p in ["/glob-doc/a1.txt", "/glob-doc/a2.csv", "/glob-doc/d/a3.txt"] {
+    ///     fs.pipe(p, "x".into(), cairn_fs::WriteMode::Overwrite).await.unwrap();
+    /// }
+    /// assert_eq!(fs.glob("/glob-doc/*.txt", None).await.unwrap(), ["/glob-doc/a1.txt"]);
+    /// assert_eq!(fs.glob("/glob-doc/**/*.txt", None).await.unwrap().len(), 2);
+    /// # })
+    /// ```
+    pub async fn glob(&self, pattern: &str, maxdepth: Option<usize>) -> Result<Vec<String>> {
+        Ok(self
+            .glob_detail(pattern, maxdepth)
+            .await?
+            .into_iter()
+            .map(|i| i.name)
+            .collect())
+    }
+
+    async fn glob_detail(&self, pattern: &str, maxdepth: Option<usize>) -> Result<Vec<FileInfo>> {
+        if maxdepth == Some(0) {
+            return Err(Error::new(ErrorKind::Config, "maxdepth must be at least 1"));
+        }
+        let ends_with_sep = pattern.ends_with('/');
+        let path = self.strip(pattern)?;
+        if !has_magic(&path) {
+            return Ok(self.info_or_none(&path).await?.into_iter().collect());
+        }
+        let append_slash_to_dirs = ends_with_sep || path.ends_with("/**");
+        let first_magic = path.find(['*', '?', '[']).unwrap_or(path.len());
+        let (root, tail) = match path[..first_magic].rfind('/') {
+            Some(idx) => (&path[..=idx], &path[idx + 1..]),
+            None => ("", path.as_str()),
+        };
+        let tail_depth = tail.matches('/').count() + 1;
+        // `**` spans any depth; with maxdepth it spans at most that many levels.
+        let depth = match path.find("**") {
+            Some(idx) => maxdepth.map(|m| tail_depth - (path[idx..].matches('/').count() + 1) + m),
+            None => Some(tail_depth),
+        };
+        let glob_text = format!("{path}{}", if ends_with_sep { "/" } else { "" });
+        if glob_text.split('/').any(|part| part.contains("**") && part != "**") {
+            return Err(Error::new(
+                ErrorKind::InvalidUrl,
+                "'**' can only be an entire path component, as in a/**/b",
+            )
+            .with_url(pattern));
+        }
+        let matcher = GlobBuilder::new(&glob_text)
+            .literal_separator(true)
+            .backslash_escape(false)
+            .empty_alternates(false)
+            .build()
+            .map_err(|e| {
+                Error::new(ErrorKind::InvalidUrl, "invalid glob pattern")
+                    .with_url(pattern)
+                    .with_source(e)
+            })?
+            .compile_matcher();
+        let root = if root.is_empty() || root == "/" {
+            root.to_string()
+        } else {
+            root.trim_end_matches('/').to_string()
+        };
+        let candidates = if root.is_empty() {
+            return Err(Error::new(
+                ErrorKind::InvalidUrl,
+                "a glob needs a fixed bucket or directory before its first wildcard",
+            )
+            .with_url(pattern));
+        } else {
+            self.find(&root, depth, true).await?
+        };
+        Ok(candidates
+            .into_iter()
+            .filter(|info| {
+                let candidate = if append_slash_to_dirs && info.is_dir() {
+                    format!("{}/", info.name)
+                } else {
+                    info.name.clone()
+                };
+                matcher.is_match(&candidate)
+            })
+            .collect())
+    }
+
+    /// Total size and count of the files under `path`.
+    ///
+    /// ```
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let fs = cairn_fs::FileSystem::new("memory", &cairn_fs::StorageOptions::new()).unwrap();
+    /// fs.pipe("/du-doc/a", "abc".into(), cairn_fs::WriteMode::Overwrite).await.unwrap();
+    /// fs.pipe("/du-doc/b/c", "de".into(), cairn_fs::WriteMode::Overwrite).await.unwrap();
+    /// assert_eq!(fs.du("/du-doc", None).await.unwrap(), cairn_fs::DiskUsage { bytes: 5, files: 2 });
+    /// # })
+    /// ```
+    pub async fn du(&self, path: &str, maxdepth: Option<usize>) -> Result<DiskUsage> {
+        let files = self.find(path, maxdepth, false).await?;
+        Ok(files.iter().fold(DiskUsage::default(), |acc, f| DiskUsage {
+            bytes: acc.bytes + f.size,
+            files: acc.files + 1,
+        }))
+    }
+
+    /// fsspec's `expand_path`: turns paths, globs and (with `recursive`)
+    /// directories into the sorted list of every path they cover. A path that
+    /// exists as written is taken literally even if it holds glob characters,
+    /// so `rm` of a key named `a[1]` never deletes `a1`. NotFound when nothing
+    /// matches.
+    ///
+    /// ```
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let fs = cairn_fs::FileSystem::new("memory", &cairn_fs::StorageOptions::new()).unwrap();
+    /// fs.pipe("/exp-doc/d/f", "x".into(), cairn_fs::WriteMode::Overwrite).await.unwrap();
+    /// let all = fs.expand_path(&["/exp-doc/d"], true, None).await.unwrap();
+    /// assert_eq!(all, ["/exp-doc/d", "/exp-doc/d/f"]);
+    /// # })
+    /// ```
+    pub async fn expand_path(
+        &self,
+        paths: &[&str],
+        recursive: bool,
+        maxdepth: Option<usize>,
+    ) -> Result<Vec<String>> {
+        Ok(self
+            .expand(paths, recursive, maxdepth)
+            .await?
+            .into_keys()
+            .collect())
+    }
+
+    /// [`FileSystem::expand_path`] keeping what each path is: `None` for a
+    /// literal path that does not exist (kept, as fsspec keeps it, so the
+    /// operation on it can report NotFound).
+    pub(crate) async fn expand(
+        &self,
+        paths: &[&str],
+        recursive: bool,
+        maxdepth: Option<usize>,
+    ) -> Result<BTreeMap<String, Option<FileType>>> {
+        if maxdepth == Some(0) {
+            return Err(Error::new(ErrorKind::Config, "maxdepth must be at least 1"));
+        }
+        let mut out = BTreeMap::new();
+        for raw in paths {
+            let path = self.strip(raw)?;
+            let literal = self.info_or_none(&path).await?;
+            if has_magic(&path) && literal.is_none() {
+                let matched = self.glob_detail(&path, maxdepth).await?;
+                if recursive && maxdepth.is_none_or(|d| d > 1) {
+                    for m in matched.iter().filter(|m| m.is_dir()) {
+                        for sub in self.find(&m.name, maxdepth.map(|d| d - 1), true).await? {
+                            out.insert(sub.name, Some(sub.kind));
+                        }
+                    }
+                }
+                out.extend(matched.into_iter().map(|m| (m.name, Some(m.kind))));
+                continue;
+            }
+            if recursive && literal.as_ref().is_some_and(|i| i.is_dir()) {
+                for sub in self.find(&path, maxdepth, true).await? {
+                    out.insert(sub.name, Some(sub.kind));
+                }
+            }
+            if !out.contains_key(&path) && (!recursive || literal.is_some()) {
+                out.insert(path, literal.map(|i| i.kind));
+            }
+        }
+        if out.is_empty() {
+            return Err(Error::new(ErrorKind::NotFound, "no such file, directory or match")
+                .with_url(paths.join(", ")));
+        }
+        Ok(out)
+    }
+}

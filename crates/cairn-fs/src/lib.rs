@@ -1,0 +1,31 @@
+//! cairn-fs: an fsspec-style virtual filesystem over Apache OpenDAL.
+//!
+//! A URL (`s3://bucket/key`, `file:///abs/path`, `memory:///x`, or a plain
+//! local path) resolves through a [`Registry`] of schemes to a backend, which
+//! turns storage options and the environment into OpenDAL operators. On top
+//! sits one [`FileSystem`] API that behaves the same on every backend.
+//!
+//! ```
+//! # tokio::runtime::Runtime::new().unwrap().block_on(async {
+//! use cairn_fs::{FileSystem, StorageOptions, WriteMode};
+//! let (fs, path) = FileSystem::from_url("memory:///intro/a.txt", &StorageOptions::new()).unwrap();
+//! fs.pipe(&path, "hello".into(), WriteMode::Create).await.unwrap();
+//! assert_eq!(fs.ls("/intro").await.unwrap()[0].size, 5);
+//! # })
+//! ```
+
+pub mod backend;
+mod error;
+mod filesystem;
+mod options;
+mod registry;
+mod url;
+
+pub use error::{Error, ErrorKind, Result};
+pub use filesystem::{
+    DiskUsage, FileInfo, FileReader, FileSystem, FileSystemBuilder, FileType, FileWriter,
+    WriteMode, other_paths,
+};
+pub use options::{ConfigLine, Environment, Setting, Source, StorageOptions, is_secret_name};
+pub use registry::{Registry, register};
+pub use url::{has_magic, split_protocol};
