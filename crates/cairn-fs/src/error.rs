@@ -225,17 +225,14 @@ pub(crate) fn from_opendal(err: opendal::Error, url: &str, bucket: Option<&str>)
     use opendal::ErrorKind as K;
     let text = err.to_string();
     let (kind, message) = match err.kind() {
-        K::NotFound if text.contains("NoSuchBucket") => (
+        _ if text.contains("NoSuchBucket") => (
             ErrorKind::NotFound,
             format!(
                 "bucket {:?} does not exist; create it or check the bucket name",
                 bucket.unwrap_or("?")
             ),
         ),
-        K::NotFound => (
-            ErrorKind::NotFound,
-            "no such file or directory".to_string(),
-        ),
+        K::NotFound => (ErrorKind::NotFound, "no such file or directory".to_string()),
         K::AlreadyExists | K::ConditionNotMatch => (
             ErrorKind::AlreadyExists,
             "the target already exists and the write asked not to overwrite it".to_string(),

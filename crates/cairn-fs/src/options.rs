@@ -423,8 +423,14 @@ mod tests {
     fn typed_readers_coerce_strings() {
         assert!(value_as_bool(&Value::String("True".into()), "x").unwrap());
         assert!(value_as_bool(&Value::String("maybe".into()), "x").is_err());
-        assert_eq!(value_as_string(&serde_json::json!(12345), "x").unwrap(), "12345");
-        assert_eq!(value_as_f64(&Value::String("2.5".into()), "x").unwrap(), 2.5);
+        assert_eq!(
+            value_as_string(&serde_json::json!(12345), "x").unwrap(),
+            "12345"
+        );
+        assert_eq!(
+            value_as_f64(&Value::String("2.5".into()), "x").unwrap(),
+            2.5
+        );
         assert!(value_as_f64(&serde_json::json!(-1), "x").is_err());
     }
 

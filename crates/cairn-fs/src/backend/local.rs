@@ -30,7 +30,11 @@ impl BackendFactory for LocalFactory {
     fn layout(&self) -> Layout {
         Layout::SingleRoot
     }
-    fn configure(&self, options: &Map<String, Value>, _env: &Environment) -> Result<Arc<dyn Backend>> {
+    fn configure(
+        &self,
+        options: &Map<String, Value>,
+        _env: &Environment,
+    ) -> Result<Arc<dyn Backend>> {
         for (key, value) in options {
             match key.as_str() {
                 // fsspec's flag; parents are always created here, so it only has to be valid.

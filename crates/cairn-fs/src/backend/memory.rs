@@ -29,7 +29,11 @@ impl BackendFactory for MemoryFactory {
     fn layout(&self) -> Layout {
         Layout::SingleRoot
     }
-    fn configure(&self, options: &Map<String, Value>, _env: &Environment) -> Result<Arc<dyn Backend>> {
+    fn configure(
+        &self,
+        options: &Map<String, Value>,
+        _env: &Environment,
+    ) -> Result<Arc<dyn Backend>> {
         if let Some(key) = options.keys().next() {
             return Err(unknown_key(&format!("memory.{key}"), &["(none)"]));
         }

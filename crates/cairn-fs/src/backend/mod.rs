@@ -87,8 +87,11 @@ pub trait BackendFactory: Send + Sync + 'static {
     fn layout(&self) -> Layout;
     /// Resolves `options` (already merged over the scheme names) against `env`.
     /// Unknown or malformed options are errors naming the option.
-    fn configure(&self, options: &Map<String, Value>, env: &Environment)
-    -> Result<Arc<dyn Backend>>;
+    fn configure(
+        &self,
+        options: &Map<String, Value>,
+        env: &Environment,
+    ) -> Result<Arc<dyn Backend>>;
 }
 
 /// A configured backend: builds one operator per bucket.

@@ -56,12 +56,18 @@ pub enum S3Option {
 }
 
 const TOP_LEVEL: &[(S3Option, &[&str])] = &[
-    (S3Option::Key, &["key", "aws_access_key_id", "access_key_id"]),
+    (
+        S3Option::Key,
+        &["key", "aws_access_key_id", "access_key_id"],
+    ),
     (
         S3Option::Secret,
         &["secret", "aws_secret_access_key", "secret_access_key"],
     ),
-    (S3Option::Token, &["token", "aws_session_token", "session_token"]),
+    (
+        S3Option::Token,
+        &["token", "aws_session_token", "session_token"],
+    ),
     (S3Option::EndpointUrl, &["endpoint_url", "endpoint"]),
     (S3Option::Region, &["region", "region_name"]),
     (S3Option::Anon, &["anon"]),
@@ -263,8 +269,12 @@ impl S3Config {
         );
 
         let virtual_host = match config.addressing_style.as_ref().map(|s| s.value) {
-            Some(AddressingStyle::Path) => Setting::new(false, config.addressing_style.clone().unwrap().source),
-            Some(AddressingStyle::Virtual) => Setting::new(true, config.addressing_style.clone().unwrap().source),
+            Some(AddressingStyle::Path) => {
+                Setting::new(false, config.addressing_style.clone().unwrap().source)
+            }
+            Some(AddressingStyle::Virtual) => {
+                Setting::new(true, config.addressing_style.clone().unwrap().source)
+            }
             _ => Setting::new(custom_endpoint.is_none(), Source::Default),
         };
 
@@ -345,7 +355,8 @@ impl ClientKwargs {
         let mut out = Self::default();
         for (name, value) in map {
             let path = format!("s3.client_kwargs.{name}");
-            let setting = Setting::new(value_as_string(value, &path)?, Source::Option(path.clone()));
+            let setting =
+                Setting::new(value_as_string(value, &path)?, Source::Option(path.clone()));
             let slot = match name.as_str() {
                 "endpoint_url" => &mut out.endpoint_url,
                 "region_name" => &mut out.region_name,
@@ -383,7 +394,8 @@ impl ConfigKwargs {
                         match sub.as_str() {
                             "addressing_style" => {
                                 let style = value_as_string(v, &sub_path)?.parse()?;
-                                out.addressing_style = Some(Setting::new(style, Source::Option(sub_path)));
+                                out.addressing_style =
+                                    Some(Setting::new(style, Source::Option(sub_path)));
                             }
                             _ => return Err(unknown_key(&sub_path, &["addressing_style"])),
                         }
@@ -440,7 +452,11 @@ impl BackendFactory for S3Factory {
     fn layout(&self) -> Layout {
         Layout::Bucketed
     }
-    fn configure(&self, options: &Map<String, Value>, env: &Environment) -> Result<Arc<dyn Backend>> {
+    fn configure(
+        &self,
+        options: &Map<String, Value>,
+        env: &Environment,
+    ) -> Result<Arc<dyn Backend>> {
         Ok(Arc::new(S3Backend {
             config: S3Config::resolve(options, env)?,
         }))
@@ -510,7 +526,12 @@ impl Backend for S3Backend {
             line("region", c.region.value.clone(), &c.region.source),
             line(
                 "addressing_style",
-                if c.virtual_host.value { "virtual" } else { "path" }.into(),
+                if c.virtual_host.value {
+                    "virtual"
+                } else {
+                    "path"
+                }
+                .into(),
                 &c.virtual_host.source,
             ),
             line("anon", c.anon.value.to_string(), &c.anon.source),
@@ -547,7 +568,10 @@ mod tests {
     use serde_json::json;
 
     fn resolve(opts: Value, env: &[(&str, &str)]) -> Result<S3Config> {
-        S3Config::resolve(opts.as_object().unwrap(), &Environment::from_pairs(env.iter().copied()))
+        S3Config::resolve(
+            opts.as_object().unwrap(),
+            &Environment::from_pairs(env.iter().copied()),
+        )
     }
 
     #[test]
@@ -570,7 +594,11 @@ mod tests {
         assert_eq!(c.endpoint.value, "http://s3specific:2");
         assert_eq!(c.endpoint.source, Source::Env("AWS_ENDPOINT_URL_S3".into()));
         assert!(!c.virtual_host.value, "custom endpoint means path style");
-        let c = resolve(json!({"client_kwargs": {"endpoint_url": "http://ck:3"}}), &env).unwrap();
+        let c = resolve(
+            json!({"client_kwargs": {"endpoint_url": "http://ck:3"}}),
+            &env,
+        )
+        .unwrap();
         assert_eq!(c.endpoint.value, "http://ck:3");
         let c = resolve(
             json!({"endpoint_url": "http://top:4", "client_kwargs": {"endpoint_url": "http://ck:3"}}),
@@ -617,8 +645,11 @@ mod tests {
         )
         .unwrap();
         assert!(c.virtual_host.value);
-        let err = resolve(json!({"config_kwargs": {"s3": {"addressing_style": "sideways"}}}), &[])
-            .unwrap_err();
+        let err = resolve(
+            json!({"config_kwargs": {"s3": {"addressing_style": "sideways"}}}),
+            &[],
+        )
+        .unwrap_err();
         assert!(err.to_string().contains("addressing_style"), "{err}");
     }
 
@@ -640,8 +671,15 @@ mod tests {
 
     #[test]
     fn debug_hides_secrets() {
-        let c = resolve(json!({"key": "AK", "secret": "topsecret", "token": "tok3n"}), &[]).unwrap();
+        let c = resolve(
+            json!({"key": "AK", "secret": "topsecret", "token": "tok3n"}),
+            &[],
+        )
+        .unwrap();
         let text = format!("{c:?}");
-        assert!(!text.contains("topsecret") && !text.contains("tok3n"), "{text}");
+        assert!(
+            !text.contains("topsecret") && !text.contains("tok3n"),
+            "{text}"
+        );
     }
 }

@@ -36,7 +36,10 @@ pub fn other_paths(paths: &[String], target: &str, exists: bool, flatten: bool) 
     }
     let mut prefix = common_prefix(paths);
     if exists {
-        prefix = prefix.rsplit_once('/').map_or("", |(head, _)| head).to_string();
+        prefix = prefix
+            .rsplit_once('/')
+            .map_or("", |(head, _)| head)
+            .to_string();
     }
     if prefix.is_empty() && paths.iter().all(|p| !p.starts_with('/')) {
         return paths.iter().map(|p| format!("{target}/{p}")).collect();
@@ -150,7 +153,15 @@ impl FileSystem {
         maxdepth: Option<usize>,
     ) -> Result<()> {
         let local_fs = FileSystem::new("file", &StorageOptions::new())?;
-        transfer(&local_fs, Sources::One(local), self, dst, recursive, maxdepth).await
+        transfer(
+            &local_fs,
+            Sources::One(local),
+            self,
+            dst,
+            recursive,
+            maxdepth,
+        )
+        .await
     }
 
     /// Downloads to the local filesystem, fsspec's `get`.
@@ -169,7 +180,81 @@ impl FileSystem {
         maxdepth: Option<usize>,
     ) -> Result<()> {
         let local_fs = FileSystem::new("file", &StorageOptions::new())?;
-        transfer(self, Sources::One(src), &local_fs, local, recursive, maxdepth).await
+        transfer(
+            self,
+            Sources::One(src),
+            &local_fs,
+            local,
+            recursive,
+            maxdepth,
+        )
+        .await
+    }
+
+    /// Copies each `(src, dst)` file pair as given, fsspec's list-to-list copy.
+    ///
+    /// ```
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let fs = cairn_fs::FileSystem::new("memory", &cairn_fs::StorageOptions::new()).unwrap();
+    /// fs.pipe("/pairs-doc/a", "1".into(), cairn_fs::WriteMode::Overwrite).await.unwrap();
+    /// fs.cp_pairs(&[("/pairs-doc/a", "/pairs-doc/x/y")]).await.unwrap();
+    /// assert_eq!(fs.cat("/pairs-doc/x/y").await.unwrap(), "1");
+    /// # })
+    /// ```
+    pub async fn cp_pairs(&self, pairs: &[(&str, &str)]) -> Result<()> {
+        copy_pairs(self, self, pairs).await
+    }
+
+    /// Uploads each `(local, dst)` file pair as given.
+    ///
+    /// ```no_run
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let fs = cairn_fs::FileSystem::new("memory", &cairn_fs::StorageOptions::new()).unwrap();
+    /// fs.put_pairs(&[("/tmp/a.txt", "/up/a.txt")]).await.unwrap();
+    /// # })
+    /// ```
+    pub async fn put_pairs(&self, pairs: &[(&str, &str)]) -> Result<()> {
+        let local_fs = FileSystem::new("file", &StorageOptions::new())?;
+        copy_pairs(&local_fs, self, pairs).await
+    }
+
+    /// Downloads each `(src, local)` file pair as given.
+    ///
+    /// ```no_run
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let fs = cairn_fs::FileSystem::new("memory", &cairn_fs::StorageOptions::new()).unwrap();
+    /// fs.get_pairs(&[("/up/a.txt", "/tmp/b.txt")]).await.unwrap();
+    /// # })
+    /// ```
+    pub async fn get_pairs(&self, pairs: &[(&str, &str)]) -> Result<()> {
+        let local_fs = FileSystem::new("file", &StorageOptions::new())?;
+        copy_pairs(self, &local_fs, pairs).await
+    }
+
+    /// Copies a list of local paths into the directory `dst`, each by its base name.
+    ///
+    /// ```no_run
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let fs = cairn_fs::FileSystem::new("memory", &cairn_fs::StorageOptions::new()).unwrap();
+    /// fs.put_list(&["/tmp/a.txt", "/tmp/b.txt"], "/up/", false).await.unwrap();
+    /// # })
+    /// ```
+    pub async fn put_list(&self, locals: &[&str], dst: &str, recursive: bool) -> Result<()> {
+        let local_fs = FileSystem::new("file", &StorageOptions::new())?;
+        transfer(&local_fs, Sources::Many(locals), self, dst, recursive, None).await
+    }
+
+    /// Downloads a list of paths into the local directory `local`, each by its base name.
+    ///
+    /// ```no_run
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let fs = cairn_fs::FileSystem::new("memory", &cairn_fs::StorageOptions::new()).unwrap();
+    /// fs.get_list(&["/up/a.txt", "/up/b.txt"], "/tmp/down/", false).await.unwrap();
+    /// # })
+    /// ```
+    pub async fn get_list(&self, srcs: &[&str], local: &str, recursive: bool) -> Result<()> {
+        let local_fs = FileSystem::new("file", &StorageOptions::new())?;
+        transfer(self, Sources::Many(srcs), &local_fs, local, recursive, None).await
     }
 
     /// Renames one file in place when the store can (POSIX rename).
@@ -214,6 +299,18 @@ impl FileSystem {
         }
         self.stream_file(&from, dst_fs, &to).await
     }
+}
+
+/// Copies file pairs from `src_fs` to `dst_fs` without expansion.
+async fn copy_pairs(
+    src_fs: &FileSystem,
+    dst_fs: &FileSystem,
+    pairs: &[(&str, &str)],
+) -> Result<()> {
+    for (src, dst) in pairs {
+        src_fs.copy_file(src, dst_fs, dst).await?;
+    }
+    Ok(())
 }
 
 /// The body of cp/put/get: expands the sources on `src_fs`, maps them under

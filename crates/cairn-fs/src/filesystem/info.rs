@@ -131,7 +131,8 @@ impl FileSystem {
         if self.is_directory(loc).await? {
             return Ok(FileInfo::directory(loc.path.clone()));
         }
-        Err(Error::new(ErrorKind::NotFound, "no such file or directory").with_url(self.url(&loc.path)))
+        Err(Error::new(ErrorKind::NotFound, "no such file or directory")
+            .with_url(self.url(&loc.path)))
     }
 
     /// Whether `loc` names a directory: a real one, a marker, or a prefix of keys.
@@ -232,7 +233,10 @@ impl FileSystem {
                 continue;
             }
             let name = self.entry_path(&loc, entry.path());
-            out.push(self.complete_info(&loc, name, entry.path(), entry.metadata()).await?);
+            out.push(
+                self.complete_info(&loc, name, entry.path(), entry.metadata())
+                    .await?,
+            );
         }
         if out.is_empty() {
             let info = self.info_at(&loc).await?;
@@ -254,7 +258,11 @@ impl FileSystem {
         meta: &opendal::Metadata,
     ) -> Result<FileInfo> {
         if meta.is_file() && meta.content_length() == 0 && self.real_directories() {
-            let full = loc.op.stat(entry_key).await.map_err(|e| self.error(e, loc))?;
+            let full = loc
+                .op
+                .stat(entry_key)
+                .await
+                .map_err(|e| self.error(e, loc))?;
             return Ok(FileInfo::from_metadata(name, &full));
         }
         Ok(FileInfo::from_metadata(name, meta))

@@ -63,10 +63,21 @@ impl AsyncSeek for FileReader {
 /// A file opened for writing. Data is buffered into parts; a file larger than
 /// one part is uploaded as a multipart object. Nothing is visible until
 /// [`FileWriter::close`] succeeds; dropping it unclosed abandons the write.
+///
+/// On stores with native rename (local disks) the data goes to a temporary
+/// file beside the target, renamed into place on close.
 pub struct FileWriter {
     inner: opendal::Writer,
     url: String,
     fs: FileSystem,
+    staged: Option<Staged>,
+}
+
+/// A write staged in a temporary file of the same directory.
+struct Staged {
+    op: opendal::Operator,
+    temp_key: String,
+    final_key: String,
 }
 
 impl FileWriter {
@@ -77,17 +88,50 @@ impl FileWriter {
 
     /// Finishes the write and makes the file visible.
     pub async fn close(mut self) -> Result<()> {
-        self.inner.close().await.map(|_| ()).map_err(|e| self.map(e))
+        self.inner
+            .close()
+            .await
+            .map(|_| ())
+            .map_err(|e| self.map(e))?;
+        if let Some(staged) = self.staged.take() {
+            staged
+                .op
+                .rename(&staged.temp_key, &staged.final_key)
+                .await
+                .map_err(|e| self.map(e))?;
+        }
+        Ok(())
     }
 
-    /// Abandons the write (aborts a multipart upload).
+    /// Abandons the write: aborts a multipart upload or removes the staged file.
     pub async fn abort(mut self) -> Result<()> {
-        self.inner.abort().await.map_err(|e| self.map(e))
+        match self.staged.take() {
+            Some(staged) => {
+                let _ = self.inner.close().await;
+                staged
+                    .op
+                    .delete(&staged.temp_key)
+                    .await
+                    .map_err(|e| self.map(e))
+            }
+            None => self.inner.abort().await.map_err(|e| self.map(e)),
+        }
     }
 
     fn map(&self, err: opendal::Error) -> Error {
         crate::error::from_opendal(err, &self.url, None).redact(&self.fs.inner.secrets)
     }
+}
+
+/// A suffix that differs between calls in one process.
+fn unique_suffix() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos() as u64)
+        .unwrap_or_default();
+    (nanos << 20) ^ NEXT.fetch_add(1, Ordering::Relaxed)
 }
 
 impl FileSystem {
@@ -103,7 +147,11 @@ impl FileSystem {
     pub async fn cat(&self, path: &str) -> Result<Bytes> {
         let loc = self.locate(path)?;
         self.refuse_directory(&loc)?;
-        let buf = loc.op.read(&loc.key).await.map_err(|e| self.error(e, &loc))?;
+        let buf = loc
+            .op
+            .read(&loc.key)
+            .await
+            .map_err(|e| self.error(e, &loc))?;
         Ok(buf.to_bytes())
     }
 
@@ -125,7 +173,11 @@ impl FileSystem {
         if end.is_some_and(|e| e <= start) {
             return Ok(Bytes::new());
         }
-        let meta = loc.op.stat(&loc.key).await.map_err(|e| self.error(e, &loc))?;
+        let meta = loc
+            .op
+            .stat(&loc.key)
+            .await
+            .map_err(|e| self.error(e, &loc))?;
         let size = meta.content_length();
         let end = end.map_or(size, |e| e.min(size));
         if start >= end {
@@ -160,14 +212,20 @@ impl FileSystem {
         self.refuse_directory(&loc)?;
         match mode {
             WriteMode::Overwrite => {
-                loc.op.write(&loc.key, data).await.map_err(|e| self.error(e, &loc))?;
+                loc.op
+                    .write(&loc.key, data)
+                    .await
+                    .map_err(|e| self.error(e, &loc))?;
             }
             WriteMode::Create => match self.conditional_mode(&loc).await? {
                 ConditionalWrites::Emulated => {
                     if self.exists(&loc.path).await? {
                         return Err(self.already_exists(&loc));
                     }
-                    loc.op.write(&loc.key, data).await.map_err(|e| self.error(e, &loc))?;
+                    loc.op
+                        .write(&loc.key, data)
+                        .await
+                        .map_err(|e| self.error(e, &loc))?;
                 }
                 _ => {
                     loc.op
@@ -197,7 +255,11 @@ impl FileSystem {
     pub async fn open_read(&self, path: &str) -> Result<FileReader> {
         let loc = self.locate(path)?;
         self.refuse_directory(&loc)?;
-        let meta = loc.op.stat(&loc.key).await.map_err(|e| self.error(e, &loc))?;
+        let meta = loc
+            .op
+            .stat(&loc.key)
+            .await
+            .map_err(|e| self.error(e, &loc))?;
         if meta.is_dir() {
             return Err(self.is_a_directory(&loc));
         }
@@ -231,9 +293,27 @@ impl FileSystem {
     pub async fn open_write(&self, path: &str) -> Result<FileWriter> {
         let loc = self.locate(path)?;
         self.refuse_directory(&loc)?;
+        let staged = (self.real_directories() && loc.op.info().capability().rename).then(|| {
+            let (dir, name) = loc.key.rsplit_once('/').unwrap_or(("", &loc.key));
+            let temp_name = format!(
+                ".{name}.cairn-tmp-{}-{}",
+                std::process::id(),
+                unique_suffix()
+            );
+            Staged {
+                op: loc.op.clone(),
+                temp_key: if dir.is_empty() {
+                    temp_name
+                } else {
+                    format!("{dir}/{temp_name}")
+                },
+                final_key: loc.key.clone(),
+            }
+        });
+        let write_key = staged.as_ref().map_or(&loc.key, |s| &s.temp_key);
         let inner = loc
             .op
-            .writer_with(&loc.key)
+            .writer_with(write_key)
             .chunk(CHUNK)
             .concurrent(CONCURRENCY)
             .await
@@ -242,6 +322,7 @@ impl FileSystem {
             inner,
             url: self.url(&loc.path),
             fs: self.clone(),
+            staged,
         })
     }
 

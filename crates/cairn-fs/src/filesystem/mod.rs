@@ -161,6 +161,9 @@ impl<'a> FileSystemBuilder<'a> {
     /// assert_eq!(err.kind(), cairn_fs::ErrorKind::UnknownScheme);
     /// ```
     pub fn build(self) -> Result<FileSystem> {
+        // OpenDAL's default reqwest transport, installed once per process.
+        static HTTP: std::sync::Once = std::sync::Once::new();
+        HTTP.call_once(opendal::install_default);
         let registry: &Registry = match self.registry {
             Some(r) => r,
             None => Registry::global(),
@@ -336,7 +339,11 @@ impl FileSystem {
     }
 
     fn operator(&self, bucket: &str) -> Result<Operator> {
-        let mut cache = self.inner.operators.lock().expect("operator cache poisoned");
+        let mut cache = self
+            .inner
+            .operators
+            .lock()
+            .expect("operator cache poisoned");
         if let Some(op) = cache.get(bucket) {
             return Ok(op.clone());
         }

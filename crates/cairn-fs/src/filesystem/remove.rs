@@ -85,10 +85,8 @@ impl FileSystem {
     ) -> Result<()> {
         let expanded = self.expand(paths, recursive, maxdepth).await?;
         if let Some((missing, _)) = expanded.iter().find(|(_, kind)| kind.is_none()) {
-            return Err(
-                Error::new(ErrorKind::NotFound, "no such file or directory")
-                    .with_url(self.url(missing)),
-            );
+            return Err(Error::new(ErrorKind::NotFound, "no such file or directory")
+                .with_url(self.url(missing)));
         }
         if !recursive
             && let Some((dir, _)) = expanded

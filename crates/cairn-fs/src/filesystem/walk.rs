@@ -122,7 +122,10 @@ impl FileSystem {
             None => Some(tail_depth),
         };
         let glob_text = format!("{path}{}", if ends_with_sep { "/" } else { "" });
-        if glob_text.split('/').any(|part| part.contains("**") && part != "**") {
+        if glob_text
+            .split('/')
+            .any(|part| part.contains("**") && part != "**")
+        {
             return Err(Error::new(
                 ErrorKind::InvalidUrl,
                 "'**' can only be an entire path component, as in a/**/b",
@@ -250,8 +253,10 @@ impl FileSystem {
             }
         }
         if out.is_empty() {
-            return Err(Error::new(ErrorKind::NotFound, "no such file, directory or match")
-                .with_url(paths.join(", ")));
+            return Err(
+                Error::new(ErrorKind::NotFound, "no such file, directory or match")
+                    .with_url(paths.join(", ")),
+            );
         }
         Ok(out)
     }

@@ -1,0 +1,188 @@
+//! Where a conformance test runs: a filesystem and a fresh root inside it.
+
+use cairn_fs::backend::ConditionalWrites;
+use cairn_fs::{Environment, FileSystem, FileSystemBuilder, StorageOptions, WriteMode};
+use tempfile::TempDir;
+
+/// The variable that lets a run without servers skip the server targets.
+pub const OPT_OUT: &str = "CAIRN_TEST_SKIP_SERVERS";
+
+/// Connection settings of an S3 target, read from `CAIRN_TEST_<NAME>_*`.
+#[derive(Debug, Clone)]
+pub struct S3Settings {
+    /// Endpoint URL.
+    pub endpoint: String,
+    /// Signing region.
+    pub region: String,
+    /// Access key ID.
+    pub key: String,
+    /// Secret access key.
+    pub secret: String,
+    /// Bucket the tests write under (a fresh prefix per test).
+    pub bucket: String,
+    /// A second bucket, for cross-bucket copies (optional).
+    pub bucket2: Option<String>,
+}
+
+impl S3Settings {
+    /// Reads `CAIRN_TEST_<NAME>_{ENDPOINT,REGION,KEY,SECRET,BUCKET[,BUCKET2]}`.
+    pub fn from_env(name: &str) -> Result<Self, String> {
+        let var = |field: &str| std::env::var(format!("CAIRN_TEST_{name}_{field}")).ok();
+        let need = |field: &str| var(field).ok_or_else(|| format!("CAIRN_TEST_{name}_{field}"));
+        Ok(Self {
+            endpoint: need("ENDPOINT")?,
+            region: var("REGION").unwrap_or_else(|| "us-east-1".into()),
+            key: need("KEY")?,
+            secret: need("SECRET")?,
+            bucket: need("BUCKET")?,
+            bucket2: var("BUCKET2"),
+        })
+    }
+
+    /// Storage options for these settings, with `secret` in place of the real one.
+    pub fn options_with_secret(&self, secret: &str) -> StorageOptions {
+        let mut options = StorageOptions::new();
+        options
+            .set("s3", "endpoint_url", self.endpoint.clone().into())
+            .set("s3", "region", self.region.clone().into())
+            .set("s3", "key", self.key.clone().into())
+            .set("s3", "secret", secret.into());
+        options
+    }
+}
+
+/// A filesystem plus a fresh, empty root URL for one test.
+pub struct Target {
+    /// Backend label, for messages.
+    pub backend: &'static str,
+    /// The filesystem under test.
+    pub fs: FileSystem,
+    /// The test's root URL, without a trailing slash.
+    pub root: String,
+    /// A scratch local directory (put/get sources and targets).
+    pub local: TempDir,
+    /// Set for S3 targets.
+    pub s3: Option<S3Settings>,
+    /// How this store is expected to do create-if-absent.
+    pub conditional: ConditionalWrites,
+    _file_root: Option<TempDir>,
+}
+
+fn unique(test: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    format!("{test}-{}-{nanos}", std::process::id())
+}
+
+impl Target {
+    /// The in-memory backend.
+    pub fn memory(test: &str) -> Option<Self> {
+        Some(Self {
+            backend: "memory",
+            fs: FileSystem::new("memory", &StorageOptions::new()).unwrap(),
+            root: format!("memory:///conformance/{}", unique(test)),
+            local: TempDir::new().unwrap(),
+            s3: None,
+            conditional: ConditionalWrites::Native,
+            _file_root: None,
+        })
+    }
+
+    /// The local filesystem, in a temporary directory.
+    pub fn file(test: &str) -> Option<Self> {
+        let dir = TempDir::new().unwrap();
+        Some(Self {
+            backend: "file",
+            fs: FileSystem::new("file", &StorageOptions::new()).unwrap(),
+            root: format!("file://{}/{}", dir.path().display(), unique(test)),
+            local: TempDir::new().unwrap(),
+            s3: None,
+            conditional: ConditionalWrites::Native,
+            _file_root: Some(dir),
+        })
+    }
+
+    /// An S3 server named by `CAIRN_TEST_<name>_*`. Without those variables the
+    /// test fails and says how to start the server, unless [`OPT_OUT`] is set.
+    pub fn s3(name: &str, conditional: ConditionalWrites, test: &str) -> Option<Self> {
+        let settings = match S3Settings::from_env(name) {
+            Ok(s) => s,
+            Err(missing) if std::env::var_os(OPT_OUT).is_some() => {
+                eprintln!("SKIPPED {test} on {name}: {missing} unset and {OPT_OUT} set");
+                return None;
+            }
+            Err(missing) => panic!(
+                "{missing} is not set: this test needs the {name} S3 server. Start the servers with \
+                 `scripts/servers.sh start && . target/cairn-servers/servers.env`, or run \
+                 `scripts/test.sh`, which does both; set {OPT_OUT}=1 to skip server tests"
+            ),
+        };
+        let fs = FileSystemBuilder::new("s3")
+            .options(settings.options_with_secret(&settings.secret))
+            .env(Environment::default())
+            .build()
+            .unwrap();
+        Some(Self {
+            backend: "s3",
+            root: format!("s3://{}/conformance/{}", settings.bucket, unique(test)),
+            fs,
+            local: TempDir::new().unwrap(),
+            s3: Some(settings),
+            conditional,
+            _file_root: None,
+        })
+    }
+
+    /// The URL of `rel` under the test root.
+    pub fn url(&self, rel: &str) -> String {
+        if rel.is_empty() {
+            self.root.clone()
+        } else {
+            format!("{}/{rel}", self.root)
+        }
+    }
+
+    /// The local scratch path of `rel`.
+    pub fn local_path(&self, rel: &str) -> String {
+        format!("{}/{rel}", self.local.path().display())
+    }
+
+    /// Writes `data` at `rel`, overwriting.
+    pub async fn write(&self, rel: &str, data: &str) {
+        self.fs
+            .pipe(
+                &self.url(rel),
+                data.to_string().into(),
+                WriteMode::Overwrite,
+            )
+            .await
+            .unwrap_or_else(|e| panic!("writing {rel}: {e}"));
+    }
+
+    /// Files under `url` on `fs`, relative to it, sorted.
+    pub async fn files_under(fs: &FileSystem, url: &str) -> Vec<String> {
+        let prefix = format!("{}/", fs.strip(url).unwrap());
+        let found = fs
+            .find(url, None, false)
+            .await
+            .unwrap_or_else(|e| panic!("find {url}: {e}"));
+        let mut names: Vec<String> = found
+            .into_iter()
+            .map(|info| {
+                info.name
+                    .strip_prefix(&prefix)
+                    .unwrap_or_else(|| panic!("{} is not under {prefix}", info.name))
+                    .to_string()
+            })
+            .collect();
+        names.sort();
+        names
+    }
+
+    /// Files under `rel` of the test root, relative to it.
+    pub async fn files(&self, rel: &str) -> Vec<String> {
+        Self::files_under(&self.fs, &self.url(rel)).await
+    }
+}

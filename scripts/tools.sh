@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Installs the test servers and Python tools cairn's tests and benchmarks need,
+# reusing what is already installed at the right version.
+#   scripts/tools.sh            install whatever is missing
+# Location: $CAIRN_TOOLS (default ~/.cache/cairn-tools).
+set -euo pipefail
+
+CAIRN_TOOLS="${CAIRN_TOOLS:-$HOME/.cache/cairn-tools}"
+GARAGE_VERSION="2.5.0"
+MOTO_VERSION="5.2.5"
+FSSPEC_VERSION="2026.9.0"
+GARAGE_BIN="$CAIRN_TOOLS/garage/bin/garage"
+VENV="$CAIRN_TOOLS/venv"
+
+install_garage() {
+  if [ -x "$GARAGE_BIN" ] && grep -Eq "(^|[ :v])${GARAGE_VERSION//./\\.}( |$)" <<<"$("$GARAGE_BIN" --version 2>/dev/null)"; then
+    echo "garage $GARAGE_VERSION already installed at $GARAGE_BIN"
+    return
+  fi
+  echo "installing garage $GARAGE_VERSION (about 11 minutes on 2 cores)..."
+  cargo install garage --version "$GARAGE_VERSION" --locked --no-default-features \
+    --features bundled-libs,sqlite --root "$CAIRN_TOOLS/garage"
+}
+
+install_python() {
+  if [ ! -x "$VENV/bin/python" ]; then
+    python3 -m venv "$VENV"
+  fi
+  local shown
+  shown="$("$VENV/bin/pip" show moto fsspec s3fs 2>/dev/null || true)"
+  if grep -q "^Version: $MOTO_VERSION$" <<<"$shown" && grep -q "^Version: $FSSPEC_VERSION$" <<<"$shown" \
+     && [ -x "$VENV/bin/moto_server" ]; then
+    echo "python tools already installed in $VENV"
+    return
+  fi
+  echo "installing moto[server]==$MOTO_VERSION, fsspec, s3fs into $VENV..."
+  "$VENV/bin/pip" install -q "moto[server]==$MOTO_VERSION" "fsspec==$FSSPEC_VERSION" "s3fs==$FSSPEC_VERSION"
+}
+
+install_garage
+install_python
