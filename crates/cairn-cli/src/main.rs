@@ -1,1 +1,298 @@
-fn main() {}
+//! `cairn`: fsspec-style file commands over every cairn-fs backend.
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use cairn_fs::{FileInfo, FileSystem, StorageOptions};
+use clap::{Args, Parser, Subcommand};
+
+/// Files on any storage cairn knows: s3://, file://, memory:// and plain paths.
+#[derive(Parser, Debug)]
+#[command(name = "cairn", version, about)]
+struct Cli {
+    /// A storage option as protocol.key=value (e.g. -o s3.endpoint_url=http://127.0.0.1:9000,
+    /// -o s3.config_kwargs.s3.addressing_style=virtual); repeatable. Options also come
+    /// from the environment (AWS_* for s3).
+    #[arg(
+        short = 'o',
+        long = "option",
+        global = true,
+        value_name = "PROTOCOL.KEY=VALUE"
+    )]
+    options: Vec<String>,
+
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// List a directory (or show a file).
+    Ls {
+        url: String,
+        /// Sizes and types too.
+        #[arg(short, long)]
+        long: bool,
+        #[command(flatten)]
+        out: Output,
+    },
+    /// Describe one file or directory.
+    Stat {
+        url: String,
+        #[command(flatten)]
+        out: Output,
+    },
+    /// Print a file's contents.
+    Cat { url: String },
+    /// Upload local files.
+    Put(Transfer),
+    /// Download to local files.
+    Get(Transfer),
+    /// Copy (within a store, or between local disk and a store).
+    Cp(Transfer),
+    /// Move.
+    Mv(Transfer),
+    /// Remove files (with -r, directories too).
+    Rm {
+        #[arg(required = true)]
+        urls: Vec<String>,
+        #[arg(short, long)]
+        recursive: bool,
+        #[arg(long)]
+        maxdepth: Option<usize>,
+    },
+    /// Every file under a path.
+    Find {
+        url: String,
+        #[arg(long)]
+        maxdepth: Option<usize>,
+        /// List directories too.
+        #[arg(long)]
+        withdirs: bool,
+        #[command(flatten)]
+        out: Output,
+    },
+    /// Total size of the files under a path.
+    Du {
+        url: String,
+        #[arg(long)]
+        maxdepth: Option<usize>,
+        #[command(flatten)]
+        out: Output,
+    },
+    /// Make a directory and its parents.
+    Mkdir { url: String },
+}
+
+#[derive(Args, Debug)]
+struct Output {
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args, Debug)]
+struct Transfer {
+    /// Source; a trailing slash copies a directory's contents.
+    src: String,
+    /// Target; a trailing slash marks a directory.
+    dst: String,
+    #[arg(short, long)]
+    recursive: bool,
+    #[arg(long)]
+    maxdepth: Option<usize>,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("CAIRN_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("cairn: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(cli)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("cairn: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn storage_options(assignments: &[String]) -> cairn_fs::Result<StorageOptions> {
+    let mut options = StorageOptions::new();
+    for assignment in assignments {
+        options.set_dotted(assignment)?;
+    }
+    Ok(options)
+}
+
+async fn run(cli: Cli) -> cairn_fs::Result<()> {
+    let options = storage_options(&cli.options)?;
+    let open = |url: &str| FileSystem::from_url(url, &options);
+    let mut stdout = std::io::stdout().lock();
+    match cli.command {
+        Command::Ls { url, long, out } => {
+            let (fs, path) = open(&url)?;
+            let entries = fs.ls(&path).await?;
+            print_infos(&mut stdout, &entries, out.json, long)?;
+        }
+        Command::Stat { url, out } => {
+            let (fs, path) = open(&url)?;
+            let info = fs.info(&path).await?;
+            if out.json {
+                print_json(&mut stdout, &info)?;
+            } else {
+                print_infos(&mut stdout, &[info], false, true)?;
+            }
+        }
+        Command::Cat { url } => {
+            let (fs, path) = open(&url)?;
+            let data = fs.cat(&path).await?;
+            stdout.write_all(&data)?;
+        }
+        Command::Put(t) => {
+            let (fs, _) = open(&t.dst)?;
+            fs.put(&t.src, &t.dst, t.recursive, t.maxdepth).await?;
+        }
+        Command::Get(t) => {
+            let (fs, _) = open(&t.src)?;
+            fs.get(&t.src, &t.dst, t.recursive, t.maxdepth).await?;
+        }
+        Command::Cp(t) => {
+            let (src_fs, _) = open(&t.src)?;
+            let (dst_fs, _) = open(&t.dst)?;
+            match (src_fs.protocol(), dst_fs.protocol()) {
+                (a, b) if a == b => src_fs.cp(&t.src, &t.dst, t.recursive, t.maxdepth).await?,
+                ("file", _) => dst_fs.put(&t.src, &t.dst, t.recursive, t.maxdepth).await?,
+                (_, "file") => src_fs.get(&t.src, &t.dst, t.recursive, t.maxdepth).await?,
+                (a, b) => {
+                    return Err(cairn_fs::Error::new(
+                        cairn_fs::ErrorKind::Unsupported,
+                        format!(
+                            "copying from {a}:// to {b}:// directly is not supported; get to a local path, then put"
+                        ),
+                    ));
+                }
+            }
+        }
+        Command::Mv(t) => {
+            let (fs, _) = open(&t.src)?;
+            let (dst_fs, _) = open(&t.dst)?;
+            if fs.protocol() != dst_fs.protocol() {
+                return Err(cairn_fs::Error::new(
+                    cairn_fs::ErrorKind::Unsupported,
+                    "mv works within one store; use cp, then rm",
+                ));
+            }
+            fs.mv(&t.src, &t.dst, t.recursive, t.maxdepth).await?;
+        }
+        Command::Rm {
+            urls,
+            recursive,
+            maxdepth,
+        } => {
+            for url in &urls {
+                let (fs, _) = open(url)?;
+                fs.rm(url, recursive, maxdepth).await?;
+            }
+        }
+        Command::Find {
+            url,
+            maxdepth,
+            withdirs,
+            out,
+        } => {
+            let (fs, path) = open(&url)?;
+            let found = fs.find(&path, maxdepth, withdirs).await?;
+            print_infos(&mut stdout, &found, out.json, false)?;
+        }
+        Command::Du { url, maxdepth, out } => {
+            let (fs, path) = open(&url)?;
+            let usage = fs.du(&path, maxdepth).await?;
+            if out.json {
+                print_json(
+                    &mut stdout,
+                    &serde_json::json!({"path": path, "bytes": usage.bytes, "files": usage.files}),
+                )?;
+            } else {
+                writeln!(stdout, "{}\t{}\t{path}", usage.bytes, usage.files)?;
+            }
+        }
+        Command::Mkdir { url } => {
+            let (fs, path) = open(&url)?;
+            fs.mkdir(&path).await?;
+        }
+    }
+    stdout.flush()?;
+    Ok(())
+}
+
+fn print_json(out: &mut impl Write, value: &impl serde::Serialize) -> cairn_fs::Result<()> {
+    let text = serde_json::to_string_pretty(value).expect("plain data serializes");
+    writeln!(out, "{text}")?;
+    Ok(())
+}
+
+fn print_infos(
+    out: &mut impl Write,
+    infos: &[FileInfo],
+    json: bool,
+    long: bool,
+) -> cairn_fs::Result<()> {
+    if json {
+        return print_json(out, &infos);
+    }
+    for info in infos {
+        let slash = if info.is_dir() { "/" } else { "" };
+        if long {
+            let kind = if info.is_dir() { "dir " } else { "file" };
+            let modified = info.last_modified.as_deref().unwrap_or("-");
+            writeln!(
+                out,
+                "{kind} {:>12} {modified:>30} {}{slash}",
+                info.size, info.name
+            )?;
+        } else {
+            writeln!(out, "{}{slash}", info.name)?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cli_parses_options_and_flags() {
+        let cli = Cli::try_parse_from([
+            "cairn",
+            "cp",
+            "-r",
+            "-o",
+            "s3.endpoint_url=http://x",
+            "a/",
+            "s3://b/c",
+        ])
+        .unwrap();
+        assert_eq!(cli.options, ["s3.endpoint_url=http://x"]);
+        assert!(matches!(
+            cli.command,
+            Command::Cp(Transfer {
+                recursive: true,
+                ..
+            })
+        ));
+        assert!(storage_options(&["bad".into()]).is_err());
+    }
+}

@@ -1,0 +1,130 @@
+//! The `cairn` binary, run as a user would: real files, real process, exit codes.
+
+use std::process::{Command, Output};
+
+fn cairn(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_cairn"))
+        .args(args)
+        .env_remove("AWS_ACCESS_KEY_ID")
+        .env_remove("AWS_SECRET_ACCESS_KEY")
+        .output()
+        .expect("run cairn")
+}
+
+fn ok(args: &[&str]) -> String {
+    let out = cairn(args);
+    assert!(
+        out.status.success(),
+        "cairn {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn file_commands_round_trip() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().display().to_string();
+    std::fs::create_dir_all(format!("{d}/src/sub")).unwrap();
+    std::fs::write(format!("{d}/src/a.txt"), "alpha").unwrap();
+    std::fs::write(format!("{d}/src/sub/b.txt"), "bravo!").unwrap();
+
+    ok(&[
+        "cp",
+        "-r",
+        &format!("{d}/src/"),
+        &format!("file://{d}/copy"),
+    ]);
+    assert_eq!(ok(&["cat", &format!("{d}/copy/sub/b.txt")]), "bravo!");
+    let ls = ok(&["ls", &format!("{d}/copy")]);
+    assert_eq!(ls, format!("{d}/copy/a.txt\n{d}/copy/sub/\n"));
+    let found: serde_json::Value =
+        serde_json::from_str(&ok(&["find", "--json", &format!("{d}/copy")])).unwrap();
+    assert_eq!(found.as_array().unwrap().len(), 2);
+    let du: serde_json::Value =
+        serde_json::from_str(&ok(&["du", "--json", &format!("{d}/copy")])).unwrap();
+    assert_eq!(du["bytes"], 11);
+    assert_eq!(du["files"], 2);
+    let stat: serde_json::Value =
+        serde_json::from_str(&ok(&["stat", "--json", &format!("{d}/copy/a.txt")])).unwrap();
+    assert_eq!(stat["type"], "file");
+    assert_eq!(stat["size"], 5);
+    ok(&[
+        "mv",
+        &format!("{d}/copy/a.txt"),
+        &format!("{d}/copy/renamed.txt"),
+    ]);
+    assert!(std::path::Path::new(&format!("{d}/copy/renamed.txt")).exists());
+    ok(&["mkdir", &format!("{d}/copy/new/deeper")]);
+    assert!(std::path::Path::new(&format!("{d}/copy/new/deeper")).is_dir());
+    ok(&["rm", "-r", &format!("{d}/copy")]);
+    assert!(!std::path::Path::new(&format!("{d}/copy")).exists());
+    assert!(
+        std::path::Path::new(&format!("{d}/src/a.txt")).exists(),
+        "sources untouched"
+    );
+}
+
+#[test]
+fn errors_exit_non_zero_and_name_the_problem() {
+    let out = cairn(&["cat", "/definitely/not/here.txt"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("not found") && err.contains("/definitely/not/here.txt"),
+        "{err}"
+    );
+
+    let out = cairn(&["ls", "-o", "s3.endpont_url=http://x", "s3://b/"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("s3.endpont_url") && err.contains("endpoint_url"),
+        "{err}"
+    );
+
+    let out = cairn(&["ls", "ftp://host/x"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("known schemes"));
+
+    let out = cairn(&["rm", "/tmp"]);
+    assert!(
+        !out.status.success(),
+        "rm of a directory without -r must fail"
+    );
+}
+
+#[test]
+fn wrong_secret_on_a_real_server_is_reported_without_the_secret() {
+    let (Ok(endpoint), Ok(key), Ok(bucket)) = (
+        std::env::var("CAIRN_TEST_GARAGE_ENDPOINT"),
+        std::env::var("CAIRN_TEST_GARAGE_KEY"),
+        std::env::var("CAIRN_TEST_GARAGE_BUCKET"),
+    ) else {
+        if std::env::var_os("CAIRN_TEST_SKIP_SERVERS").is_some() {
+            eprintln!("SKIPPED: CAIRN_TEST_GARAGE_* unset and CAIRN_TEST_SKIP_SERVERS set");
+            return;
+        }
+        panic!(
+            "CAIRN_TEST_GARAGE_* unset: run scripts/test.sh, or scripts/servers.sh start and source target/cairn-servers/servers.env"
+        );
+    };
+    let secret = "NotTheRealSecretNotTheRealSecret1234567";
+    let out = cairn(&[
+        "ls",
+        "-o",
+        &format!("s3.endpoint_url={endpoint}"),
+        "-o",
+        &format!("s3.key={key}"),
+        "-o",
+        &format!("s3.secret={secret}"),
+        &format!("s3://{bucket}/"),
+    ]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("permission denied") && err.contains(&bucket),
+        "{err}"
+    );
+    assert!(!err.contains(secret), "secret leaked: {err}");
+}

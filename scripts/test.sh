@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# The test command: installs what is missing (Garage, moto), starts the local
+# S3 servers on 127.0.0.1, runs every test of the workspace (unit, doc, CLI,
+# and the conformance suite on memory, file, Garage and moto), prints the
+# count per backend, and stops the servers.
+#   scripts/test.sh [extra cargo test args]
+# Set CAIRN_TEST_SKIP_SERVERS=1 to run without servers (server tests skip).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [ -z "${CAIRN_TEST_SKIP_SERVERS:-}" ]; then
+  scripts/tools.sh
+  scripts/servers.sh start
+  trap 'scripts/servers.sh stop' EXIT
+  # shellcheck disable=SC1091
+  . target/cairn-servers/servers.env
+fi
+
+mkdir -p target
+set +e
+cargo test --workspace "$@" 2>&1 | tee target/test.log
+status=${PIPESTATUS[0]}
+set -e
+
+echo
+echo "conformance suite, tests per backend:"
+awk '/Running tests\/[a-z0-9_]+\.rs/ { match($0, /tests\/[a-z0-9_]+\.rs/); name = substr($0, RSTART + 6, RLENGTH - 9) }
+     /^test result:/ && name != "" { sub(/^test result: /, ""); printf "  %-10s %s\n", name, $0; name = "" }' target/test.log
+exit "$status"
