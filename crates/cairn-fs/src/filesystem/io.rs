@@ -147,6 +147,8 @@ impl FileSystem {
     pub async fn cat(&self, path: &str) -> Result<Bytes> {
         let loc = self.locate(path)?;
         self.refuse_directory(&loc)?;
+        // One GET: parallel ranged reads would need the size first, an extra
+        // request that small files (the common case) should not pay.
         let buf = loc
             .op
             .read(&loc.key)
