@@ -2,7 +2,9 @@
 
 use std::collections::BTreeMap;
 
-use super::{FileSystem, FileType};
+use futures::{StreamExt, TryStreamExt, stream};
+
+use super::{FileSystem, FileType, Location};
 use crate::error::{Error, ErrorKind, Result};
 
 impl FileSystem {
@@ -118,11 +120,41 @@ impl FileSystem {
                 .push(key);
         }
         for (loc, keys) in per_bucket.into_values() {
-            loc.op
-                .delete_iter(keys)
-                .await
-                .map_err(|e| self.error(e, &loc))?;
+            self.delete_keys(&loc, keys).await?;
         }
         Ok(())
     }
+
+    /// Deletes `keys` (children listed before their directories). Where
+    /// directories are only key prefixes, order does not matter, so batches of
+    /// the store's multi-delete size go out in parallel; where they are real,
+    /// one deleter keeps the order.
+    async fn delete_keys(&self, loc: &Location, keys: Vec<String>) -> Result<()> {
+        if self.real_directories() {
+            return loc
+                .op
+                .delete_iter(keys)
+                .await
+                .map_err(|e| self.error(e, loc));
+        }
+        let batch = loc
+            .op
+            .info()
+            .capability()
+            .delete_max_size
+            .unwrap_or(1)
+            .max(1);
+        stream::iter(
+            keys.chunks(batch)
+                .map(|chunk| loc.op.delete_iter(chunk.to_vec())),
+        )
+        .buffer_unordered(PARALLEL_DELETE_BATCHES)
+        .try_collect::<Vec<()>>()
+        .await
+        .map_err(|e| self.error(e, loc))?;
+        Ok(())
+    }
 }
+
+/// Multi-delete requests in flight at once on object stores.
+const PARALLEL_DELETE_BATCHES: usize = 8;
