@@ -15,17 +15,24 @@
 //! ```
 
 pub mod backend;
+mod cache;
 mod error;
 mod filesystem;
+mod fsspec_env;
+pub mod hooks;
 mod options;
 mod registry;
 mod url;
 
+pub use cache::ListingCacheConfig;
 pub use error::{Error, ErrorKind, Result};
 pub use filesystem::{
     DiskUsage, FileInfo, FileReader, FileSystem, FileSystemBuilder, FileType, FileWriter,
-    WriteMode, other_paths,
+    WriteMode, build_checkpoint_filesystem, other_paths,
 };
-pub use options::{ConfigLine, Environment, Setting, Source, StorageOptions, is_secret_name};
+pub use fsspec_env::FsspecEnv;
+pub use options::{
+    BackendOptions, ConfigLine, Environment, Setting, Source, StorageOptions, is_secret_name,
+};
 pub use registry::{Registry, register};
 pub use url::{has_magic, split_protocol};

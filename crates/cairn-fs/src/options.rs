@@ -131,20 +131,6 @@ impl StorageOptions {
     pub fn protocol(&self, protocol: &str) -> Option<&Map<String, Value>> {
         self.protocols.get(&protocol.to_ascii_lowercase())
     }
-
-    /// The options of a backend, merged over its scheme names in order (later wins),
-    /// as a filesystem class applies the config of each of its protocol names.
-    pub(crate) fn merged_for(&self, schemes: &[&str]) -> Map<String, Value> {
-        let mut merged = Map::new();
-        for scheme in schemes {
-            if let Some(options) = self.protocol(scheme) {
-                for (k, v) in options {
-                    merged.insert(k.clone(), v.clone());
-                }
-            }
-        }
-        merged
-    }
 }
 
 impl fmt::Debug for StorageOptions {
@@ -195,7 +181,9 @@ fn redact_map(map: &Map<String, Value>) -> Value {
 /// A snapshot of environment variables that option resolution reads.
 ///
 /// Taken once, so a filesystem's configuration does not change under it;
-/// tests build one from pairs. Debug output lists names only, never values.
+/// tests build one from pairs. The order of the variables is kept (fsspec
+/// applies `FSSPEC_*` variables in environment order). Debug output lists
+/// names only, never values.
 ///
 /// ```
 /// use cairn_fs::Environment;
@@ -205,7 +193,7 @@ fn redact_map(map: &Map<String, Value>) -> Value {
 /// ```
 #[derive(Clone, Default, PartialEq)]
 pub struct Environment {
-    vars: BTreeMap<String, String>,
+    vars: Vec<(String, String)>,
 }
 
 impl Environment {
@@ -223,7 +211,7 @@ impl Environment {
         }
     }
 
-    /// An environment made of the given pairs only.
+    /// An environment made of the given pairs only, in that order.
     ///
     /// ```
     /// let env = cairn_fs::Environment::from_pairs([("A", "1")]);
@@ -248,17 +236,160 @@ impl Environment {
     /// ```
     pub fn get(&self, name: &str) -> Option<&str> {
         self.vars
-            .get(name)
-            .map(String::as_str)
+            .iter()
+            .rev()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
             .filter(|v| !v.is_empty())
+    }
+
+    /// Every variable, in environment order, empty values included.
+    ///
+    /// ```
+    /// let env = cairn_fs::Environment::from_pairs([("B", "2"), ("A", "1")]);
+    /// assert_eq!(env.iter().next(), Some(("B", "2")));
+    /// ```
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.vars.iter().map(|(k, v)| (k.as_str(), v.as_str()))
     }
 }
 
 impl fmt::Debug for Environment {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Environment")
-            .field("names", &self.vars.keys().collect::<Vec<_>>())
+            .field(
+                "names",
+                &self.vars.iter().map(|(k, _)| k).collect::<Vec<_>>(),
+            )
             .finish()
+    }
+}
+
+/// The options one backend receives: top-level keys, each with its value and
+/// origin (an explicit option or an `FSSPEC_*` variable), later sources
+/// replacing earlier ones key by key, as fsspec's shallow `update` does.
+/// Debug output redacts secrets.
+///
+/// ```
+/// use cairn_fs::{BackendOptions, Source};
+/// let mut o = BackendOptions::new("s3");
+/// o.set("region", "eu".into(), Source::Env("FSSPEC_S3_REGION".into()));
+/// o.set("region", "us".into(), Source::Option("s3.region".into()));
+/// assert_eq!(o.iter().count(), 1);
+/// assert_eq!(o.iter().next().unwrap().1, "us");
+/// ```
+#[derive(Clone, Default, PartialEq)]
+pub struct BackendOptions {
+    protocol: String,
+    entries: Vec<(String, Value, Source)>,
+}
+
+impl BackendOptions {
+    /// No options, for `protocol` (used in messages: `s3.region`).
+    ///
+    /// ```
+    /// assert_eq!(cairn_fs::BackendOptions::new("s3").protocol(), "s3");
+    /// ```
+    pub fn new(protocol: &str) -> Self {
+        Self {
+            protocol: protocol.to_string(),
+            entries: Vec::new(),
+        }
+    }
+
+    /// Explicit options from a JSON map.
+    ///
+    /// ```
+    /// let map = serde_json::json!({"anon": true});
+    /// let o = cairn_fs::BackendOptions::from_map("s3", map.as_object().unwrap());
+    /// assert_eq!(o.iter().next().unwrap().2, &cairn_fs::Source::Option("s3.anon".into()));
+    /// ```
+    pub fn from_map(protocol: &str, map: &Map<String, Value>) -> Self {
+        let mut out = Self::new(protocol);
+        for (k, v) in map {
+            out.set(k, v.clone(), Source::Option(format!("{protocol}.{k}")));
+        }
+        out
+    }
+
+    /// The protocol these options are for.
+    pub fn protocol(&self) -> &str {
+        &self.protocol
+    }
+
+    /// Sets `key`, replacing an earlier value of it.
+    pub fn set(&mut self, key: &str, value: Value, source: Source) -> &mut Self {
+        self.entries.retain(|(k, _, _)| k != key);
+        self.entries.push((key.to_string(), value, source));
+        self
+    }
+
+    /// Every option: key, value, origin.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &Value, &Source)> {
+        self.entries.iter().map(|(k, v, s)| (k.as_str(), v, s))
+    }
+
+    /// Removes and returns `key`.
+    pub(crate) fn take(&mut self, key: &str) -> Option<(Value, Source)> {
+        let idx = self.entries.iter().position(|(k, _, _)| k == key)?;
+        let (_, v, s) = self.entries.remove(idx);
+        Some((v, s))
+    }
+
+    /// Where `key` sits, for messages and reports.
+    pub(crate) fn at(&self, key: &str, source: &Source) -> At {
+        At {
+            path: format!("{}.{key}", self.protocol),
+            source: source.clone(),
+        }
+    }
+}
+
+impl fmt::Debug for BackendOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut map = f.debug_map();
+        for (k, v, s) in &self.entries {
+            let shown = match v {
+                Value::Object(inner) => redact_map(inner),
+                _ if is_secret_name(k) => Value::String("***".into()),
+                other => other.clone(),
+            };
+            map.entry(k, &format!("{shown} ({s})"));
+        }
+        map.finish()
+    }
+}
+
+/// Where an option sits: its dotted path, and where its value came from.
+#[derive(Debug, Clone)]
+pub(crate) struct At {
+    pub path: String,
+    pub source: Source,
+}
+
+impl At {
+    /// The nested option `key` inside this one.
+    pub fn child(&self, key: &str) -> At {
+        At {
+            path: format!("{}.{key}", self.path),
+            source: match &self.source {
+                Source::Option(p) => Source::Option(format!("{p}.{key}")),
+                other => other.clone(),
+            },
+        }
+    }
+
+    /// The option's name for a message: `s3.key`, or `s3.key (from env FSSPEC_S3_KEY)`.
+    pub fn label(&self) -> String {
+        match &self.source {
+            Source::Env(name) => format!("{} (from env {name})", self.path),
+            _ => self.path.clone(),
+        }
+    }
+
+    /// A setting holding `value` from here.
+    pub fn setting<T>(&self, value: T) -> Setting<T> {
+        Setting::new(value, self.source.clone())
     }
 }
 
@@ -406,17 +537,6 @@ mod tests {
         assert!(o.set_dotted("s3.x={bad").is_err());
         assert!(o.set_dotted("=x").is_err());
         assert!(o.set_dotted("s3..k=x").is_err());
-    }
-
-    #[test]
-    fn merged_options_later_scheme_wins() {
-        let o = StorageOptions::from_json(serde_json::json!({
-            "s3": {"region": "a", "anon": true}, "s3a": {"region": "b"}
-        }))
-        .unwrap();
-        let m = o.merged_for(&["s3", "s3a"]);
-        assert_eq!(m["region"], "b");
-        assert_eq!(m["anon"], true);
     }
 
     #[test]

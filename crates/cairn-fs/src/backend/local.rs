@@ -3,11 +3,10 @@
 use std::sync::Arc;
 
 use opendal::Operator;
-use serde_json::{Map, Value};
 
 use super::{Backend, BackendFactory, ConditionalWrites, Layout};
 use crate::error::{Error, ErrorKind, Result};
-use crate::options::{ConfigLine, Environment, Source, unknown_key, value_as_bool};
+use crate::options::{BackendOptions, ConfigLine, Environment, Source, unknown_key, value_as_bool};
 
 const VALID: &[&str] = &["auto_mkdir"];
 
@@ -30,18 +29,15 @@ impl BackendFactory for LocalFactory {
     fn layout(&self) -> Layout {
         Layout::SingleRoot
     }
-    fn configure(
-        &self,
-        options: &Map<String, Value>,
-        _env: &Environment,
-    ) -> Result<Arc<dyn Backend>> {
-        for (key, value) in options {
-            match key.as_str() {
+    fn configure(&self, options: &BackendOptions, _env: &Environment) -> Result<Arc<dyn Backend>> {
+        for (key, value, source) in options.iter() {
+            let label = options.at(key, source).label();
+            match key {
                 // fsspec's flag; parents are always created here, so it only has to be valid.
                 "auto_mkdir" => {
-                    value_as_bool(value, "file.auto_mkdir")?;
+                    value_as_bool(value, &label)?;
                 }
-                other => return Err(unknown_key(&format!("file.{other}"), VALID)),
+                _ => return Err(unknown_key(&label, VALID)),
             }
         }
         Ok(Arc::new(LocalBackend))

@@ -4,11 +4,10 @@
 use std::sync::{Arc, OnceLock};
 
 use opendal::Operator;
-use serde_json::{Map, Value};
 
 use super::{Backend, BackendFactory, ConditionalWrites, Layout};
 use crate::error::{Error, ErrorKind, Result};
-use crate::options::{Environment, unknown_key};
+use crate::options::{BackendOptions, Environment, unknown_key};
 
 /// The factory of the in-memory filesystem.
 ///
@@ -29,13 +28,9 @@ impl BackendFactory for MemoryFactory {
     fn layout(&self) -> Layout {
         Layout::SingleRoot
     }
-    fn configure(
-        &self,
-        options: &Map<String, Value>,
-        _env: &Environment,
-    ) -> Result<Arc<dyn Backend>> {
-        if let Some(key) = options.keys().next() {
-            return Err(unknown_key(&format!("memory.{key}"), &["(none)"]));
+    fn configure(&self, options: &BackendOptions, _env: &Environment) -> Result<Arc<dyn Backend>> {
+        if let Some((key, _, source)) = options.iter().next() {
+            return Err(unknown_key(&options.at(key, source).label(), &["(none)"]));
         }
         Ok(Arc::new(MemoryBackend))
     }

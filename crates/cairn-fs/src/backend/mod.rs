@@ -4,11 +4,12 @@
 use std::sync::Arc;
 
 use opendal::Operator;
-use serde_json::{Map, Value};
 
 use crate::error::Result;
-use crate::options::{ConfigLine, Environment};
+use crate::hooks::RequestHook;
+use crate::options::{BackendOptions, ConfigLine, Environment};
 
+pub mod cos;
 pub mod local;
 pub mod memory;
 pub mod s3;
@@ -69,7 +70,7 @@ impl std::fmt::Display for ConditionalWrites {
 ///     fn protocol(&self) -> &str { "scratch" }
 ///     fn schemes(&self) -> &[&str] { &["scratch"] }
 ///     fn layout(&self) -> Layout { Layout::SingleRoot }
-///     fn configure(&self, options: &serde_json::Map<String, serde_json::Value>, env: &Environment)
+///     fn configure(&self, options: &cairn_fs::BackendOptions, env: &Environment)
 ///         -> cairn_fs::Result<Arc<dyn Backend>> {
 ///         MemoryFactory::default().configure(options, env)
 ///     }
@@ -85,13 +86,21 @@ pub trait BackendFactory: Send + Sync + 'static {
     fn schemes(&self) -> &[&str];
     /// How paths name objects on this backend.
     fn layout(&self) -> Layout;
-    /// Resolves `options` (already merged over the scheme names) against `env`.
-    /// Unknown or malformed options are errors naming the option.
-    fn configure(
-        &self,
-        options: &Map<String, Value>,
-        env: &Environment,
-    ) -> Result<Arc<dyn Backend>>;
+    /// Resolves `options` (merged over the scheme names, from `FSSPEC_*`
+    /// variables and explicit options) against `env`. Unknown or malformed
+    /// options are errors naming the option and where it came from.
+    fn configure(&self, options: &BackendOptions, env: &Environment) -> Result<Arc<dyn Backend>>;
+
+    /// Top-level options whose values are text: an `FSSPEC_<P>_<K>` variable
+    /// for one of them keeps its raw text instead of being JSON-decoded.
+    fn string_options(&self) -> &[&str] {
+        &[]
+    }
+
+    /// Whether the listing cache is on when the options do not say.
+    fn listings_cache_default(&self) -> bool {
+        true
+    }
 }
 
 /// A configured backend: builds one operator per bucket.
@@ -123,6 +132,11 @@ pub trait Backend: Send + Sync + std::fmt::Debug + 'static {
     /// Retry and timeout settings for the layers the filesystem stacks.
     fn io_policy(&self) -> IoPolicy {
         IoPolicy::default()
+    }
+
+    /// Hooks that see (and may amend) every HTTP request of this backend.
+    fn request_hooks(&self) -> Vec<Arc<dyn RequestHook>> {
+        Vec::new()
     }
 }
 

@@ -14,8 +14,8 @@ use serde_json::{Map, Value};
 use super::{Backend, BackendFactory, ConditionalWrites, IoPolicy, Layout};
 use crate::error::{Error, ErrorKind, Result};
 use crate::options::{
-    ConfigLine, Environment, Setting, Source, config_error, unknown_key, value_as_bool,
-    value_as_f64, value_as_object, value_as_string,
+    At, BackendOptions, ConfigLine, Environment, Setting, Source, config_error, unknown_key,
+    value_as_bool, value_as_f64, value_as_object, value_as_string,
 };
 
 /// The region used when neither options nor environment name one.
@@ -173,48 +173,98 @@ impl std::fmt::Debug for S3Config {
     }
 }
 
+/// What distinguishes one S3-compatible service from another: environment
+/// names, defaults, addressing, request hooks.
+#[derive(Clone, Copy)]
+pub struct S3Flavor {
+    /// Protocol name, for messages and option paths (`s3`, `cos`).
+    pub protocol: &'static str,
+    /// Environment variables holding the access key ID, in order of preference.
+    pub key_env: &'static [&'static str],
+    /// ... the secret key.
+    pub secret_env: &'static [&'static str],
+    /// ... the session token.
+    pub token_env: &'static [&'static str],
+    /// ... the region.
+    pub region_env: &'static [&'static str],
+    /// ... the endpoint (ignored when `AWS_IGNORE_CONFIGURED_ENDPOINT_URLS=true`).
+    pub endpoint_env: &'static [&'static str],
+    /// Region when none is configured; `None` makes one required (unless the
+    /// endpoint names it).
+    pub default_region: Option<&'static str>,
+    /// The service endpoint of a region.
+    pub regional_endpoint: fn(&str) -> String,
+    /// Virtual-host addressing unless `addressing_style` says otherwise;
+    /// `None` means: path style for a custom endpoint, virtual host otherwise.
+    pub virtual_by_default: Option<bool>,
+}
+
+/// AWS S3 and S3-compatible servers (MinIO, Garage, moto, ...).
+pub const AWS: S3Flavor = S3Flavor {
+    protocol: "s3",
+    key_env: &["AWS_ACCESS_KEY_ID"],
+    secret_env: &["AWS_SECRET_ACCESS_KEY"],
+    token_env: &["AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN"],
+    region_env: &["AWS_DEFAULT_REGION", "AWS_REGION"],
+    endpoint_env: &["AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"],
+    default_region: Some(DEFAULT_REGION),
+    regional_endpoint: |region| format!("https://s3.{region}.amazonaws.com"),
+    virtual_by_default: None,
+};
+
 impl S3Config {
-    /// Resolves options (merged over `s3`/`s3a`) against the environment.
+    /// Resolves AWS S3 options (merged over `s3`/`s3a`) against the environment.
     ///
     /// ```
-    /// use cairn_fs::{Environment, backend::s3::S3Config};
+    /// use cairn_fs::{BackendOptions, Environment, backend::s3::S3Config};
     /// let opts = serde_json::json!({"endpoint_url": "http://127.0.0.1:3900"});
+    /// let opts = BackendOptions::from_map("s3", opts.as_object().unwrap());
     /// let env = Environment::from_pairs([("AWS_DEFAULT_REGION", "garage")]);
-    /// let cfg = S3Config::resolve(opts.as_object().unwrap(), &env).unwrap();
+    /// let cfg = S3Config::resolve(&opts, &env).unwrap();
     /// assert_eq!(cfg.region.value, "garage");
     /// assert!(!cfg.virtual_host.value); // custom endpoint: path style
     /// ```
-    pub fn resolve(options: &Map<String, Value>, env: &Environment) -> Result<Self> {
-        let mut top: Vec<(S3Option, String, &Value)> = Vec::new();
-        for (name, value) in options {
-            let key: S3Option = name.parse()?;
-            top.push((key, format!("s3.{name}"), value));
+    pub fn resolve(options: &BackendOptions, env: &Environment) -> Result<Self> {
+        Self::resolve_flavor(&AWS, options, env)
+    }
+
+    /// Resolves the options of an S3-compatible `flavor`.
+    pub fn resolve_flavor(
+        flavor: &S3Flavor,
+        options: &BackendOptions,
+        env: &Environment,
+    ) -> Result<Self> {
+        let protocol = flavor.protocol;
+        let mut top: Vec<(S3Option, At, &Value)> = Vec::new();
+        for (name, value, source) in options.iter() {
+            let key: S3Option = name
+                .parse()
+                .map_err(|_| unknown_key(&options.at(name, source).label(), &canonical_names()))?;
+            top.push((key, options.at(name, source), value));
         }
         let get = |wanted: S3Option| {
             top.iter()
                 .find(|(k, _, _)| *k == wanted)
-                .map(|(_, path, v)| (path.clone(), *v))
+                .map(|(_, at, v)| (at.clone(), *v))
         };
 
         let client = match get(S3Option::ClientKwargs) {
-            Some((path, v)) => ClientKwargs::parse(value_as_object(v, &path)?)?,
+            Some((at, v)) => ClientKwargs::parse(value_as_object(v, &at.label())?, &at)?,
             None => ClientKwargs::default(),
         };
         let config = match get(S3Option::ConfigKwargs) {
-            Some((path, v)) => ConfigKwargs::parse(value_as_object(v, &path)?)?,
+            Some((at, v)) => ConfigKwargs::parse(value_as_object(v, &at.label())?, &at)?,
             None => ConfigKwargs::default(),
         };
 
         let string_opt = |wanted: S3Option| -> Result<Option<Setting<String>>> {
             get(wanted)
-                .map(|(path, v)| {
-                    value_as_string(v, &path).map(|s| Setting::new(s, Source::Option(path)))
-                })
+                .map(|(at, v)| value_as_string(v, &at.label()).map(|s| at.setting(s)))
                 .transpose()
         };
         let bool_opt = |wanted: S3Option, default: bool| -> Result<Setting<bool>> {
             match get(wanted) {
-                Some((path, v)) => Ok(Setting::new(value_as_bool(v, &path)?, Source::Option(path))),
+                Some((at, v)) => Ok(at.setting(value_as_bool(v, &at.label())?)),
                 None => Ok(Setting::new(default, Source::Default)),
             }
         };
@@ -227,28 +277,29 @@ impl S3Config {
 
         let key = string_opt(S3Option::Key)?
             .or(client.access_key_id.clone())
-            .or_else(|| env_setting(&["AWS_ACCESS_KEY_ID"]));
+            .or_else(|| env_setting(flavor.key_env));
         let secret = string_opt(S3Option::Secret)?
             .or(client.secret_access_key.clone())
-            .or_else(|| env_setting(&["AWS_SECRET_ACCESS_KEY"]));
+            .or_else(|| env_setting(flavor.secret_env));
         let token = string_opt(S3Option::Token)?
             .or(client.session_token.clone())
-            .or_else(|| env_setting(&["AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN"]));
+            .or_else(|| env_setting(flavor.token_env));
         if key.is_some() != secret.is_some() {
             let (have, missing) = if key.is_some() {
                 ("key", "secret")
             } else {
                 ("secret", "key")
             };
+            let vars = if missing == "key" {
+                flavor.key_env
+            } else {
+                flavor.secret_env
+            };
             return Err(config_error(format!(
-                "s3 credentials are incomplete: a {have} is set but no {missing}; set s3.{missing} or the matching AWS_* variable"
+                "{protocol} credentials are incomplete: a {have} is set but no {missing}; set {protocol}.{missing} or {}",
+                vars.join(" or ")
             )));
         }
-
-        let region = string_opt(S3Option::Region)?
-            .or(client.region_name.clone())
-            .or_else(|| env_setting(&["AWS_DEFAULT_REGION", "AWS_REGION"]))
-            .unwrap_or_else(|| Setting::new(DEFAULT_REGION.to_string(), Source::Default));
 
         let ignore_env_endpoint = env
             .get("AWS_IGNORE_CONFIGURED_ENDPOINT_URLS")
@@ -257,41 +308,67 @@ impl S3Config {
             .or(client.endpoint_url.clone())
             .or_else(|| {
                 (!ignore_env_endpoint)
-                    .then(|| env_setting(&["AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"]))
+                    .then(|| env_setting(flavor.endpoint_env))
                     .flatten()
             });
         if let Some(endpoint) = &custom_endpoint {
-            check_endpoint(endpoint)?;
+            check_endpoint(protocol, endpoint)?;
         }
-        let aws_endpoint = Setting::new(
-            format!("https://s3.{}.amazonaws.com", region.value),
-            Source::Default,
-        );
 
-        let virtual_host = match config.addressing_style.as_ref().map(|s| s.value) {
-            Some(AddressingStyle::Path) => {
-                Setting::new(false, config.addressing_style.clone().unwrap().source)
+        let configured_region = string_opt(S3Option::Region)?
+            .or(client.region_name.clone())
+            .or_else(|| env_setting(flavor.region_env));
+        let region = match (configured_region, flavor.default_region, &custom_endpoint) {
+            (Some(region), _, _) => region,
+            (None, Some(default), _) => Setting::new(default.to_string(), Source::Default),
+            (None, None, Some(endpoint)) => region_from_endpoint(&endpoint.value)
+                .map(|r| Setting::new(r, endpoint.source.clone()))
+                .ok_or_else(|| {
+                    config_error(format!(
+                        "{protocol} needs a region to sign requests and none could be read from the endpoint {:?}; set {protocol}.region (or {})",
+                        endpoint.value,
+                        flavor.region_env.join(", ")
+                    ))
+                })?,
+            (None, None, None) => {
+                return Err(config_error(format!(
+                    "{protocol} needs a region or an endpoint: set {protocol}.region (or {}), or {protocol}.endpoint_url",
+                    flavor.region_env.join(", ")
+                )));
             }
-            Some(AddressingStyle::Virtual) => {
-                Setting::new(true, config.addressing_style.clone().unwrap().source)
+        };
+        let regional = Setting::new((flavor.regional_endpoint)(&region.value), Source::Default);
+
+        let virtual_host = match &config.addressing_style {
+            Some(style) if style.value == AddressingStyle::Path => {
+                Setting::new(false, style.source.clone())
             }
-            _ => Setting::new(custom_endpoint.is_none(), Source::Default),
+            Some(style) if style.value == AddressingStyle::Virtual => {
+                Setting::new(true, style.source.clone())
+            }
+            _ => Setting::new(
+                flavor
+                    .virtual_by_default
+                    .unwrap_or(custom_endpoint.is_none()),
+                Source::Default,
+            ),
         };
 
         let conditional_writes = match get(S3Option::ConditionalWrites) {
-            Some((path, v)) => {
-                let text = value_as_string(v, &path)?;
+            Some((at, v)) => {
+                let text = value_as_string(v, &at.label())?;
                 let mode = match text.to_ascii_lowercase().as_str() {
                     "auto" | "probe" => ConditionalWrites::Probe,
                     "native" => ConditionalWrites::Native,
                     "emulate" | "emulated" => ConditionalWrites::Emulated,
                     other => {
                         return Err(config_error(format!(
-                            "option {path} is {other:?}; use \"auto\", \"native\" or \"emulate\""
+                            "option {} is {other:?}; use \"auto\", \"native\" or \"emulate\"",
+                            at.label()
                         )));
                     }
                 };
-                Setting::new(mode, Source::Option(path))
+                at.setting(mode)
             }
             None => Setting::new(ConditionalWrites::Probe, Source::Default),
         };
@@ -311,7 +388,7 @@ impl S3Config {
             key,
             secret,
             token,
-            endpoint: custom_endpoint.unwrap_or(aws_endpoint),
+            endpoint: custom_endpoint.unwrap_or(regional),
             region,
             anon: bool_opt(S3Option::Anon, false)?,
             virtual_host,
@@ -322,11 +399,21 @@ impl S3Config {
     }
 }
 
-fn check_endpoint(endpoint: &Setting<String>) -> Result<()> {
+/// The region in an endpoint such as `https://cos.ap-guangzhou.myqcloud.com`.
+fn region_from_endpoint(endpoint: &str) -> Option<String> {
+    let host = url::Url::parse(endpoint).ok()?.host_str()?.to_string();
+    let mut labels = host.split('.');
+    match (labels.next(), labels.next()) {
+        (Some("cos" | "s3"), Some(region)) if region.contains('-') => Some(region.to_string()),
+        _ => None,
+    }
+}
+
+fn check_endpoint(protocol: &str, endpoint: &Setting<String>) -> Result<()> {
     match url::Url::parse(&endpoint.value) {
         Ok(u) if matches!(u.scheme(), "http" | "https") && u.host_str().is_some() => Ok(()),
         _ => Err(config_error(format!(
-            "the s3 endpoint {:?} (from {}) is not an http(s) URL; write it as http://host:port",
+            "the {protocol} endpoint {:?} (from {}) is not an http(s) URL; write it as http://host:port",
             endpoint.value, endpoint.source
         ))),
     }
@@ -351,12 +438,12 @@ impl ClientKwargs {
         "aws_session_token",
     ];
 
-    fn parse(map: &Map<String, Value>) -> Result<Self> {
+    fn parse(map: &Map<String, Value>, parent: &At) -> Result<Self> {
         let mut out = Self::default();
         for (name, value) in map {
-            let path = format!("s3.client_kwargs.{name}");
-            let setting =
-                Setting::new(value_as_string(value, &path)?, Source::Option(path.clone()));
+            let at = parent.child(name);
+            let path = at.label();
+            let setting = at.setting(value_as_string(value, &path)?);
             let slot = match name.as_str() {
                 "endpoint_url" => &mut out.endpoint_url,
                 "region_name" => &mut out.region_name,
@@ -383,19 +470,25 @@ struct ConfigKwargs {
 impl ConfigKwargs {
     const VALID: &'static [&'static str] = &["s3", "connect_timeout", "read_timeout", "retries"];
 
-    fn parse(map: &Map<String, Value>) -> Result<Self> {
+    fn parse(map: &Map<String, Value>, parent: &At) -> Result<Self> {
         let mut out = Self::default();
         for (name, value) in map {
-            let path = format!("s3.config_kwargs.{name}");
+            let at = parent.child(name);
+            let path = at.label();
             match name.as_str() {
                 "s3" => {
                     for (sub, v) in value_as_object(value, &path)? {
-                        let sub_path = format!("{path}.{sub}");
+                        let sub_at = at.child(sub);
+                        let sub_path = sub_at.label();
                         match sub.as_str() {
                             "addressing_style" => {
-                                let style = value_as_string(v, &sub_path)?.parse()?;
-                                out.addressing_style =
-                                    Some(Setting::new(style, Source::Option(sub_path)));
+                                let text = value_as_string(v, &sub_path)?;
+                                let style = text.parse().map_err(|_| {
+                                    config_error(format!(
+                                        "option {sub_path} is {text:?}; use \"path\", \"virtual\" or \"auto\""
+                                    ))
+                                })?;
+                                out.addressing_style = Some(sub_at.setting(style));
                             }
                             _ => return Err(unknown_key(&sub_path, &["addressing_style"])),
                         }
@@ -409,7 +502,7 @@ impl ConfigKwargs {
                 }
                 "retries" => {
                     for (sub, v) in value_as_object(value, &path)? {
-                        let sub_path = format!("{path}.{sub}");
+                        let sub_path = at.child(sub).label();
                         match sub.as_str() {
                             "max_attempts" | "total_max_attempts" => {
                                 out.max_attempts = Some(value_as_f64(v, &sub_path)? as usize)
@@ -452,21 +545,40 @@ impl BackendFactory for S3Factory {
     fn layout(&self) -> Layout {
         Layout::Bucketed
     }
-    fn configure(
-        &self,
-        options: &Map<String, Value>,
-        env: &Environment,
-    ) -> Result<Arc<dyn Backend>> {
+    fn string_options(&self) -> &[&str] {
+        STRING_OPTIONS
+    }
+    fn configure(&self, options: &BackendOptions, env: &Environment) -> Result<Arc<dyn Backend>> {
         Ok(Arc::new(S3Backend {
             config: S3Config::resolve(options, env)?,
+            hooks: Vec::new(),
         }))
     }
 }
 
-/// A configured s3 backend.
+/// Options whose values are text, kept raw when they come from `FSSPEC_<P>_<K>`.
+pub(crate) const STRING_OPTIONS: &[&str] = &[
+    "key",
+    "aws_access_key_id",
+    "access_key_id",
+    "secret",
+    "aws_secret_access_key",
+    "secret_access_key",
+    "token",
+    "aws_session_token",
+    "session_token",
+    "endpoint_url",
+    "endpoint",
+    "region",
+    "region_name",
+    "conditional_writes",
+];
+
+/// A configured S3-compatible backend.
 #[derive(Debug)]
 pub struct S3Backend {
-    config: S3Config,
+    pub(crate) config: S3Config,
+    pub(crate) hooks: Vec<Arc<dyn crate::hooks::RequestHook>>,
 }
 
 impl Backend for S3Backend {
@@ -560,6 +672,10 @@ impl Backend for S3Backend {
     fn io_policy(&self) -> IoPolicy {
         self.config.io
     }
+
+    fn request_hooks(&self) -> Vec<Arc<dyn crate::hooks::RequestHook>> {
+        self.hooks.clone()
+    }
 }
 
 #[cfg(test)]
@@ -569,7 +685,7 @@ mod tests {
 
     fn resolve(opts: Value, env: &[(&str, &str)]) -> Result<S3Config> {
         S3Config::resolve(
-            opts.as_object().unwrap(),
+            &BackendOptions::from_map("s3", opts.as_object().unwrap()),
             &Environment::from_pairs(env.iter().copied()),
         )
     }

@@ -278,6 +278,8 @@ impl FileSystem {
             .rename(&from.key, &to.key)
             .await
             .map_err(|e| self.error(e, &from))?;
+        self.cache().invalidate(&from.path);
+        self.cache().invalidate(&to.path);
         Ok(Some(()))
     }
 
@@ -295,9 +297,11 @@ impl FileSystem {
                 .copy(&from.key, &to.key)
                 .await
                 .map_err(|e| self.error(e, &from))?;
-            return Ok(());
+        } else {
+            self.stream_file(&from, dst_fs, &to).await?;
         }
-        self.stream_file(&from, dst_fs, &to).await
+        dst_fs.cache().invalidate(&to.path);
+        Ok(())
     }
 }
 

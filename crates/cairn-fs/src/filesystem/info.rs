@@ -121,6 +121,9 @@ impl FileSystem {
     }
 
     pub(crate) async fn info_at(&self, loc: &Location) -> Result<FileInfo> {
+        if let Some(answer) = self.info_from_cache(loc) {
+            return answer;
+        }
         if !loc.key.is_empty() {
             match loc.op.stat(&loc.key).await {
                 Ok(meta) => return Ok(FileInfo::from_metadata(loc.path.clone(), &meta)),
@@ -133,6 +136,32 @@ impl FileSystem {
         }
         Err(Error::new(ErrorKind::NotFound, "no such file or directory")
             .with_url(self.url(&loc.path)))
+    }
+
+    /// Answers `info` from cached listings, as s3fs does: a cached listing of
+    /// the path itself makes it a directory; a cached listing of its parent
+    /// either holds the entry or proves it absent.
+    fn info_from_cache(&self, loc: &Location) -> Option<Result<FileInfo>> {
+        if !self.cache().config().enabled.value || loc.key.is_empty() {
+            return None;
+        }
+        if self.cache().get(&loc.path).is_some() {
+            return Some(Ok(FileInfo::directory(loc.path.clone())));
+        }
+        let parent = parent_path(&loc.path)?;
+        let listing = self.cache().get(parent)?;
+        Some(
+            listing
+                .into_iter()
+                .find(|entry| entry.name == loc.path)
+                .ok_or_else(|| {
+                    Error::new(
+                        ErrorKind::NotFound,
+                        "no such file or directory (cached listing)",
+                    )
+                    .with_url(self.url(&loc.path))
+                }),
+        )
     }
 
     /// Whether `loc` names a directory: a real one, a marker, or a prefix of keys.
@@ -221,6 +250,9 @@ impl FileSystem {
     /// ```
     pub async fn ls(&self, path: &str) -> Result<Vec<FileInfo>> {
         let loc = self.locate(path)?;
+        if let Some(listing) = self.cache().get(&loc.path) {
+            return Ok(listing);
+        }
         let dir_key = loc.dir_key();
         let entries = match loc.op.list(&dir_key).await {
             Ok(entries) => entries,
@@ -241,10 +273,11 @@ impl FileSystem {
         if out.is_empty() {
             let info = self.info_at(&loc).await?;
             if !info.is_dir() {
-                out.push(info);
+                return Ok(vec![info]);
             }
         }
         out.sort_by(|a, b| a.name.cmp(&b.name));
+        self.cache().put(&loc.path, out.clone());
         Ok(out)
     }
 
@@ -266,6 +299,15 @@ impl FileSystem {
             return Ok(FileInfo::from_metadata(name, &full));
         }
         Ok(FileInfo::from_metadata(name, meta))
+    }
+}
+
+/// The directory holding `path` (`bucket/a` for `bucket/a/b`, `/` for `/a`).
+pub(crate) fn parent_path(path: &str) -> Option<&str> {
+    match path.rfind('/') {
+        Some(0) if path.len() > 1 => Some("/"),
+        Some(idx) if idx > 0 => Some(&path[..idx]),
+        _ => None,
     }
 }
 

@@ -69,6 +69,7 @@ impl AsyncSeek for FileReader {
 pub struct FileWriter {
     inner: opendal::Writer,
     url: String,
+    path: String,
     fs: FileSystem,
     staged: Option<Staged>,
 }
@@ -100,6 +101,7 @@ impl FileWriter {
                 .await
                 .map_err(|e| self.map(e))?;
         }
+        self.fs.cache().invalidate(&self.path);
         Ok(())
     }
 
@@ -238,6 +240,7 @@ impl FileSystem {
                 }
             },
         }
+        self.cache().invalidate(&loc.path);
         Ok(())
     }
 
@@ -323,6 +326,7 @@ impl FileSystem {
         Ok(FileWriter {
             inner,
             url: self.url(&loc.path),
+            path: loc.path.clone(),
             fs: self.clone(),
             staged,
         })

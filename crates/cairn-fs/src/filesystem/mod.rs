@@ -13,8 +13,11 @@ use opendal::Operator;
 use opendal::layers::{RetryLayer, TimeoutLayer};
 
 use crate::backend::{Backend, ConditionalWrites, Layout};
+use crate::cache::{DirCache, ListingCacheConfig};
 use crate::error::{Error, ErrorKind, Result, from_opendal};
-use crate::options::{ConfigLine, Environment, StorageOptions};
+use crate::fsspec_env::FsspecEnv;
+use crate::hooks::{HookedTransport, RequestHook};
+use crate::options::{BackendOptions, ConfigLine, Environment, Source, StorageOptions};
 use crate::registry::Registry;
 use crate::url::{absolute_local, normalize_posix, split_protocol};
 
@@ -57,6 +60,9 @@ struct Inner {
     operators: Mutex<HashMap<String, Operator>>,
     conditional: Mutex<HashMap<String, ConditionalWrites>>,
     secrets: Vec<String>,
+    cache: DirCache,
+    http_client: Option<reqwest::Client>,
+    hooks: Vec<Arc<dyn RequestHook>>,
 }
 
 impl std::fmt::Debug for FileSystem {
@@ -89,7 +95,8 @@ impl Location {
     }
 }
 
-/// Builds a [`FileSystem`] with an explicit registry and environment.
+/// Builds a [`FileSystem`] with an explicit registry, environment, HTTP client
+/// and request hooks.
 ///
 /// ```
 /// use cairn_fs::{Environment, FileSystemBuilder, StorageOptions};
@@ -106,6 +113,9 @@ pub struct FileSystemBuilder<'a> {
     options: StorageOptions,
     env: Option<Environment>,
     registry: Option<&'a Registry>,
+    http_client: Option<reqwest::Client>,
+    hooks: Vec<Arc<dyn RequestHook>>,
+    for_checkpoints: bool,
 }
 
 impl<'a> FileSystemBuilder<'a> {
@@ -120,6 +130,9 @@ impl<'a> FileSystemBuilder<'a> {
             options: StorageOptions::new(),
             env: None,
             registry: None,
+            http_client: None,
+            hooks: Vec::new(),
+            for_checkpoints: false,
         }
     }
 
@@ -154,7 +167,45 @@ impl<'a> FileSystemBuilder<'a> {
         self
     }
 
+    /// The HTTP client HTTP backends send with (timeouts, proxies, TLS roots,
+    /// host-name overrides); default: OpenDAL's.
+    ///
+    /// ```
+    /// let client = reqwest::Client::builder().build().unwrap();
+    /// let _ = cairn_fs::FileSystemBuilder::new("s3").http_client(client);
+    /// ```
+    pub fn http_client(mut self, client: reqwest::Client) -> Self {
+        self.http_client = Some(client);
+        self
+    }
+
+    /// Adds a hook that sees every HTTP request, after the backend's own.
+    ///
+    /// ```
+    /// let hook = std::sync::Arc::new(cairn_fs::hooks::ContentMd5OnMultiDelete);
+    /// let _ = cairn_fs::FileSystemBuilder::new("s3").request_hook(hook);
+    /// ```
+    pub fn request_hook(mut self, hook: Arc<dyn RequestHook>) -> Self {
+        self.hooks.push(hook);
+        self
+    }
+
+    /// The checkpoint-storage preset: the listing cache is always off, so a
+    /// run sees what another process committed a moment ago.
+    ///
+    /// ```
+    /// let fs = cairn_fs::FileSystemBuilder::new("s3").for_checkpoints().build().unwrap();
+    /// assert!(!fs.listing_cache().enabled.value);
+    /// ```
+    pub fn for_checkpoints(mut self) -> Self {
+        self.for_checkpoints = true;
+        self
+    }
+
     /// Resolves the options and returns the filesystem; operators are built lazily.
+    ///
+    /// Options are merged, lowest precedence first: the backend's native
+    /// environment, `FSSPEC_<P>`, `FSSPEC_<P>_<K>`, explicit options.
     ///
     /// ```
     /// let err = cairn_fs::FileSystemBuilder::new("nope").build().unwrap_err();
@@ -170,21 +221,87 @@ impl<'a> FileSystemBuilder<'a> {
         };
         let factory = registry.resolve(&self.protocol)?;
         let env = self.env.unwrap_or_else(Environment::process);
-        let options = self.options.merged_for(factory.schemes());
+        let schemes = factory.schemes();
+        let fsspec = FsspecEnv::parse(&env, |protocol, option| {
+            schemes.contains(&protocol) && factory.string_options().contains(&option)
+        });
+        if let Some((name, reason)) = fsspec.ignored().iter().find(|(name, _)| {
+            schemes
+                .iter()
+                .any(|s| name.to_lowercase() == format!("fsspec_{s}"))
+        }) {
+            return Err(Error::new(
+                ErrorKind::Config,
+                format!("environment variable {name} cannot be used: {reason}; fix or unset it"),
+            ));
+        }
+        for (name, reason) in fsspec.ignored() {
+            tracing::warn!(variable = %name, "ignoring environment variable: {reason}");
+        }
+        let mut options = BackendOptions::new(factory.protocol());
+        for scheme in schemes {
+            fsspec.apply(scheme, &mut options);
+        }
+        for scheme in schemes {
+            for (key, value) in self.options.protocol(scheme).into_iter().flatten() {
+                options.set(
+                    key,
+                    value.clone(),
+                    Source::Option(format!("{scheme}.{key}")),
+                );
+            }
+        }
+        let mut cache =
+            ListingCacheConfig::take_from(&mut options, factory.listings_cache_default())?;
+        if self.for_checkpoints {
+            if cache.enabled.value && cache.enabled.source != Source::Default {
+                tracing::warn!(
+                    "use_listings_cache is ignored for checkpoint storage: it must see other processes' commits"
+                );
+            }
+            cache = ListingCacheConfig::disabled();
+            cache.enabled.source = Source::Option("checkpoint storage preset".into());
+        }
         let backend = factory.configure(&options, &env)?;
         let secrets = backend.secrets();
+        let mut hooks = backend.request_hooks();
+        hooks.extend(self.hooks);
         Ok(FileSystem {
             inner: Arc::new(Inner {
                 protocol: factory.protocol().to_string(),
-                schemes: factory.schemes().iter().map(|s| s.to_string()).collect(),
+                schemes: schemes.iter().map(|s| s.to_string()).collect(),
                 layout: factory.layout(),
                 backend,
                 operators: Mutex::new(HashMap::new()),
                 conditional: Mutex::new(HashMap::new()),
                 secrets,
+                cache: DirCache::new(cache),
+                http_client: self.http_client,
+                hooks,
             }),
         })
     }
+}
+
+/// The filesystem serving `url`, with the checkpoint-storage preset (listing
+/// cache off), and the URL's stripped path. A POSIX path needs no options.
+///
+/// ```
+/// let (fs, path) = cairn_fs::build_checkpoint_filesystem("/tmp/ckpt", &cairn_fs::StorageOptions::new()).unwrap();
+/// assert_eq!((fs.protocol(), path.as_str()), ("file", "/tmp/ckpt"));
+/// assert!(!fs.listing_cache().enabled.value);
+/// ```
+pub fn build_checkpoint_filesystem(
+    url: &str,
+    options: &StorageOptions,
+) -> Result<(FileSystem, String)> {
+    let (scheme, _) = split_protocol(url);
+    let fs = FileSystemBuilder::new(scheme.as_deref().unwrap_or("file"))
+        .options(options.clone())
+        .for_checkpoints()
+        .build()?;
+    let path = fs.strip(url)?;
+    Ok((fs, path))
 }
 
 impl FileSystem {
@@ -232,7 +349,40 @@ impl FileSystem {
     /// assert!(fs.describe().iter().any(|l| l.name == "region"));
     /// ```
     pub fn describe(&self) -> Vec<ConfigLine> {
-        self.inner.backend.describe()
+        let mut lines = self.inner.backend.describe();
+        lines.extend(self.inner.cache.config().describe());
+        for hook in &self.inner.hooks {
+            lines.push(ConfigLine {
+                name: "request_hook".into(),
+                value: format!("{hook:?}"),
+                source: Source::Default,
+            });
+        }
+        lines
+    }
+
+    /// The listing-cache settings in force.
+    ///
+    /// ```
+    /// let fs = cairn_fs::FileSystem::new("memory", &cairn_fs::StorageOptions::new()).unwrap();
+    /// assert!(fs.listing_cache().enabled.value);
+    /// ```
+    pub fn listing_cache(&self) -> &ListingCacheConfig {
+        self.inner.cache.config()
+    }
+
+    /// Forgets every cached listing (fsspec's `invalidate_cache()`).
+    ///
+    /// ```
+    /// let fs = cairn_fs::FileSystem::new("memory", &cairn_fs::StorageOptions::new()).unwrap();
+    /// fs.invalidate_cache();
+    /// ```
+    pub fn invalidate_cache(&self) {
+        self.inner.cache.clear();
+    }
+
+    pub(crate) fn cache(&self) -> &DirCache {
+        &self.inner.cache
     }
 
     /// Removes this filesystem's scheme from `url` and normalizes the path:
@@ -363,6 +513,19 @@ impl FileSystem {
                     .with_max_times(policy.max_attempts.saturating_sub(1))
                     .with_jitter(),
             );
+        let op = if self.inner.hooks.is_empty() && self.inner.http_client.is_none() {
+            op
+        } else {
+            let client = self.inner.http_client.clone().unwrap_or_default();
+            let transport = HookedTransport {
+                inner: opendal_http_transport_reqwest::ReqwestTransport::new(client),
+                hooks: self.inner.hooks.clone(),
+            };
+            let ctx = op
+                .context()
+                .with_http_transport(opendal::HttpTransporter::new(transport));
+            op.with_context(ctx)
+        };
         cache.insert(bucket.to_string(), op.clone());
         Ok(op)
     }
@@ -450,6 +613,7 @@ impl FileSystem {
             Err(e) => return Err(self.error(e, &probe)),
         };
         cleanup.map_err(|e| self.error(e, &probe))?;
+        self.cache().invalidate(&loc.bucket);
         Ok(mode)
     }
 }

@@ -47,7 +47,9 @@ impl FileSystem {
         loc.op
             .create_dir(&loc.dir_key())
             .await
-            .map_err(|e| self.error(e, &loc))
+            .map_err(|e| self.error(e, &loc))?;
+        self.cache().invalidate(&loc.path);
+        Ok(())
     }
 
     /// Removes files; with `recursive`, directories and everything under them.
@@ -118,6 +120,9 @@ impl FileSystem {
                 .or_insert_with(|| (loc, Vec::new()))
                 .1
                 .push(key);
+        }
+        for path in expanded.keys() {
+            self.cache().invalidate(path);
         }
         for (loc, keys) in per_bucket.into_values() {
             self.delete_keys(&loc, keys).await?;

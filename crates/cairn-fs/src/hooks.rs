@@ -1,0 +1,93 @@
+//! Request hooks: a wrapper around the HTTP client OpenDAL uses, so a backend
+//! (or you) can inspect and amend every request after it is signed and before
+//! it is sent.
+//!
+//! A hook may add or replace headers the signature does not cover (such as
+//! `Content-MD5` under SigV4, which signs only the headers it lists). It must
+//! not change the body, the URL or a signed header.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use cairn_fs::hooks::{ContentMd5OnMultiDelete, RequestHook};
+//! use cairn_fs::{FileSystemBuilder, StorageOptions};
+//! let fs = FileSystemBuilder::new("s3")
+//!     .request_hook(Arc::new(ContentMd5OnMultiDelete))
+//!     .build()
+//!     .unwrap();
+//! # let _ = fs;
+//! ```
+
+use std::sync::Arc;
+
+use base64::Engine;
+use opendal::Buffer;
+use opendal::{HttpBody, HttpTransport};
+
+/// Sees each HTTP request of a filesystem and may amend it.
+pub trait RequestHook: Send + Sync + std::fmt::Debug + 'static {
+    /// Called once per request (retries included), after signing.
+    fn on_request(&self, request: &mut http::Request<Buffer>);
+}
+
+/// Guarantees a correct `Content-MD5` (base64 of the MD5 of the body) on
+/// every S3 multi-object delete (`POST /?delete`), whatever the S3 client
+/// sent. Tencent COS rejects a multi-delete without it; AWS SDKs moved to
+/// CRC32 checksums in 2025 and broke COS for botocore users.
+///
+/// ```
+/// use cairn_fs::hooks::{ContentMd5OnMultiDelete, RequestHook};
+/// let body = "<Delete><Object><Key>a</Key></Object></Delete>";
+/// let mut req = http::Request::post("http://b.cos.example.com/?delete")
+///     .header("content-md5", "wrong")
+///     .body(opendal::Buffer::from(body))
+///     .unwrap();
+/// ContentMd5OnMultiDelete.on_request(&mut req);
+/// let expected = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, md5::compute(body).0);
+/// assert_eq!(req.headers()["content-md5"], expected.as_str());
+/// ```
+#[derive(Debug, Default, Clone, Copy)]
+pub struct ContentMd5OnMultiDelete;
+
+/// Whether `request` is an S3 multi-object delete.
+pub fn is_multi_delete<T>(request: &http::Request<T>) -> bool {
+    request.method() == http::Method::POST
+        && request.uri().query().is_some_and(|q| {
+            q.split('&')
+                .any(|p| p == "delete" || p.starts_with("delete="))
+        })
+}
+
+impl RequestHook for ContentMd5OnMultiDelete {
+    fn on_request(&self, request: &mut http::Request<Buffer>) {
+        if !is_multi_delete(request) {
+            return;
+        }
+        let mut context = md5::Context::new();
+        for chunk in request.body().clone() {
+            context.consume(&chunk);
+        }
+        let digest = base64::engine::general_purpose::STANDARD.encode(context.finalize().0);
+        let value = http::HeaderValue::from_str(&digest).expect("base64 is a valid header value");
+        request
+            .headers_mut()
+            .insert(http::header::HeaderName::from_static("content-md5"), value);
+    }
+}
+
+/// An HTTP transport that runs hooks, then sends with reqwest.
+pub(crate) struct HookedTransport {
+    pub inner: opendal_http_transport_reqwest::ReqwestTransport,
+    pub hooks: Vec<Arc<dyn RequestHook>>,
+}
+
+impl HttpTransport for HookedTransport {
+    async fn fetch(
+        &self,
+        mut request: http::Request<Buffer>,
+    ) -> opendal::Result<http::Response<HttpBody>> {
+        for hook in &self.hooks {
+            hook.on_request(&mut request);
+        }
+        self.inner.fetch(request).await
+    }
+}
