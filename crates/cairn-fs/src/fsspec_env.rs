@@ -64,6 +64,7 @@ impl FsspecEnv {
                 match decode(raw) {
                     Value::Object(map) => {
                         let protocol = name["FSSPEC_".len()..].to_lowercase();
+                        out.protocols.entry(protocol.clone()).or_default();
                         for (key, value) in map {
                             out.upsert(&protocol, key, value, name);
                         }

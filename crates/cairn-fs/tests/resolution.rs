@@ -1,0 +1,190 @@
+//! How a filesystem's options resolve from defaults, the native environment,
+//! FSSPEC_ variables and explicit options, and the errors bad input gets.
+
+use cairn_fs::{Environment, ErrorKind, FileSystem, FileSystemBuilder, Source, StorageOptions};
+
+fn build(
+    protocol: &str,
+    options: serde_json::Value,
+    env: &[(&str, &str)],
+) -> cairn_fs::Result<FileSystem> {
+    FileSystemBuilder::new(protocol)
+        .options(StorageOptions::from_json(options).unwrap())
+        .env(Environment::from_pairs(env.iter().copied()))
+        .build()
+}
+
+fn line(fs: &FileSystem, name: &str) -> (String, Source) {
+    let l = fs
+        .describe()
+        .into_iter()
+        .find(|l| l.name == name)
+        .unwrap_or_else(|| panic!("no {name} in {:?}", fs.describe()));
+    (l.value, l.source)
+}
+
+#[test]
+fn precedence_lowest_first() {
+    let env = [
+        ("AWS_DEFAULT_REGION", "from-aws"),
+        (
+            "FSSPEC_S3",
+            r#"{"region": "from-fsspec-dict", "endpoint_url": "http://dict:1"}"#,
+        ),
+        ("FSSPEC_S3_REGION", "from-fsspec-kwarg"),
+    ];
+    let fs = build("s3", serde_json::json!({}), &env[..1]).unwrap();
+    assert_eq!(
+        line(&fs, "region"),
+        ("from-aws".into(), Source::Env("AWS_DEFAULT_REGION".into()))
+    );
+    let fs = build("s3", serde_json::json!({}), &env[..2]).unwrap();
+    assert_eq!(
+        line(&fs, "region"),
+        ("from-fsspec-dict".into(), Source::Env("FSSPEC_S3".into()))
+    );
+    let fs = build("s3", serde_json::json!({}), &env).unwrap();
+    assert_eq!(
+        line(&fs, "region"),
+        (
+            "from-fsspec-kwarg".into(),
+            Source::Env("FSSPEC_S3_REGION".into())
+        )
+    );
+    assert_eq!(line(&fs, "endpoint_url").0, "http://dict:1");
+    let fs = build(
+        "s3",
+        serde_json::json!({"s3": {"region": "explicit"}}),
+        &env,
+    )
+    .unwrap();
+    assert_eq!(
+        line(&fs, "region"),
+        ("explicit".into(), Source::Option("s3.region".into()))
+    );
+}
+
+#[test]
+fn string_options_keep_the_raw_text_of_their_variable() {
+    let env = [
+        ("FSSPEC_S3_KEY", "12345"),
+        ("FSSPEC_S3_SECRET", "true"),
+        ("FSSPEC_S3_REGION", "0123"),
+    ];
+    let fs = build("s3", serde_json::json!({}), &env).unwrap();
+    assert_eq!(line(&fs, "key").0, "12345");
+    assert_eq!(line(&fs, "region").0, "0123");
+    assert_eq!(
+        line(&fs, "secret"),
+        ("***".into(), Source::Env("FSSPEC_S3_SECRET".into()))
+    );
+    // Typed options are still JSON-decoded, as fsspec does.
+    let fs = build("s3", serde_json::json!({}), &[("FSSPEC_S3_ANON", "true")]).unwrap();
+    assert_eq!(line(&fs, "anon").0, "true");
+    let fs = build(
+        "s3",
+        serde_json::json!({}),
+        &[("FSSPEC_S3A_USE_LISTINGS_CACHE", "false")],
+    )
+    .unwrap();
+    assert_eq!(
+        line(&fs, "use_listings_cache"),
+        (
+            "false".into(),
+            Source::Env("FSSPEC_S3A_USE_LISTINGS_CACHE".into())
+        )
+    );
+}
+
+#[test]
+fn malformed_client_kwargs_variable_is_named() {
+    let err = build(
+        "s3",
+        serde_json::json!({}),
+        &[("FSSPEC_S3_CLIENT_KWARGS", "{\"endpoint_url\": ")],
+    )
+    .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Config);
+    assert!(err.to_string().contains("FSSPEC_S3_CLIENT_KWARGS"), "{err}");
+}
+
+#[test]
+fn non_object_protocol_variable_is_named() {
+    let err = build("s3", serde_json::json!({}), &[("FSSPEC_S3", "[1, 2]")]).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Config);
+    assert!(err.to_string().contains("FSSPEC_S3"), "{err}");
+    // Another protocol's bad variable does not stop s3.
+    build("s3", serde_json::json!({}), &[("FSSPEC_GCS", "[1, 2]")]).unwrap();
+}
+
+#[test]
+fn unknown_addressing_style_is_named_with_its_origin() {
+    let err = build(
+        "s3",
+        serde_json::json!({}),
+        &[(
+            "FSSPEC_S3_CONFIG_KWARGS",
+            r#"{"s3": {"addressing_style": "sideways"}}"#,
+        )],
+    )
+    .unwrap_err();
+    let text = err.to_string();
+    assert!(
+        text.contains("addressing_style")
+            && text.contains("FSSPEC_S3_CONFIG_KWARGS")
+            && text.contains("sideways"),
+        "{text}"
+    );
+}
+
+#[test]
+fn unknown_option_from_the_environment_is_named() {
+    let err = build(
+        "s3",
+        serde_json::json!({}),
+        &[("FSSPEC_S3_ENDPONT_URL", "http://x")],
+    )
+    .unwrap_err();
+    let text = err.to_string();
+    assert!(
+        text.contains("FSSPEC_S3_ENDPONT_URL") && text.contains("endpoint_url"),
+        "{text}"
+    );
+}
+
+#[test]
+fn cos_without_region_or_endpoint_is_a_clear_error() {
+    let err = build("cos", serde_json::json!({}), &[]).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Config);
+    assert!(err.to_string().contains("TENCENTCLOUD_REGION"), "{err}");
+    let fs = build(
+        "cos",
+        serde_json::json!({}),
+        &[("TENCENTCLOUD_REGION", "ap-guangzhou")],
+    )
+    .unwrap();
+    assert_eq!(
+        line(&fs, "endpoint_url").0,
+        "https://cos.ap-guangzhou.myqcloud.com"
+    );
+    assert_eq!(line(&fs, "addressing_style").0, "virtual");
+    assert!(
+        fs.describe()
+            .iter()
+            .any(|l| l.name == "request_hook" && l.value.contains("ContentMd5"))
+    );
+}
+
+#[test]
+fn secrets_never_show_in_reports_or_debug() {
+    let env = [
+        ("FSSPEC_S3", r#"{"secret": "dict-secret-value"}"#),
+        ("AWS_SESSION_TOKEN", "token-value-xyz"),
+    ];
+    let fs = build("s3", serde_json::json!({"s3": {"key": "AK"}}), &env).unwrap();
+    let text = format!("{:?} {:?}", fs.describe(), fs);
+    assert!(
+        !text.contains("dict-secret-value") && !text.contains("token-value-xyz"),
+        "{text}"
+    );
+}
