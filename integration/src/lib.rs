@@ -2,6 +2,7 @@
 //! once as `pub async fn(&Target)`, run against every backend by the files in
 //! `tests/` through [`conformance_suite!`].
 
+pub mod loopback;
 mod scenarios;
 mod target;
 
@@ -556,35 +557,44 @@ pub async fn missing_key_errors(t: &Target) {
 
 /// A missing bucket is NotFound naming the bucket, and `exists` does not hide it.
 pub async fn missing_bucket_error(t: &Target) {
-    let url = "s3://cairn-no-such-bucket-xyz/key";
-    let err = t.fs.cat(url).await.unwrap_err();
+    let scheme = t.fs.protocol();
+    let url = format!("{scheme}://cairn-no-such-bucket-xyz/key");
+    let err = t.fs.cat(&url).await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::NotFound, "{err}");
-    let err = t.fs.ls("s3://cairn-no-such-bucket-xyz/").await.unwrap_err();
+    let root = format!("{scheme}://cairn-no-such-bucket-xyz/");
+    let err = t.fs.ls(&root).await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::NotFound, "{err}");
     assert!(
         err.to_string().contains("cairn-no-such-bucket-xyz"),
         "{err}"
     );
-    assert!(
-        t.fs.exists("s3://cairn-no-such-bucket-xyz/k")
-            .await
-            .is_err()
-    );
+    assert!(t.fs.exists(&format!("{root}k")).await.is_err());
 }
 
 /// A wrong secret is PermissionDenied naming the bucket; the secret never shows.
 pub async fn wrong_secret_error(t: &Target) {
     let s3 = t.s3.as_ref().expect("s3 target");
     let wrong = "WRONGsecretWRONGsecretWRONGsecret0000000";
-    let fs = cairn_fs::FileSystemBuilder::new("s3")
-        .options(s3.options_with_secret(wrong))
+    let scheme = t.fs.protocol();
+    let options = match scheme {
+        "cos" => s3.cos_options(
+            &std::env::var("CAIRN_TEST_GARAGE_VHOST_ENDPOINT").unwrap_or_default(),
+            wrong,
+        ),
+        _ => s3.options_with_secret(wrong),
+    };
+    let fs = cairn_fs::FileSystemBuilder::new(scheme)
+        .options(options)
         .env(cairn_fs::Environment::default())
+        .http_client(crate::loopback::loopback_client())
         .build()
         .unwrap();
-    let url = format!("s3://{}/anything", s3.bucket);
+    let url = format!("{scheme}://{}/anything", s3.bucket);
     for err in [
         fs.cat(&url).await.unwrap_err(),
-        fs.ls(&format!("s3://{}/", s3.bucket)).await.unwrap_err(),
+        fs.ls(&format!("{scheme}://{}/", s3.bucket))
+            .await
+            .unwrap_err(),
         fs.pipe(&url, bytes("x"), WriteMode::Overwrite)
             .await
             .unwrap_err(),
@@ -609,7 +619,11 @@ pub async fn cross_bucket_copy(t: &Target) {
         panic!("set CAIRN_TEST_<NAME>_BUCKET2 to a second bucket for this test");
     };
     t.write("xb/file", "cross").await;
-    let dst = format!("s3://{bucket2}/{}", t.fs.strip(&t.url("xb/file")).unwrap());
+    let dst = format!(
+        "{}://{bucket2}/{}",
+        t.fs.protocol(),
+        t.fs.strip(&t.url("xb/file")).unwrap()
+    );
     t.fs.cp(&t.url("xb/file"), &dst, false, None).await.unwrap();
     assert_eq!(t.fs.cat(&dst).await.unwrap(), "cross");
     t.fs.rm(&dst, false, None).await.unwrap();

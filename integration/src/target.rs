@@ -39,6 +39,17 @@ impl S3Settings {
         })
     }
 
+    /// `cos` storage options for these settings at a virtual-host endpoint.
+    pub fn cos_options(&self, endpoint: &str, secret: &str) -> StorageOptions {
+        let mut options = StorageOptions::new();
+        options
+            .set("cos", "endpoint_url", endpoint.into())
+            .set("cos", "region", self.region.clone().into())
+            .set("cos", "key", self.key.clone().into())
+            .set("cos", "secret", secret.into());
+        options
+    }
+
     /// Storage options for these settings, with `secret` in place of the real one.
     pub fn options_with_secret(&self, secret: &str) -> StorageOptions {
         let mut options = StorageOptions::new();
@@ -133,6 +144,28 @@ impl Target {
             conditional,
             _file_root: None,
         })
+    }
+
+    /// `cos://` over the S3 server named by `CAIRN_TEST_<name>_*`, in
+    /// virtual-host mode: requests go to `<bucket>.<host of
+    /// CAIRN_TEST_<name>_VHOST_ENDPOINT>`, a `*.localhost` name that the test
+    /// client resolves to 127.0.0.1.
+    pub fn cos(name: &str, conditional: ConditionalWrites, test: &str) -> Option<Self> {
+        let mut target = Self::s3(name, conditional, test)?;
+        let settings = target.s3.clone().expect("s3 settings");
+        let vhost =
+            std::env::var(format!("CAIRN_TEST_{name}_VHOST_ENDPOINT")).unwrap_or_else(|_| {
+                panic!("CAIRN_TEST_{name}_VHOST_ENDPOINT is not set (scripts/servers.sh writes it)")
+            });
+        target.fs = FileSystemBuilder::new("cos")
+            .options(settings.cos_options(&vhost, &settings.secret))
+            .env(Environment::default())
+            .http_client(crate::loopback::loopback_client())
+            .build()
+            .unwrap();
+        target.backend = "cos";
+        target.root = target.root.replacen("s3://", "cos://", 1);
+        Some(target)
     }
 
     /// The URL of `rel` under the test root.

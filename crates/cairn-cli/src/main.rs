@@ -82,6 +82,13 @@ enum Command {
     },
     /// Make a directory and its parents.
     Mkdir { url: String },
+    /// Show every resolved option of the URL's backend and where it came from
+    /// (default, environment variable, FSSPEC_ variable, -o option); secrets redacted.
+    Config {
+        url: String,
+        #[command(flatten)]
+        out: Output,
+    },
 }
 
 #[derive(Args, Debug)]
@@ -231,6 +238,28 @@ async fn run(cli: Cli) -> cairn_fs::Result<()> {
         Command::Mkdir { url } => {
             let (fs, path) = open(&url)?;
             fs.mkdir(&path).await?;
+        }
+        Command::Config { url, out } => {
+            let (fs, _) = open(&url)?;
+            let lines = fs.describe();
+            if out.json {
+                let rows: Vec<serde_json::Value> = lines
+                    .iter()
+                    .map(|l| {
+                        serde_json::json!({"option": l.name, "value": l.value, "source": l.source.to_string()})
+                    })
+                    .collect();
+                print_json(
+                    &mut stdout,
+                    &serde_json::json!({"protocol": fs.protocol(), "options": rows}),
+                )?;
+            } else {
+                writeln!(stdout, "protocol: {}", fs.protocol())?;
+                let width = lines.iter().map(|l| l.name.len()).max().unwrap_or(0);
+                for l in &lines {
+                    writeln!(stdout, "{:width$}  {}  ({})", l.name, l.value, l.source)?;
+                }
+            }
         }
     }
     stdout.flush()?;

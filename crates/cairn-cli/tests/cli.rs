@@ -128,3 +128,49 @@ fn wrong_secret_on_a_real_server_is_reported_without_the_secret() {
     );
     assert!(!err.contains(secret), "secret leaked: {err}");
 }
+
+#[test]
+fn config_reports_values_and_origins_without_secrets() {
+    let out = Command::new(env!("CARGO_BIN_EXE_cairn"))
+        .args([
+            "config",
+            "--json",
+            "-o",
+            "s3.secret=shhh-very-secret",
+            "-o",
+            "s3.key=AKID",
+            "s3://bucket/x",
+        ])
+        .env("FSSPEC_S3_REGION", "eu-central-1")
+        .env("AWS_ENDPOINT_URL_S3", "http://127.0.0.1:9")
+        .env_remove("AWS_ACCESS_KEY_ID")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(!text.contains("shhh-very-secret"), "{text}");
+    let report: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let find = |name: &str| {
+        report["options"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|o| o["option"] == name)
+            .cloned()
+            .unwrap()
+    };
+    assert_eq!(find("region")["value"], "eu-central-1");
+    assert_eq!(find("region")["source"], "env FSSPEC_S3_REGION");
+    assert_eq!(find("endpoint_url")["source"], "env AWS_ENDPOINT_URL_S3");
+    assert_eq!(find("secret")["value"], "***");
+    assert_eq!(find("secret")["source"], "option s3.secret");
+    assert_eq!(find("use_listings_cache")["value"], "true");
+
+    let out = cairn(&["config", "cos://bucket/x"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cos.region"));
+}
