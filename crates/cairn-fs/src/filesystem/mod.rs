@@ -462,6 +462,10 @@ impl FileSystem {
         self.inner.backend.real_directories()
     }
 
+    pub(crate) fn batch_delete(&self) -> bool {
+        self.inner.backend.batch_delete()
+    }
+
     /// Resolves a URL or stripped path to its operator and key.
     pub(crate) fn locate(&self, path: &str) -> Result<Location> {
         let path = self.strip(path)?;

@@ -142,6 +142,14 @@ impl FileSystem {
                 .await
                 .map_err(|e| self.error(e, loc));
         }
+        if !self.batch_delete() {
+            stream::iter(keys.iter().map(|key| loc.op.delete(key)))
+                .buffer_unordered(PARALLEL_SINGLE_DELETES)
+                .try_collect::<Vec<()>>()
+                .await
+                .map_err(|e| self.error(e, loc))?;
+            return Ok(());
+        }
         let batch = loc
             .op
             .info()
@@ -163,3 +171,5 @@ impl FileSystem {
 
 /// Multi-delete requests in flight at once on object stores.
 const PARALLEL_DELETE_BATCHES: usize = 8;
+/// Single-object deletes in flight at once where batches are off.
+const PARALLEL_SINGLE_DELETES: usize = 32;

@@ -1,0 +1,189 @@
+//! `gcs://` (alias `gs://`): OpenDAL's native GCS service, with gcsfs's
+//! option names where they fit.
+
+use std::sync::Arc;
+
+use opendal::Operator;
+
+use super::flat::{FlatConfig, Kind, Spec, text_names};
+use super::{Backend, BackendFactory, ConditionalWrites, Layout};
+use crate::error::{Error, ErrorKind, Result};
+use crate::options::{BackendOptions, ConfigLine, Environment};
+
+const SPECS: &[Spec] = &[
+    Spec {
+        name: "token",
+        aliases: &["access_token"],
+        kind: Kind::Text,
+        env: &[],
+        secret: true,
+    },
+    Spec {
+        name: "credential",
+        aliases: &[],
+        kind: Kind::Text,
+        env: &[],
+        secret: true,
+    },
+    Spec {
+        name: "credential_path",
+        aliases: &["credentials_path"],
+        kind: Kind::Text,
+        env: &["GOOGLE_APPLICATION_CREDENTIALS"],
+        secret: false,
+    },
+    Spec {
+        name: "endpoint",
+        aliases: &["endpoint_url"],
+        kind: Kind::Text,
+        env: &["STORAGE_EMULATOR_HOST"],
+        secret: false,
+    },
+    Spec {
+        name: "anon",
+        aliases: &["skip_signature"],
+        kind: Kind::Flag,
+        env: &[],
+        secret: false,
+    },
+    Spec {
+        name: "project",
+        aliases: &[],
+        kind: Kind::Text,
+        env: &["GOOGLE_CLOUD_PROJECT"],
+        secret: false,
+    },
+    Spec {
+        name: "scope",
+        aliases: &[],
+        kind: Kind::Text,
+        env: &[],
+        secret: false,
+    },
+    Spec {
+        name: "use_instance_metadata",
+        aliases: &[],
+        kind: Kind::Flag,
+        env: &[],
+        secret: false,
+    },
+    Spec {
+        name: "batch_delete",
+        aliases: &[],
+        kind: Kind::Flag,
+        env: &[],
+        secret: false,
+    },
+];
+
+/// The factory of `gcs://` and `gs://`.
+///
+/// ```
+/// use cairn_fs::backend::{BackendFactory, gcs::GcsFactory};
+/// assert_eq!(GcsFactory.schemes(), &["gcs", "gs"]);
+/// ```
+#[derive(Debug, Default, Clone, Copy)]
+pub struct GcsFactory;
+
+impl BackendFactory for GcsFactory {
+    fn protocol(&self) -> &str {
+        "gcs"
+    }
+    fn schemes(&self) -> &[&str] {
+        &["gcs", "gs"]
+    }
+    fn layout(&self) -> Layout {
+        Layout::Bucketed
+    }
+    fn string_options(&self) -> &[&str] {
+        static NAMES: std::sync::OnceLock<Vec<&'static str>> = std::sync::OnceLock::new();
+        NAMES.get_or_init(|| text_names(SPECS))
+    }
+    fn listings_cache_default(&self) -> bool {
+        false
+    }
+    fn configure(&self, options: &BackendOptions, env: &Environment) -> Result<Arc<dyn Backend>> {
+        let config = FlatConfig::resolve(SPECS, options, env)?;
+        if let Some(endpoint) = config.text_value("endpoint") {
+            let normalized = if endpoint.contains("://") {
+                endpoint.to_string()
+            } else {
+                format!("http://{endpoint}")
+            };
+            if url::Url::parse(&normalized).is_err() {
+                return Err(Error::new(
+                    ErrorKind::Config,
+                    format!(
+                        "the gcs endpoint {endpoint:?} is not a URL; write it as http://host:port"
+                    ),
+                ));
+            }
+        }
+        Ok(Arc::new(GcsBackend { config }))
+    }
+}
+
+#[derive(Debug)]
+struct GcsBackend {
+    config: FlatConfig,
+}
+
+impl Backend for GcsBackend {
+    fn operator(&self, bucket: &str) -> Result<Operator> {
+        let c = &self.config;
+        let mut builder = opendal::services::Gcs::default().bucket(bucket);
+        if let Some(endpoint) = c.text_value("endpoint") {
+            let endpoint = if endpoint.contains("://") {
+                endpoint.to_string()
+            } else {
+                format!("http://{endpoint}")
+            };
+            builder = builder.endpoint(&endpoint);
+        }
+        match c.text_value("token") {
+            // gcsfs's spellings of "no credentials".
+            Some("anon") => builder = builder.skip_signature(),
+            Some("google_default" | "cloud") | None => {}
+            Some(path) if std::path::Path::new(path).is_file() => {
+                builder = builder.credential_path(path)
+            }
+            Some(token) => builder = builder.token(token.to_string()),
+        }
+        if let Some(credential) = c.text_value("credential") {
+            builder = builder.credential(credential);
+        }
+        if let Some(path) = c.text_value("credential_path") {
+            builder = builder.credential_path(path);
+        }
+        if let Some(scope) = c.text_value("scope") {
+            builder = builder.scope(scope);
+        }
+        if c.flag("anon") {
+            builder = builder.skip_signature();
+        }
+        if !c.flag("use_instance_metadata") {
+            builder = builder.disable_vm_metadata();
+        }
+        Operator::new(builder).map_err(|e| {
+            Error::new(
+                ErrorKind::Config,
+                format!(
+                    "cannot configure gcs for bucket {bucket:?}; check the gcs storage options"
+                ),
+            )
+            .with_source(e)
+        })
+    }
+    fn secrets(&self) -> Vec<String> {
+        self.config.secrets()
+    }
+    fn conditional_writes(&self) -> ConditionalWrites {
+        ConditionalWrites::Probe
+    }
+    fn batch_delete(&self) -> bool {
+        self.config.flag_or("batch_delete", true)
+    }
+    fn describe(&self) -> Vec<ConfigLine> {
+        self.config.describe()
+    }
+}
