@@ -25,5 +25,5 @@ set -e
 echo
 echo "conformance suite, tests per backend:"
 awk '/Running tests\/[a-z0-9_]+\.rs/ { match($0, /tests\/[a-z0-9_]+\.rs/); name = substr($0, RSTART + 6, RLENGTH - 9) }
-     /^test result:/ && name != "" { sub(/^test result: /, ""); printf "  %-10s %s\n", name, $0; name = "" }' target/test.log
+     /^test result:/ && name != "" { sub(/^test result: /, ""); printf "  %-20s %s\n", name, $0; name = "" }' target/test.log
 exit "$status"
