@@ -53,6 +53,7 @@ impl BackendFactory for CosFactory {
     }
     fn configure(&self, options: &BackendOptions, env: &Environment) -> Result<Arc<dyn Backend>> {
         Ok(Arc::new(S3Backend {
+            protocol: "cos",
             config: S3Config::resolve_flavor(&COS, options, env)?,
             hooks: vec![Arc::new(ContentMd5OnMultiDelete)],
         }))

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use opendal::Operator;
 
 use super::flat::{FlatConfig, Kind, Spec, text_names};
-use super::{Backend, BackendFactory, ConditionalWrites, Layout};
+use super::{Backend, BackendFactory, ConditionalWrites, Layout, open_operator};
 use crate::error::{Error, ErrorKind, Result};
 use crate::options::{BackendOptions, ConfigLine, Environment};
 
@@ -164,15 +164,7 @@ impl Backend for GcsBackend {
         if !c.flag("use_instance_metadata") {
             builder = builder.disable_vm_metadata();
         }
-        Operator::new(builder).map_err(|e| {
-            Error::new(
-                ErrorKind::Config,
-                format!(
-                    "cannot configure gcs for bucket {bucket:?}; check the gcs storage options"
-                ),
-            )
-            .with_source(e)
-        })
+        open_operator(builder, "gcs", bucket)
     }
     fn secrets(&self) -> Vec<String> {
         self.config.secrets()

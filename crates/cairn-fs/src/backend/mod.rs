@@ -17,6 +17,24 @@ pub mod memory;
 pub mod oss;
 pub mod s3;
 
+/// Builds the operator of `bucket` from a service builder, with an error that
+/// names the protocol and the bucket.
+pub(crate) fn open_operator(
+    builder: impl opendal::Builder,
+    protocol: &str,
+    bucket: &str,
+) -> Result<Operator> {
+    Operator::new(builder).map_err(|e| {
+        crate::Error::new(
+            crate::ErrorKind::Config,
+            format!(
+                "cannot configure {protocol} for bucket {bucket:?}; check the {protocol} storage options"
+            ),
+        )
+        .with_source(e)
+    })
+}
+
 /// How a backend's paths name their objects.
 ///
 /// ```

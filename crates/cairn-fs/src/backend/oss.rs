@@ -7,7 +7,7 @@ use std::sync::Arc;
 use opendal::Operator;
 
 use super::flat::{FlatConfig, Kind, Spec, text_names};
-use super::{Backend, BackendFactory, ConditionalWrites, Layout};
+use super::{Backend, BackendFactory, ConditionalWrites, Layout, open_operator};
 use crate::error::{Error, ErrorKind, Result};
 use crate::options::{BackendOptions, ConfigLine, Environment};
 
@@ -141,15 +141,7 @@ impl Backend for OssBackend {
         if c.flag("anon") {
             builder = builder.skip_signature();
         }
-        Operator::new(builder).map_err(|e| {
-            Error::new(
-                ErrorKind::Config,
-                format!(
-                    "cannot configure oss for bucket {bucket:?}; check the oss storage options"
-                ),
-            )
-            .with_source(e)
-        })
+        open_operator(builder, "oss", bucket)
     }
     fn secrets(&self) -> Vec<String> {
         self.config.secrets()

@@ -11,8 +11,8 @@ use std::time::Duration;
 use opendal::Operator;
 use serde_json::{Map, Value};
 
-use super::{Backend, BackendFactory, ConditionalWrites, IoPolicy, Layout};
-use crate::error::{Error, ErrorKind, Result};
+use super::{Backend, BackendFactory, ConditionalWrites, IoPolicy, Layout, open_operator};
+use crate::error::{Error, Result};
 use crate::options::{
     At, BackendOptions, ConfigLine, Environment, Setting, Source, config_error, unknown_key,
     value_as_bool, value_as_f64, value_as_object, value_as_string,
@@ -550,6 +550,7 @@ impl BackendFactory for S3Factory {
     }
     fn configure(&self, options: &BackendOptions, env: &Environment) -> Result<Arc<dyn Backend>> {
         Ok(Arc::new(S3Backend {
+            protocol: "s3",
             config: S3Config::resolve(options, env)?,
             hooks: Vec::new(),
         }))
@@ -577,6 +578,7 @@ pub(crate) const STRING_OPTIONS: &[&str] = &[
 /// A configured S3-compatible backend.
 #[derive(Debug)]
 pub struct S3Backend {
+    pub(crate) protocol: &'static str,
     pub(crate) config: S3Config,
     pub(crate) hooks: Vec<Arc<dyn crate::hooks::RequestHook>>,
 }
@@ -605,13 +607,7 @@ impl Backend for S3Backend {
         if !c.use_instance_metadata.value {
             builder = builder.disable_ec2_metadata();
         }
-        Operator::new(builder).map_err(|e| {
-            Error::new(
-                ErrorKind::Config,
-                format!("cannot configure s3 for bucket {bucket:?}; check the s3 storage options"),
-            )
-            .with_source(e)
-        })
+        open_operator(builder, self.protocol, bucket)
     }
 
     fn conditional_writes(&self) -> ConditionalWrites {
@@ -772,7 +768,7 @@ mod tests {
     #[test]
     fn unknown_keys_list_the_valid_ones() {
         let err = resolve(json!({"endpont_url": "x"}), &[]).unwrap_err();
-        assert_eq!(err.kind(), ErrorKind::Config);
+        assert_eq!(err.kind(), crate::ErrorKind::Config);
         assert!(err.to_string().contains("s3.endpont_url"));
         assert!(err.to_string().contains("endpoint_url"));
         let err = resolve(json!({"client_kwargs": {"verify": false}}), &[]).unwrap_err();
