@@ -1,0 +1,123 @@
+//! ID-set build time, peak memory and membership throughput.
+//!
+//! Usage: idset_bench random-u64|sequential-i64|strings-32 COUNT
+//! Run one case per process (scripts/bench/idset_bench.sh does) so the peak
+//! resident set (VmHWM) belongs to that case alone. IDs arrive as Arrow
+//! arrays of 1M rows, as committed files would, and each is dropped once added.
+
+use std::time::Instant;
+
+use arrow_array::{Int64Array, StringArray, UInt64Array};
+use cairn_checkpoint::{IdSetBuilder, StringMode};
+
+const CHUNK: u64 = 1_000_000;
+
+fn peak_rss_mib() -> f64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        .map_or(f64::NAN, |kb| kb / 1024.0)
+}
+
+/// splitmix64, so runs are repeatable.
+fn mix(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9E3779B97F4A7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58476D1CE4E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D049BB133111EB);
+    z ^ (z >> 31)
+}
+
+fn string_id(i: u64) -> String {
+    format!("{:016x}{:016x}", mix(i), mix(i ^ 0xABCDEF))
+}
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let kind = args
+        .next()
+        .expect("kind: random-u64 | sequential-i64 | strings-32");
+    let count: u64 = args
+        .next()
+        .expect("count")
+        .parse()
+        .expect("count is a number");
+    let baseline = peak_rss_mib();
+
+    let started = Instant::now();
+    let mut builder = IdSetBuilder::new(StringMode::Fingerprint128);
+    let mut first = 0;
+    while first < count {
+        let n = CHUNK.min(count - first);
+        match kind.as_str() {
+            "random-u64" => builder
+                .push_array(&UInt64Array::from_iter_values((first..first + n).map(mix)))
+                .unwrap(),
+            "sequential-i64" => builder
+                .push_array(&Int64Array::from_iter_values(
+                    (first..first + n).map(|i| i as i64),
+                ))
+                .unwrap(),
+            "strings-32" => builder
+                .push_array(&StringArray::from_iter_values(
+                    (first..first + n).map(string_id),
+                ))
+                .unwrap(),
+            other => panic!("unknown kind {other}"),
+        }
+        first += n;
+    }
+    let set = builder.build();
+    let build_seconds = started.elapsed().as_secs_f64();
+    assert_eq!(set.len(), count);
+
+    // Membership: 4M probes, half committed, half not.
+    let probes = 4_000_000u64.min(count * 2);
+    let started = Instant::now();
+    let hits = match kind.as_str() {
+        "random-u64" => {
+            let a = UInt64Array::from_iter_values((0..probes).map(|i| {
+                if i % 2 == 0 {
+                    mix(i / 2 % count)
+                } else {
+                    mix(count + i)
+                }
+            }));
+            set.contains_array(&a).unwrap().true_count()
+        }
+        "sequential-i64" => {
+            let a = Int64Array::from_iter_values((0..probes).map(|i| {
+                if i % 2 == 0 {
+                    (i / 2 % count) as i64
+                } else {
+                    (count + i) as i64
+                }
+            }));
+            set.contains_array(&a).unwrap().true_count()
+        }
+        _ => {
+            let a = StringArray::from_iter_values((0..probes).map(|i| {
+                if i % 2 == 0 {
+                    string_id(i / 2 % count)
+                } else {
+                    string_id(count + i)
+                }
+            }));
+            set.contains_array(&a).unwrap().true_count()
+        }
+    };
+    let probe_seconds = started.elapsed().as_secs_f64();
+    assert_eq!(hits as u64, probes / 2);
+
+    println!(
+        "{}",
+        serde_json::json!({
+            "kind": kind, "ids": count, "build_seconds": build_seconds,
+            "peak_rss_mib": peak_rss_mib(), "baseline_rss_mib": baseline,
+            "set_mib": set.memory_bytes() as f64 / 1048576.0,
+            "set_bytes_per_id": set.memory_bytes() as f64 / count as f64,
+            "membership_per_s": probes as f64 / probe_seconds,
+        })
+    );
+}

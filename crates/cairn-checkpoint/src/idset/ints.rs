@@ -1,0 +1,164 @@
+//! Exact sets of integer IDs: sorted singles for sparse IDs (8 bytes each),
+//! ranges for runs of consecutive IDs (16 bytes a run), 8 KiB bitmaps for
+//! blocks of 65,536 IDs that are dense but gappy. Each block of the key space
+//! takes whichever of the three is smallest.
+//!
+//! Keys are the 64-bit two's-complement patterns of the IDs, so `-1_i64` and
+//! `u64::MAX` are the same ID; a job's ID column has one type, so they never meet.
+
+/// Bits of a key that pick its block.
+const BLOCK_SHIFT: u32 = 16;
+/// Words of a block's bitmap.
+const BITMAP_WORDS: usize = 1 << (BLOCK_SHIFT - 6);
+/// Bytes of a block's bitmap.
+const BITMAP_BYTES: usize = BITMAP_WORDS * 8;
+
+/// An immutable, exact set of integer IDs.
+///
+/// ```
+/// use cairn_checkpoint::IntIdSet;
+/// let set = IntIdSet::from_keys((0..1_000_000u64).chain([u64::MAX]).collect());
+/// assert!(set.contains(999_999) && set.contains(u64::MAX) && !set.contains(1_000_000));
+/// assert_eq!(set.len(), 1_000_001);
+/// assert!(set.memory_bytes() < 64, "one run and one single");
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct IntIdSet {
+    /// Inclusive runs, sorted, disjoint, not adjacent.
+    ranges: Vec<(u64, u64)>,
+    /// (block, bitmap), sorted by block.
+    bitmaps: Vec<(u64, Box<[u64; BITMAP_WORDS]>)>,
+    /// Sorted, distinct.
+    singles: Vec<u64>,
+    len: u64,
+}
+
+impl IntIdSet {
+    /// Builds the set from keys in any order, with duplicates. The vector's
+    /// memory is reused for the singles, so building needs little more than
+    /// the keys themselves.
+    pub fn from_keys(mut keys: Vec<u64>) -> Self {
+        keys.sort_unstable();
+        keys.dedup();
+        let len = keys.len() as u64;
+        let mut ranges: Vec<(u64, u64)> = Vec::new();
+        let mut bitmaps = Vec::new();
+        let mut kept = 0;
+        let mut start = 0;
+        while start < keys.len() {
+            let block = keys[start] >> BLOCK_SHIFT;
+            let end = start + keys[start..].partition_point(|k| k >> BLOCK_SHIFT == block);
+            let group = &keys[start..end];
+            let runs = 1 + group.windows(2).filter(|w| w[1] != w[0] + 1).count();
+            let (as_singles, as_runs) = (group.len() * 8, runs * 16);
+            if as_runs <= as_singles.min(BITMAP_BYTES) {
+                push_runs(&mut ranges, group);
+            } else if BITMAP_BYTES < as_singles {
+                let mut bits = Box::new([0u64; BITMAP_WORDS]);
+                for key in group {
+                    let offset = (key & ((1 << BLOCK_SHIFT) - 1)) as usize;
+                    bits[offset / 64] |= 1 << (offset % 64);
+                }
+                bitmaps.push((block, bits));
+            } else {
+                keys.copy_within(start..end, kept);
+                kept += end - start;
+            }
+            start = end;
+        }
+        keys.truncate(kept);
+        keys.shrink_to_fit();
+        ranges.shrink_to_fit();
+        bitmaps.shrink_to_fit();
+        Self {
+            ranges,
+            bitmaps,
+            singles: keys,
+            len,
+        }
+    }
+
+    /// Whether `key` is in the set.
+    pub fn contains(&self, key: u64) -> bool {
+        let idx = self.ranges.partition_point(|r| r.0 <= key);
+        if idx > 0 && key <= self.ranges[idx - 1].1 {
+            return true;
+        }
+        if let Ok(b) = self
+            .bitmaps
+            .binary_search_by_key(&(key >> BLOCK_SHIFT), |(block, _)| *block)
+        {
+            let offset = (key & ((1 << BLOCK_SHIFT) - 1)) as usize;
+            return self.bitmaps[b].1[offset / 64] & (1 << (offset % 64)) != 0;
+        }
+        self.singles.binary_search(&key).is_ok()
+    }
+
+    /// Number of IDs.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// Whether the set is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Heap bytes the set holds.
+    pub fn memory_bytes(&self) -> usize {
+        self.ranges.capacity() * 16
+            + self.bitmaps.capacity() * 16
+            + self.bitmaps.len() * BITMAP_BYTES
+            + self.singles.capacity() * 8
+    }
+}
+
+/// Appends the runs of consecutive keys in `group`, merging with the last
+/// range when they touch.
+fn push_runs(ranges: &mut Vec<(u64, u64)>, group: &[u64]) {
+    for &key in group {
+        match ranges.last_mut() {
+            Some(last) if last.1.checked_add(1) == Some(key) => last.1 = key,
+            _ => ranges.push((key, key)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_block_takes_the_smallest_form() {
+        // Sparse: singles.
+        let sparse = IntIdSet::from_keys(vec![1, 1 << 20, 1 << 40, 7]);
+        assert_eq!(
+            (
+                sparse.singles.len(),
+                sparse.ranges.len(),
+                sparse.bitmaps.len()
+            ),
+            (4, 0, 0)
+        );
+        // Every other ID of a block: a bitmap.
+        let gappy = IntIdSet::from_keys((0..65_536u64).step_by(2).collect());
+        assert_eq!(
+            (gappy.singles.len(), gappy.ranges.len(), gappy.bitmaps.len()),
+            (0, 0, 1)
+        );
+        assert!(gappy.contains(65_534) && !gappy.contains(65_535));
+        // Consecutive across blocks: one range.
+        let dense = IntIdSet::from_keys((10..300_000u64).collect());
+        assert_eq!(dense.ranges, vec![(10, 299_999)]);
+        assert!(!dense.contains(9) && dense.contains(10) && dense.contains(299_999));
+    }
+
+    #[test]
+    fn extremes_and_duplicates() {
+        let set = IntIdSet::from_keys(vec![u64::MAX, 0, u64::MAX, u64::MAX - 1, 0]);
+        assert_eq!(set.len(), 3);
+        assert!(set.contains(0) && set.contains(u64::MAX) && set.contains(u64::MAX - 1));
+        assert!(!set.contains(1));
+        assert!(IntIdSet::from_keys(vec![]).is_empty());
+    }
+}

@@ -1,0 +1,281 @@
+//! The set of committed IDs a resumed run filters against.
+//!
+//! - Integer IDs are kept exactly ([`IntIdSet`]): 8 bytes per sparse ID
+//!   (random 64-bit IDs), next to nothing for runs of consecutive IDs,
+//!   8 KiB per dense but gappy block of 65,536.
+//! - String and binary IDs are kept as 128-bit fingerprints by default, or
+//!   exactly ([`StringIdSet`], [`StringMode`]).
+//! - Membership is asked for a whole Arrow array at once and answered as a
+//!   `BooleanArray` (true = committed); a null ID is never committed.
+//! - Builders fill from Arrow arrays and merge, so committed files can be
+//!   read in parallel and combined.
+
+mod ints;
+mod strings;
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::{
+    Int8Type, Int16Type, Int32Type, Int64Type, UInt8Type, UInt16Type, UInt32Type, UInt64Type,
+};
+use arrow_array::{Array, ArrowPrimitiveType, BooleanArray, PrimitiveArray};
+use arrow_schema::DataType;
+
+pub use ints::IntIdSet;
+pub use strings::{StringIdSet, StringMode};
+
+use crate::error::{Error, Result};
+use strings::fingerprint;
+
+/// The committed IDs of a checkpoint.
+///
+/// ```
+/// use arrow_array::{Int64Array, StringArray};
+/// use cairn_checkpoint::{IdSet, IdSetBuilder, StringMode};
+///
+/// let mut builder = IdSetBuilder::new(StringMode::default());
+/// builder.push_array(&Int64Array::from(vec![1, 2, 3, 10])).unwrap();
+/// let set = builder.build();
+/// let committed = set.contains_array(&Int64Array::from(vec![Some(3), Some(4), None])).unwrap();
+/// assert_eq!(committed.iter().collect::<Vec<_>>(), [Some(true), Some(false), Some(false)]);
+/// assert!(set.contains_array(&StringArray::from(vec!["3"])).is_err());
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum IdSet {
+    /// No committed IDs (a fresh checkpoint).
+    Empty,
+    /// Integer IDs.
+    Int(IntIdSet),
+    /// String or binary IDs.
+    Str(StringIdSet),
+}
+
+/// Collects IDs from Arrow arrays, then builds an [`IdSet`].
+#[derive(Debug, Default)]
+pub struct IdSetBuilder {
+    mode: StringMode,
+    ints: Vec<u64>,
+    fingerprints: Vec<u128>,
+    exact_bytes: Vec<u8>,
+    exact_spans: Vec<(u64, u32)>,
+    kind: Option<Kind>,
+}
+
+/// The two kinds of ID.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Int,
+    Str,
+}
+
+impl Kind {
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Int => "integer",
+            Kind::Str => "string",
+        }
+    }
+
+    fn of(data_type: &DataType) -> Result<Kind> {
+        match data_type {
+            DataType::Int8
+            | DataType::Int16
+            | DataType::Int32
+            | DataType::Int64
+            | DataType::UInt8
+            | DataType::UInt16
+            | DataType::UInt32
+            | DataType::UInt64 => Ok(Kind::Int),
+            DataType::Utf8 | DataType::LargeUtf8 | DataType::Binary | DataType::LargeBinary => {
+                Ok(Kind::Str)
+            }
+            other => Err(Error::UnsupportedIdType {
+                data_type: other.clone(),
+            }),
+        }
+    }
+}
+
+/// Calls `f` with the 64-bit key of every non-null integer in `array`, or
+/// `None` for a null.
+fn for_each_int_key(array: &dyn Array, mut f: impl FnMut(Option<u64>)) {
+    fn each<T: ArrowPrimitiveType>(
+        array: &PrimitiveArray<T>,
+        to_key: impl Fn(T::Native) -> u64,
+        f: &mut impl FnMut(Option<u64>),
+    ) {
+        for value in array.iter() {
+            f(value.map(&to_key));
+        }
+    }
+    match array.data_type() {
+        DataType::Int8 => each(
+            array.as_primitive::<Int8Type>(),
+            |v| v as i64 as u64,
+            &mut f,
+        ),
+        DataType::Int16 => each(
+            array.as_primitive::<Int16Type>(),
+            |v| v as i64 as u64,
+            &mut f,
+        ),
+        DataType::Int32 => each(
+            array.as_primitive::<Int32Type>(),
+            |v| v as i64 as u64,
+            &mut f,
+        ),
+        DataType::Int64 => each(array.as_primitive::<Int64Type>(), |v| v as u64, &mut f),
+        DataType::UInt8 => each(array.as_primitive::<UInt8Type>(), u64::from, &mut f),
+        DataType::UInt16 => each(array.as_primitive::<UInt16Type>(), u64::from, &mut f),
+        DataType::UInt32 => each(array.as_primitive::<UInt32Type>(), u64::from, &mut f),
+        DataType::UInt64 => each(array.as_primitive::<UInt64Type>(), |v| v, &mut f),
+        _ => unreachable!("checked by Kind::of"),
+    }
+}
+
+/// Calls `f` with the bytes of every non-null string or binary in `array`.
+fn for_each_bytes(array: &dyn Array, mut f: impl FnMut(Option<&[u8]>)) {
+    match array.data_type() {
+        DataType::Utf8 => array
+            .as_string::<i32>()
+            .iter()
+            .for_each(|v| f(v.map(str::as_bytes))),
+        DataType::LargeUtf8 => array
+            .as_string::<i64>()
+            .iter()
+            .for_each(|v| f(v.map(str::as_bytes))),
+        DataType::Binary => array.as_binary::<i32>().iter().for_each(&mut f),
+        DataType::LargeBinary => array.as_binary::<i64>().iter().for_each(&mut f),
+        _ => unreachable!("checked by Kind::of"),
+    }
+}
+
+impl IdSetBuilder {
+    /// An empty builder; `mode` says how string IDs will be kept.
+    pub fn new(mode: StringMode) -> Self {
+        Self {
+            mode,
+            ..Self::default()
+        }
+    }
+
+    fn check_kind(&mut self, kind: Kind) -> Result<()> {
+        match self.kind {
+            Some(expected) if expected != kind => Err(Error::IdTypeMismatch {
+                expected: expected.name(),
+                found: kind.name(),
+            }),
+            _ => {
+                self.kind = Some(kind);
+                Ok(())
+            }
+        }
+    }
+
+    /// Adds the non-null IDs of `array`.
+    pub fn push_array(&mut self, array: &dyn Array) -> Result<()> {
+        let kind = Kind::of(array.data_type())?;
+        self.check_kind(kind)?;
+        match kind {
+            Kind::Int => {
+                self.ints.reserve(array.len() - array.null_count());
+                for_each_int_key(array, |key| self.ints.extend(key));
+            }
+            Kind::Str => for_each_bytes(array, |bytes| {
+                let Some(bytes) = bytes else { return };
+                match self.mode {
+                    StringMode::Fingerprint128 => self.fingerprints.push(fingerprint(bytes)),
+                    StringMode::Exact => {
+                        self.exact_spans
+                            .push((self.exact_bytes.len() as u64, bytes.len() as u32));
+                        self.exact_bytes.extend_from_slice(bytes);
+                    }
+                }
+            }),
+        }
+        Ok(())
+    }
+
+    /// Adds everything `other` collected (builders filled in parallel).
+    pub fn merge(&mut self, mut other: IdSetBuilder) -> Result<()> {
+        if let Some(kind) = other.kind {
+            self.check_kind(kind)?;
+        }
+        self.ints.append(&mut other.ints);
+        self.fingerprints.append(&mut other.fingerprints);
+        let base = self.exact_bytes.len() as u64;
+        self.exact_bytes.append(&mut other.exact_bytes);
+        self.exact_spans.extend(
+            other
+                .exact_spans
+                .into_iter()
+                .map(|(start, len)| (start + base, len)),
+        );
+        Ok(())
+    }
+
+    /// The set of everything added.
+    pub fn build(self) -> IdSet {
+        match self.kind {
+            None => IdSet::Empty,
+            Some(Kind::Int) => IdSet::Int(IntIdSet::from_keys(self.ints)),
+            Some(Kind::Str) => IdSet::Str(match self.mode {
+                StringMode::Fingerprint128 => StringIdSet::from_fingerprints(self.fingerprints),
+                StringMode::Exact => StringIdSet::from_exact(self.exact_bytes, self.exact_spans),
+            }),
+        }
+    }
+}
+
+impl IdSet {
+    /// For each row of `array`, whether its ID is committed (a null never is).
+    /// The array must hold the kind of ID the set holds.
+    pub fn contains_array(&self, array: &dyn Array) -> Result<BooleanArray> {
+        let kind = Kind::of(array.data_type())?;
+        let mut out = Vec::with_capacity(array.len());
+        match (self, kind) {
+            (IdSet::Empty, _) => out.resize(array.len(), false),
+            (IdSet::Int(set), Kind::Int) => {
+                for_each_int_key(array, |key| out.push(key.is_some_and(|k| set.contains(k))))
+            }
+            (IdSet::Str(set), Kind::Str) => {
+                for_each_bytes(array, |id| out.push(id.is_some_and(|b| set.contains(b))))
+            }
+            (IdSet::Int(_), found) => {
+                return Err(Error::IdTypeMismatch {
+                    expected: Kind::Int.name(),
+                    found: found.name(),
+                });
+            }
+            (IdSet::Str(_), found) => {
+                return Err(Error::IdTypeMismatch {
+                    expected: Kind::Str.name(),
+                    found: found.name(),
+                });
+            }
+        }
+        Ok(BooleanArray::from(out))
+    }
+
+    /// Number of committed IDs.
+    pub fn len(&self) -> u64 {
+        match self {
+            IdSet::Empty => 0,
+            IdSet::Int(s) => s.len(),
+            IdSet::Str(s) => s.len(),
+        }
+    }
+
+    /// Whether nothing is committed.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Heap bytes the set holds.
+    pub fn memory_bytes(&self) -> usize {
+        match self {
+            IdSet::Empty => 0,
+            IdSet::Int(s) => s.memory_bytes(),
+            IdSet::Str(s) => s.memory_bytes(),
+        }
+    }
+}

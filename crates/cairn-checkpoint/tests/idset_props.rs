@@ -1,0 +1,163 @@
+//! Property tests of the ID sets against a `HashSet` model.
+
+use std::collections::HashSet;
+
+use arrow_array::{BinaryArray, Int32Array, Int64Array, StringArray, UInt64Array};
+use cairn_checkpoint::{Error, IdSet, IdSetBuilder, IntIdSet, StringMode};
+use proptest::prelude::*;
+
+/// Integer IDs mixing the shapes the set stores differently: sparse values,
+/// runs of consecutive values, and gappy dense blocks, near 0 and near the top.
+fn int_ids() -> impl Strategy<Value = Vec<u64>> {
+    let sparse = prop::collection::vec(any::<u64>(), 0..200);
+    let runs = prop::collection::vec((any::<u64>(), 1u64..3000), 0..5).prop_map(|rs| {
+        rs.into_iter()
+            .flat_map(|(start, len)| (0..len).map(move |i| start.wrapping_add(i)))
+            .collect::<Vec<_>>()
+    });
+    let gappy = prop::collection::vec((0u64..4, 2u64..5), 0..3).prop_map(|blocks| {
+        blocks
+            .into_iter()
+            .flat_map(|(block, step)| ((block << 16)..((block + 1) << 16)).step_by(step as usize))
+            .collect::<Vec<_>>()
+    });
+    let edges = prop::collection::vec(
+        prop_oneof![0u64..70_000, (u64::MAX - 70_000)..=u64::MAX],
+        0..300,
+    );
+    (sparse, runs, gappy, edges).prop_map(|(a, b, c, d)| [a, b, c, d].concat())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    #[test]
+    fn int_set_matches_a_hash_set(ids in int_ids(), probes in prop::collection::vec(any::<u64>(), 0..200)) {
+        let model: HashSet<u64> = ids.iter().copied().collect();
+        let set = IntIdSet::from_keys(ids.clone());
+        prop_assert_eq!(set.len(), model.len() as u64);
+        for id in ids.iter().chain(&probes) {
+            prop_assert_eq!(set.contains(*id), model.contains(id), "id {}", id);
+            for near in [id.wrapping_add(1), id.wrapping_sub(1)] {
+                prop_assert_eq!(set.contains(near), model.contains(&near), "neighbour {}", near);
+            }
+        }
+        // Never worse than a plain sorted vector of the IDs (plus a block's bitmap).
+        prop_assert!(set.memory_bytes() <= model.len() * 8 + 8192 + 64);
+    }
+
+    #[test]
+    fn arrow_membership_with_nulls_and_parallel_merge(
+        ids in prop::collection::vec(any::<i64>(), 1..300),
+        probes in prop::collection::vec(prop::option::of(any::<i64>()), 0..200),
+        split in 0usize..300,
+    ) {
+        let model: HashSet<i64> = ids.iter().copied().collect();
+        let split = split.min(ids.len());
+        let mut left = IdSetBuilder::new(StringMode::default());
+        left.push_array(&Int64Array::from(ids[..split].to_vec())).unwrap();
+        let mut right = IdSetBuilder::new(StringMode::default());
+        right.push_array(&Int64Array::from(ids[split..].to_vec())).unwrap();
+        left.merge(right).unwrap();
+        let set = left.build();
+        prop_assert_eq!(set.len(), model.len() as u64);
+        let probe_array = Int64Array::from(probes.clone());
+        let answer = set.contains_array(&probe_array).unwrap();
+        for (i, probe) in probes.iter().enumerate() {
+            let expected = probe.is_some_and(|p| model.contains(&p));
+            prop_assert_eq!(answer.value(i), expected);
+        }
+        prop_assert_eq!(answer.len(), probes.len());
+    }
+
+    #[test]
+    fn string_sets_match_a_hash_set(
+        ids in prop::collection::vec("[a-z0-9]{0,12}", 0..200),
+        probes in prop::collection::vec("[a-z0-9]{0,12}", 0..100),
+    ) {
+        let model: HashSet<&str> = ids.iter().map(String::as_str).collect();
+        for mode in [StringMode::Fingerprint128, StringMode::Exact] {
+            let mut builder = IdSetBuilder::new(mode);
+            builder.push_array(&StringArray::from(ids.clone())).unwrap();
+            let set = builder.build();
+            prop_assert_eq!(set.len(), model.len() as u64);
+            let answer = set.contains_array(&StringArray::from(probes.clone())).unwrap();
+            for (i, probe) in probes.iter().enumerate() {
+                prop_assert_eq!(answer.value(i), model.contains(probe.as_str()), "{:?} {}", mode, probe);
+            }
+        }
+    }
+}
+
+#[test]
+fn narrow_integer_types_and_binary_ids() {
+    let mut builder = IdSetBuilder::new(StringMode::Exact);
+    builder.push_array(&Int32Array::from(vec![-5, 7])).unwrap();
+    builder
+        .push_array(&Int64Array::from(vec![9_000_000_000]))
+        .unwrap();
+    let set = builder.build();
+    let probe = Int32Array::from(vec![-5, 6, 7]);
+    assert_eq!(
+        set.contains_array(&probe)
+            .unwrap()
+            .iter()
+            .flatten()
+            .collect::<Vec<_>>(),
+        [true, false, true]
+    );
+    let unsigned = UInt64Array::from(vec![9_000_000_000, 1]);
+    assert_eq!(
+        set.contains_array(&unsigned)
+            .unwrap()
+            .iter()
+            .flatten()
+            .collect::<Vec<_>>(),
+        [true, false]
+    );
+
+    let mut builder = IdSetBuilder::new(StringMode::Fingerprint128);
+    builder
+        .push_array(&BinaryArray::from(vec![&b"\x00\xff"[..], b"abc"]))
+        .unwrap();
+    let set = builder.build();
+    let probe = BinaryArray::from(vec![&b"abc"[..], b"abd"]);
+    assert_eq!(
+        set.contains_array(&probe)
+            .unwrap()
+            .iter()
+            .flatten()
+            .collect::<Vec<_>>(),
+        [true, false]
+    );
+}
+
+#[test]
+fn wrong_types_are_clear_errors() {
+    let mut builder = IdSetBuilder::new(StringMode::default());
+    builder.push_array(&Int64Array::from(vec![1])).unwrap();
+    let err = builder
+        .push_array(&StringArray::from(vec!["1"]))
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::IdTypeMismatch {
+                expected: "integer",
+                found: "string"
+            }
+        ),
+        "{err}"
+    );
+    let err = builder
+        .push_array(&arrow_array::Float64Array::from(vec![1.0]))
+        .unwrap_err();
+    assert!(err.to_string().contains("Float64"), "{err}");
+    let set = builder.build();
+    assert!(set.contains_array(&StringArray::from(vec!["1"])).is_err());
+    assert!(IdSetBuilder::new(StringMode::default()).build() == IdSet::Empty);
+    let empty = IdSet::Empty
+        .contains_array(&StringArray::from(vec!["x"]))
+        .unwrap();
+    assert!(!empty.value(0));
+}
