@@ -6,6 +6,8 @@
 //! Keys are the 64-bit two's-complement patterns of the IDs, so `-1_i64` and
 //! `u64::MAX` are the same ID; a job's ID column has one type, so they never meet.
 
+use super::radix::RadixIndex;
+
 /// Bits of a key that pick its block.
 const BLOCK_SHIFT: u32 = 16;
 /// Words of a block's bitmap.
@@ -30,6 +32,8 @@ pub struct IntIdSet {
     bitmaps: Vec<(u64, Box<[u64; BITMAP_WORDS]>)>,
     /// Sorted, distinct.
     singles: Vec<u64>,
+    /// Buckets of `singles` by their top bits.
+    index: RadixIndex,
     len: u64,
 }
 
@@ -73,6 +77,7 @@ impl IntIdSet {
         Self {
             ranges,
             bitmaps,
+            index: RadixIndex::build(&keys),
             singles: keys,
             len,
         }
@@ -91,7 +96,8 @@ impl IntIdSet {
             let offset = (key & ((1 << BLOCK_SHIFT) - 1)) as usize;
             return self.bitmaps[b].1[offset / 64] & (1 << (offset % 64)) != 0;
         }
-        self.singles.binary_search(&key).is_ok()
+        let bucket = self.index.range(key, self.singles.len());
+        self.singles[bucket].binary_search(&key).is_ok()
     }
 
     /// Number of IDs.
@@ -110,6 +116,7 @@ impl IntIdSet {
             + self.bitmaps.capacity() * 16
             + self.bitmaps.len() * BITMAP_BYTES
             + self.singles.capacity() * 8
+            + self.index.memory_bytes()
     }
 }
 

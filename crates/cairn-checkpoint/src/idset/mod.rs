@@ -11,6 +11,7 @@
 //!   read in parallel and combined.
 
 mod ints;
+mod radix;
 mod strings;
 
 use arrow_array::cast::AsArray;

@@ -9,6 +9,8 @@
 //! below 10^-20. MD5's weakness against chosen collisions does not matter
 //! unless an adversary picks the IDs; use [`StringMode::Exact`] if one might.
 
+use super::radix::RadixIndex;
+
 /// How string IDs are kept.
 ///
 /// ```
@@ -41,14 +43,17 @@ pub(crate) fn fingerprint(bytes: &[u8]) -> u128 {
 /// }
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum StringIdSet {
-    /// Sorted, distinct fingerprints.
-    Fingerprint(Vec<u128>),
+pub struct StringIdSet {
+    repr: Repr,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Repr {
+    /// Sorted, distinct fingerprints, and an index over them.
+    Fingerprint(Vec<u128>, RadixIndex),
     /// Sorted, distinct IDs as (start, length) into one byte buffer.
     Exact {
-        /// Every ID's bytes, concatenated.
         bytes: Vec<u8>,
-        /// (start, length) of each ID in `bytes`, sorted by content.
         spans: Vec<(u64, u32)>,
     },
 }
@@ -76,7 +81,10 @@ impl StringIdSet {
         fps.sort_unstable();
         fps.dedup();
         fps.shrink_to_fit();
-        Self::Fingerprint(fps)
+        let index = RadixIndex::build(&fps);
+        Self {
+            repr: Repr::Fingerprint(fps, index),
+        }
     }
 
     pub(crate) fn from_exact(bytes: Vec<u8>, mut spans: Vec<(u64, u32)>) -> Self {
@@ -84,14 +92,19 @@ impl StringIdSet {
         spans.sort_unstable_by(|a, b| at(a).cmp(at(b)));
         spans.dedup_by(|a, b| at(a) == at(b));
         spans.shrink_to_fit();
-        Self::Exact { bytes, spans }
+        Self {
+            repr: Repr::Exact { bytes, spans },
+        }
     }
 
     /// Whether `id` is in the set.
     pub fn contains(&self, id: &[u8]) -> bool {
-        match self {
-            Self::Fingerprint(fps) => fps.binary_search(&fingerprint(id)).is_ok(),
-            Self::Exact { bytes, spans } => spans
+        match &self.repr {
+            Repr::Fingerprint(fps, index) => {
+                let fp = fingerprint(id);
+                fps[index.range(fp, fps.len())].binary_search(&fp).is_ok()
+            }
+            Repr::Exact { bytes, spans } => spans
                 .binary_search_by(|s| bytes[s.0 as usize..s.0 as usize + s.1 as usize].cmp(id))
                 .is_ok(),
         }
@@ -99,9 +112,9 @@ impl StringIdSet {
 
     /// Number of IDs.
     pub fn len(&self) -> u64 {
-        match self {
-            Self::Fingerprint(fps) => fps.len() as u64,
-            Self::Exact { spans, .. } => spans.len() as u64,
+        match &self.repr {
+            Repr::Fingerprint(fps, _) => fps.len() as u64,
+            Repr::Exact { spans, .. } => spans.len() as u64,
         }
     }
 
@@ -112,9 +125,9 @@ impl StringIdSet {
 
     /// Heap bytes the set holds.
     pub fn memory_bytes(&self) -> usize {
-        match self {
-            Self::Fingerprint(fps) => fps.capacity() * 16,
-            Self::Exact { bytes, spans } => bytes.capacity() + spans.capacity() * 16,
+        match &self.repr {
+            Repr::Fingerprint(fps, index) => fps.capacity() * 16 + index.memory_bytes(),
+            Repr::Exact { bytes, spans } => bytes.capacity() + spans.capacity() * 16,
         }
     }
 }
