@@ -29,6 +29,49 @@ pub enum Error {
         /// The kind seen now.
         found: &'static str,
     },
+    /// The storage failed (the error names the URL and what to do).
+    #[error("{0}")]
+    Storage(Box<cairn_fs::Error>),
+    /// An ID file cannot be read.
+    #[error(
+        "checkpoint ID file {file} is damaged or not Parquet: {reason}; nothing was deleted. Move it out of the checkpoint directory (its unit is then redone) or restore it"
+    )]
+    CorruptIdFile {
+        /// The file's URL.
+        file: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// An ID file's column is not the ID column.
+    #[error(
+        "checkpoint ID file {file} holds columns {found:?}, not the single ID column {expected:?}; check id_column, or that this checkpoint belongs to this job"
+    )]
+    WrongIdColumn {
+        /// The file's URL.
+        file: String,
+        /// The configured ID column.
+        expected: String,
+        /// The columns found.
+        found: Vec<String>,
+    },
+    /// The checkpoint path names a file.
+    #[error("checkpoint path {path} is a file; give a directory (it may not exist yet)")]
+    CheckpointPathIsFile {
+        /// The path.
+        path: String,
+    },
+    /// IDs could not be encoded as Parquet.
+    #[error("cannot encode IDs as Parquet: {reason}")]
+    Encode {
+        /// Why.
+        reason: String,
+    },
+}
+
+impl From<cairn_fs::Error> for Error {
+    fn from(err: cairn_fs::Error) -> Self {
+        Error::Storage(Box::new(err))
+    }
 }
 
 /// The result type of cairn-checkpoint.

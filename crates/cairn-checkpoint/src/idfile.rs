@@ -1,0 +1,83 @@
+//! ID files: one-column Parquet files holding a unit's IDs, as Ray Data 2.60
+//! writes them (the column is named like the ID column; snappy compression).
+
+use std::sync::Arc;
+
+use arrow_array::{ArrayRef, RecordBatch};
+use arrow_schema::{Field, Schema};
+use bytes::Bytes;
+use parquet::arrow::ArrowWriter;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::basic::Compression;
+use parquet::file::properties::WriterProperties;
+
+use crate::error::{Error, Result};
+
+/// Encodes `ids` as a one-column Parquet file whose column is `id_column`.
+///
+/// ```
+/// use std::sync::Arc;
+/// let ids: arrow_array::ArrayRef = Arc::new(arrow_array::Int64Array::from(vec![1, 2, 3]));
+/// let bytes = cairn_checkpoint::encode_ids("id", ids).unwrap();
+/// let back = cairn_checkpoint::decode_ids("u.parquet", bytes, "id").unwrap();
+/// assert_eq!(back.iter().map(|a| a.len()).sum::<usize>(), 3);
+/// ```
+pub fn encode_ids(id_column: &str, ids: ArrayRef) -> Result<Bytes> {
+    let schema = Arc::new(Schema::new(vec![Field::new(
+        id_column,
+        ids.data_type().clone(),
+        ids.null_count() > 0,
+    )]));
+    let batch = RecordBatch::try_new(schema.clone(), vec![ids]).map_err(|e| Error::Encode {
+        reason: e.to_string(),
+    })?;
+    let props = WriterProperties::builder()
+        .set_compression(Compression::SNAPPY)
+        .build();
+    let mut out = Vec::new();
+    let mut writer =
+        ArrowWriter::try_new(&mut out, schema, Some(props)).map_err(|e| Error::Encode {
+            reason: e.to_string(),
+        })?;
+    writer.write(&batch).map_err(|e| Error::Encode {
+        reason: e.to_string(),
+    })?;
+    writer.close().map_err(|e| Error::Encode {
+        reason: e.to_string(),
+    })?;
+    Ok(Bytes::from(out))
+}
+
+/// Decodes the IDs of the ID file `file` (named in errors). The file must
+/// hold exactly one column, named `id_column`.
+pub fn decode_ids(file: &str, bytes: Bytes, id_column: &str) -> Result<Vec<ArrayRef>> {
+    let corrupt = |reason: String| Error::CorruptIdFile {
+        file: file.to_string(),
+        reason,
+    };
+    let builder = ParquetRecordBatchReaderBuilder::try_new(bytes)
+        .map_err(|e| corrupt(format!("not a readable Parquet file ({e})")))?;
+    let columns: Vec<String> = builder
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| f.name().clone())
+        .collect();
+    if columns.len() != 1 || columns[0] != id_column {
+        return Err(Error::WrongIdColumn {
+            file: file.to_string(),
+            expected: id_column.to_string(),
+            found: columns,
+        });
+    }
+    let reader = builder
+        .build()
+        .map_err(|e| corrupt(format!("cannot read its row groups ({e})")))?;
+    reader
+        .map(|batch| {
+            batch
+                .map(|b| b.column(0).clone())
+                .map_err(|e| corrupt(format!("damaged data ({e})")))
+        })
+        .collect()
+}

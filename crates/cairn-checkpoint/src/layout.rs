@@ -1,0 +1,157 @@
+//! Names in a checkpoint directory (the layout Ray Data 2.60 reads and
+//! writes) and the rule that ties data files to their unit.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Suffix of a committed unit's ID file.
+pub const COMMITTED_SUFFIX: &str = ".parquet";
+/// Suffix of a pending unit's ID file.
+pub const PENDING_SUFFIX: &str = ".pending.parquet";
+/// The lease file (hidden: PyArrow and Ray skip names starting with `.`).
+pub const LEASE_FILE: &str = ".cairn-lease.json";
+/// What follows a unit's name in the names of its data files.
+pub const DATA_DELIMITER: char = '_';
+
+/// A unit's name: cairn makes `<run>_<seq>` (32 hex digits, then 10 digits);
+/// names read from a directory (Ray's `<uuid>_<uuid>_<nnnnnn>`) are kept as
+/// they are.
+///
+/// ```
+/// use cairn_checkpoint::{RunId, UnitName};
+/// let unit = UnitName::new(&RunId::from_hex("0123456789abcdef0123456789abcdef"), 42);
+/// assert_eq!(unit.as_str(), "0123456789abcdef0123456789abcdef_0000000042");
+/// assert_eq!(unit.committed_file(), "0123456789abcdef0123456789abcdef_0000000042.parquet");
+/// assert!(unit.owns_data_file("0123456789abcdef0123456789abcdef_0000000042_0.parquet"));
+/// // A longer number is another unit, never this one's file.
+/// let ten = UnitName::from_stem("run_10");
+/// assert!(!ten.owns_data_file("run_100_0.parquet"));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct UnitName(String);
+
+impl UnitName {
+    /// The name of unit `seq` of `run`.
+    pub fn new(run: &RunId, seq: u64) -> Self {
+        Self(format!("{}_{seq:010}", run.0))
+    }
+
+    /// A unit name as found in a directory.
+    pub fn from_stem(stem: &str) -> Self {
+        Self(stem.to_string())
+    }
+
+    /// The name itself.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// `<unit>.parquet`.
+    pub fn committed_file(&self) -> String {
+        format!("{}{COMMITTED_SUFFIX}", self.0)
+    }
+
+    /// `<unit>.pending.parquet`.
+    pub fn pending_file(&self) -> String {
+        format!("{}{PENDING_SUFFIX}", self.0)
+    }
+
+    /// The prefix every data file of this unit starts with: `<unit>_`.
+    pub fn data_prefix(&self) -> String {
+        format!("{}{DATA_DELIMITER}", self.0)
+    }
+
+    /// Whether a data file (a base name, no directory) belongs to this unit.
+    pub fn owns_data_file(&self, file_name: &str) -> bool {
+        file_name.starts_with(&self.data_prefix())
+    }
+}
+
+impl std::fmt::Display for UnitName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// The random identity of one run: 32 hex digits.
+///
+/// ```
+/// let a = cairn_checkpoint::RunId::new();
+/// let b = cairn_checkpoint::RunId::new();
+/// assert_ne!(a, b);
+/// assert_eq!(a.as_str().len(), 32);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct RunId(String);
+
+impl RunId {
+    /// A new run identity (time, process and a counter, hashed).
+    pub fn new() -> Self {
+        static COUNTER: AtomicU64 = AtomicU64::new(0);
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or_default();
+        let seed = format!(
+            "{nanos}-{}-{}",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::Relaxed)
+        );
+        Self(format!("{:x}", md5::compute(seed)))
+    }
+
+    /// A run identity given as 32 hex digits (tests, replays).
+    pub fn from_hex(hex: &str) -> Self {
+        Self(hex.to_string())
+    }
+
+    /// The identity as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl Default for RunId {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// What a file in a checkpoint directory is.
+///
+/// ```
+/// use cairn_checkpoint::{CheckpointFile, UnitName, classify};
+/// assert_eq!(classify("a_b_000001.parquet"), CheckpointFile::Committed(UnitName::from_stem("a_b_000001")));
+/// assert_eq!(classify("a_b_000001.pending.parquet"), CheckpointFile::Pending(UnitName::from_stem("a_b_000001")));
+/// assert_eq!(classify(".cairn-lease.json"), CheckpointFile::Lease);
+/// assert_eq!(classify("notes.txt"), CheckpointFile::Other("notes.txt".into()));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CheckpointFile {
+    /// `<unit>.parquet`.
+    Committed(UnitName),
+    /// `<unit>.pending.parquet`.
+    Pending(UnitName),
+    /// The lease.
+    Lease,
+    /// Anything else: not the protocol's, never touched.
+    Other(String),
+}
+
+/// Classifies a base name found in a checkpoint directory.
+pub fn classify(file_name: &str) -> CheckpointFile {
+    if file_name == LEASE_FILE {
+        CheckpointFile::Lease
+    } else if let Some(stem) = file_name
+        .strip_suffix(PENDING_SUFFIX)
+        .filter(|s| !s.is_empty())
+    {
+        CheckpointFile::Pending(UnitName::from_stem(stem))
+    } else if let Some(stem) = file_name
+        .strip_suffix(COMMITTED_SUFFIX)
+        .filter(|s| !s.is_empty() && !s.starts_with('.'))
+    {
+        CheckpointFile::Committed(UnitName::from_stem(stem))
+    } else {
+        CheckpointFile::Other(file_name.to_string())
+    }
+}

@@ -1,0 +1,105 @@
+//! Step 7 of the protocol, `load_committed`: read every committed unit's IDs,
+//! in parallel, into one [`IdSet`]; report the pending units recovery must
+//! settle and any file that is not the protocol's.
+
+use futures::{StreamExt, TryStreamExt, stream};
+
+use cairn_fs::{ErrorKind, FileSystem};
+
+use crate::error::{Error, Result};
+use crate::idfile::decode_ids;
+use crate::idset::{IdSet, IdSetBuilder, StringMode};
+use crate::layout::{CheckpointFile, UnitName, classify};
+
+/// ID files read at once.
+const PARALLEL_READS: usize = 8;
+
+/// What a checkpoint directory holds.
+#[derive(Debug)]
+pub struct CommittedState {
+    /// The committed IDs.
+    pub ids: IdSet,
+    /// Units with a committed ID file, sorted.
+    pub committed: Vec<UnitName>,
+    /// Units with a pending ID file, sorted (some may also be committed).
+    pub pending: Vec<UnitName>,
+    /// Whether a lease file is present.
+    pub has_lease: bool,
+    /// Names that are not the protocol's; never read, never deleted.
+    pub foreign: Vec<String>,
+}
+
+/// Reads the checkpoint directory `dir` on `fs` (use a checkpoint filesystem:
+/// no listing cache). A missing directory is a fresh checkpoint. A path that
+/// is a file, a damaged ID file or an ID column of the wrong name or type is
+/// an error naming the file; nothing is deleted.
+pub async fn load_committed(
+    fs: &FileSystem,
+    dir: &str,
+    id_column: &str,
+    mode: StringMode,
+) -> Result<CommittedState> {
+    let entries = match fs.ls(dir).await {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == ErrorKind::NotFound => Vec::new(),
+        Err(e) => return Err(e.into()),
+    };
+    let dir_path = fs.strip(dir)?;
+    if entries.len() == 1 && !entries[0].is_dir() && entries[0].name == dir_path {
+        return Err(Error::CheckpointPathIsFile {
+            path: fs.url(&dir_path),
+        });
+    }
+    let mut state = CommittedState {
+        ids: IdSet::Empty,
+        committed: Vec::new(),
+        pending: Vec::new(),
+        has_lease: false,
+        foreign: Vec::new(),
+    };
+    let mut committed_paths = Vec::new();
+    for entry in entries.iter().filter(|e| !e.is_dir()) {
+        let base = entry.name.rsplit('/').next().unwrap_or(&entry.name);
+        match classify(base) {
+            CheckpointFile::Committed(unit) => {
+                committed_paths.push(entry.name.clone());
+                state.committed.push(unit);
+            }
+            CheckpointFile::Pending(unit) => state.pending.push(unit),
+            CheckpointFile::Lease => state.has_lease = true,
+            CheckpointFile::Other(name) => state.foreign.push(name),
+        }
+    }
+    state.committed.sort();
+    state.pending.sort();
+
+    let builders: Vec<IdSetBuilder> = stream::iter(committed_paths)
+        .map(|path| async move {
+            let bytes = fs.cat(&path).await?;
+            let url = fs.url(&path);
+            let column = id_column.to_string();
+            tokio::task::spawn_blocking(move || -> Result<IdSetBuilder> {
+                let mut builder = IdSetBuilder::new(mode);
+                for array in decode_ids(&url, bytes, &column)? {
+                    builder
+                        .push_array(&array)
+                        .map_err(|e| Error::CorruptIdFile {
+                            file: url.clone(),
+                            reason: e.to_string(),
+                        })?;
+                }
+                Ok(builder)
+            })
+            .await
+            .expect("ID decoding does not panic")
+        })
+        .buffer_unordered(PARALLEL_READS)
+        .try_collect()
+        .await?;
+    let mut all = IdSetBuilder::new(mode);
+    for builder in builders {
+        all.merge(builder)?;
+    }
+    state.ids = all.build();
+    Ok(state)
+}
