@@ -57,6 +57,9 @@ impl Backend for LocalBackend {
     fn real_directories(&self) -> bool {
         true
     }
+    fn local_root(&self) -> Option<&std::path::Path> {
+        Some(std::path::Path::new("/"))
+    }
     fn conditional_writes(&self) -> ConditionalWrites {
         ConditionalWrites::Native
     }

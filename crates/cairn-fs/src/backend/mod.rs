@@ -155,6 +155,14 @@ pub trait Backend: Send + Sync + std::fmt::Debug + 'static {
         IoPolicy::default()
     }
 
+    /// The directory this backend's keys live under, when they are local
+    /// files: single-request writes then go through a temporary file, fsync,
+    /// and rename (overwrite) or link (create-if-absent), then fsync of the
+    /// directory, which OpenDAL's fs service does not do.
+    fn local_root(&self) -> Option<&std::path::Path> {
+        None
+    }
+
     /// Whether deletes may go out as multi-object batches; when false, objects
     /// are deleted one request each (in parallel).
     fn batch_delete(&self) -> bool {

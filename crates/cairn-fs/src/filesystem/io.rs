@@ -125,6 +125,49 @@ impl FileWriter {
     }
 }
 
+/// Writes a local file so that it appears whole or not at all and survives a
+/// power cut: a temporary file beside the target, fsync, then rename
+/// (overwrite) or hard link (create-if-absent: EEXIST means it exists), then
+/// fsync of the directory.
+fn durable_local_write(target: &std::path::Path, data: &[u8], mode: WriteMode) -> Result<()> {
+    use std::io::Write;
+    let dir = target.parent().unwrap_or(std::path::Path::new("/"));
+    std::fs::create_dir_all(dir)?;
+    let name = target
+        .file_name()
+        .map(|n| n.to_string_lossy())
+        .unwrap_or_default();
+    let temp = dir.join(format!(
+        ".{name}.cairn-tmp-{}-{}",
+        std::process::id(),
+        unique_suffix()
+    ));
+    let result = (|| {
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&temp)?;
+        file.write_all(data)?;
+        file.sync_all()?;
+        match mode {
+            WriteMode::Overwrite => std::fs::rename(&temp, target),
+            WriteMode::Create => std::fs::hard_link(&temp, target),
+        }
+    })();
+    let _ = std::fs::remove_file(&temp);
+    match result {
+        Ok(()) => {
+            std::fs::File::open(dir)?.sync_all()?;
+            Ok(())
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Err(Error::new(
+            ErrorKind::AlreadyExists,
+            "the file exists and the write asked not to overwrite it",
+        )),
+        Err(e) => Err(e.into()),
+    }
+}
+
 /// A suffix that differs between calls in one process.
 fn unique_suffix() -> u64 {
     use std::sync::atomic::{AtomicU64, Ordering};
@@ -199,7 +242,9 @@ impl FileSystem {
     /// Writes `data` to a file in one request. With [`WriteMode::Create`] an
     /// existing file is an AlreadyExists error and is left untouched; this is
     /// atomic where the store supports create-if-absent (see
-    /// [`FileSystem::conditional_writes`]).
+    /// [`FileSystem::conditional_writes`]). On local disk the file appears
+    /// whole or not at all and is durable when this returns (temporary file,
+    /// fsync, rename or link, fsync of the directory).
     ///
     /// ```
     /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
@@ -214,6 +259,15 @@ impl FileSystem {
     pub async fn pipe(&self, path: &str, data: Bytes, mode: WriteMode) -> Result<()> {
         let loc = self.locate(path)?;
         self.refuse_directory(&loc)?;
+        if let Some(root) = self.inner.backend.local_root() {
+            let target = root.join(&loc.key);
+            tokio::task::spawn_blocking(move || durable_local_write(&target, &data, mode))
+                .await
+                .expect("local write does not panic")
+                .map_err(|e| e.with_url(self.url(&loc.path)))?;
+            self.cache().invalidate(&loc.path);
+            return Ok(());
+        }
         match mode {
             WriteMode::Overwrite => {
                 loc.op
