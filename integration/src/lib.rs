@@ -40,7 +40,8 @@ macro_rules! conformance_suite {
             conditional_write_mode, ranged_reads, special_character_keys, streaming_open,
             many_keys_list_and_batch_delete, find_maxdepth_withdirs,
             glob_patterns, disk_usage, mkdir_and_rm_rules, copy_scenarios, put_scenarios,
-            get_scenarios, list_to_list_copies, move_files_and_dirs, missing_key_errors);
+            get_scenarios, list_to_list_copies, move_files_and_dirs, missing_key_errors,
+            prefix_listing);
         $crate::conformance_suite!(@each $make, #[$buckets], #[$every];
             missing_bucket_error, cross_bucket_copy);
         $crate::conformance_suite!(@each $make, #[$signatures], #[$every]; wrong_secret_error);
@@ -549,6 +550,40 @@ pub async fn move_files_and_dirs(t: &Target) {
             .await
             .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::NotFound);
+}
+
+/// find_prefix matches by string prefix, not by whole path component.
+pub async fn prefix_listing(t: &Target) {
+    for f in [
+        "out/u_1_0.parquet",
+        "out/u_1_1.parquet",
+        "out/u_10_0.parquet",
+        "out/other",
+        "out2/u_1_x",
+    ] {
+        t.write(f, "x").await;
+    }
+    let base = t.fs.strip(&t.url("out")).unwrap();
+    let names: Vec<String> =
+        t.fs.find_prefix(&t.url("out/u_1_"))
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|i| i.name[base.len() + 1..].to_string())
+            .collect();
+    assert_eq!(names, ["u_1_0.parquet", "u_1_1.parquet"]);
+    assert!(
+        t.fs.find_prefix(&t.url("out/zzz"))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert!(
+        t.fs.find_prefix(&t.url("nowhere/u_"))
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }
 
 /// Missing keys give NotFound naming the URL, from every reading call.

@@ -170,6 +170,56 @@ impl FileSystem {
             .collect())
     }
 
+    /// Every file whose path starts with `prefix` (not only whole path
+    /// components: `bucket/out/unit_7_` matches `bucket/out/unit_7_0.parquet`),
+    /// sorted. On object stores this is one prefix listing, so its cost
+    /// follows the matching keys, not the size of the directory.
+    ///
+    /// ```
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let fs = cairn_fs::FileSystem::new("memory", &cairn_fs::StorageOptions::new()).unwrap();
+    /// for p in ["/pre-doc/u_1_0", "/pre-doc/u_1_1", "/pre-doc/u_10_0"] {
+    ///     fs.pipe(p, "x".into(), cairn_fs::WriteMode::Overwrite).await.unwrap();
+    /// }
+    /// let names: Vec<_> = fs.find_prefix("/pre-doc/u_1_").await.unwrap().into_iter().map(|i| i.name).collect();
+    /// assert_eq!(names, ["/pre-doc/u_1_0", "/pre-doc/u_1_1"]);
+    /// # })
+    /// ```
+    pub async fn find_prefix(&self, prefix: &str) -> Result<Vec<FileInfo>> {
+        let loc = self.locate(prefix)?;
+        let keep_slash = prefix.ends_with('/');
+        let key = if keep_slash {
+            loc.dir_key()
+        } else {
+            loc.key.clone()
+        };
+        let lister = match loc.op.lister_with(&key).recursive(true).await {
+            Ok(l) => l,
+            Err(e) if e.kind() == opendal::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(self.error(e, &loc)),
+        };
+        let entries: Vec<opendal::Entry> = match futures::TryStreamExt::try_collect(lister).await {
+            Ok(v) => v,
+            Err(e) if e.kind() == opendal::ErrorKind::NotFound => Vec::new(),
+            Err(e) => return Err(self.error(e, &loc)),
+        };
+        let mut out = Vec::new();
+        for entry in entries {
+            let (path, meta) = entry.into_parts();
+            if meta.is_dir()
+                || !path
+                    .trim_start_matches('/')
+                    .starts_with(key.trim_start_matches('/'))
+            {
+                continue;
+            }
+            let name = self.entry_path(&loc, &path);
+            out.push(self.complete_info(&loc, name, &path, &meta).await?);
+        }
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(out)
+    }
+
     /// Total size and count of the files under `path`.
     ///
     /// ```
