@@ -2,16 +2,24 @@
 //!
 //! Built so far, in the order of docs/checkpoint-protocol.md: the directory
 //! layout ([`UnitName`], [`classify`]), ID files ([`encode_ids`],
-//! [`decode_ids`]), step 7 ([`load_committed`]) and the compact sets of
-//! committed IDs ([`idset`]). The commit protocol (steps 1-4), the lease
-//! (5), recovery (6) and clean-up (8) are still to come.
+//! [`decode_ids`]), the unit steps 1, 3, 4 ([`CheckpointDir::write_pending`],
+//! [`CheckpointDir::commit`], [`CheckpointDir::release_pending`]), recovery
+//! (step 6, [`CheckpointDir::recover`]), loading (step 7, [`load_committed`]),
+//! clean-up (step 8, [`CheckpointDir::clean_up`]) and the compact sets of
+//! committed IDs ([`idset`]). The lease (step 5), the configuration, the
+//! kill -9 tests and the `cairn ckpt` commands are still to come.
 
+mod cleanup;
+mod commit;
 mod error;
 mod idfile;
 pub mod idset;
 mod layout;
 mod load;
+mod recover;
 
+pub use cleanup::CleanupReport;
+pub use commit::CheckpointDir;
 pub use error::{Error, Result};
 pub use idfile::{decode_ids, encode_ids};
 pub use idset::{IdSet, IdSetBuilder, IntIdSet, StringIdSet, StringMode};
@@ -20,3 +28,4 @@ pub use layout::{
     classify,
 };
 pub use load::{CommittedState, load_committed};
+pub use recover::RecoveryReport;

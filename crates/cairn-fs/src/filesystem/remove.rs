@@ -52,6 +52,46 @@ impl FileSystem {
         Ok(())
     }
 
+    /// Removes an empty directory (on object stores, its `dir/` marker if
+    /// any). A directory that is not empty is an error and nothing is deleted:
+    /// this never removes anything but the directory itself.
+    ///
+    /// ```
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let fs = cairn_fs::FileSystem::new("memory", &cairn_fs::StorageOptions::new()).unwrap();
+    /// fs.mkdir("/rmdir-doc/d").await.unwrap();
+    /// fs.pipe("/rmdir-doc/f", "x".into(), cairn_fs::WriteMode::Overwrite).await.unwrap();
+    /// assert!(fs.rmdir("/rmdir-doc").await.is_err());
+    /// fs.rmdir("/rmdir-doc/d").await.unwrap();
+    /// assert!(!fs.exists("/rmdir-doc/d").await.unwrap());
+    /// # })
+    /// ```
+    pub async fn rmdir(&self, path: &str) -> Result<()> {
+        let loc = self.locate(path)?;
+        let info = self.info_at(&loc).await?;
+        if !info.is_dir() {
+            return Err(
+                Error::new(ErrorKind::NotADirectory, "rmdir removes directories only")
+                    .with_url(self.url(&loc.path)),
+            );
+        }
+        if !self.ls(&loc.path).await?.is_empty() {
+            return Err(Error::new(
+                ErrorKind::Other,
+                "the directory is not empty; nothing was removed",
+            )
+            .with_url(self.url(&loc.path)));
+        }
+        if !loc.key.is_empty() {
+            loc.op
+                .delete(&loc.dir_key())
+                .await
+                .map_err(|e| self.error(e, &loc))?;
+        }
+        self.cache().invalidate(&loc.path);
+        Ok(())
+    }
+
     /// Removes files; with `recursive`, directories and everything under them.
     /// Globs are expanded first. Deletes go out in batches (up to 1000 keys a
     /// request on s3), children before their directories. A directory without

@@ -1,0 +1,63 @@
+//! Step 8 of the protocol, [`CheckpointDir::clean_up`]: after a successful
+//! run, delete exactly what the protocol wrote.
+
+use crate::commit::CheckpointDir;
+use crate::error::Result;
+use crate::layout::{CheckpointFile, classify};
+
+/// What clean-up did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CleanupReport {
+    /// Protocol files deleted.
+    pub deleted: usize,
+    /// Files left because they are not the protocol's.
+    pub kept_foreign: Vec<String>,
+    /// Whether the directory itself was removed (it was left empty).
+    pub removed_directory: bool,
+}
+
+impl CheckpointDir {
+    /// Deletes the committed and pending ID files and the lease, then the
+    /// directory if nothing else is in it. Anything else stays.
+    pub async fn clean_up(&self) -> Result<CleanupReport> {
+        let mut report = CleanupReport::default();
+        let entries = match self.fs.ls(&self.dir).await {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == cairn_fs::ErrorKind::NotFound => return Ok(report),
+            Err(e) => return Err(e.into()),
+        };
+        let mut ours = Vec::new();
+        for entry in entries {
+            let base = entry
+                .name
+                .rsplit('/')
+                .next()
+                .unwrap_or(&entry.name)
+                .to_string();
+            match classify(&base) {
+                CheckpointFile::Other(_) => report.kept_foreign.push(base),
+                _ if entry.is_dir() => report.kept_foreign.push(base),
+                _ => ours.push(entry.name),
+            }
+        }
+        let paths: Vec<&str> = ours.iter().map(String::as_str).collect();
+        if !paths.is_empty() {
+            self.fs.rm_list(&paths, false, None).await?;
+        }
+        report.deleted = paths.len();
+        if report.kept_foreign.is_empty() {
+            match self.fs.rmdir(&self.dir).await {
+                Ok(()) => report.removed_directory = true,
+                // Object stores have no empty directories to remove; a file
+                // that appeared meanwhile keeps the directory.
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        cairn_fs::ErrorKind::NotFound | cairn_fs::ErrorKind::Other
+                    ) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(report)
+    }
+}

@@ -1,0 +1,101 @@
+//! Steps 1, 3 and 4 of the protocol, around the caller's step 2 (writing the
+//! unit's data files `<output>/<unit>_<n>.<ext>`):
+//! [`CheckpointDir::write_pending`], [`CheckpointDir::commit`],
+//! [`CheckpointDir::release_pending`].
+
+use arrow_array::ArrayRef;
+use cairn_fs::{ErrorKind, FileSystem, WriteMode};
+
+use crate::error::Result;
+use crate::idfile::encode_ids;
+use crate::layout::UnitName;
+
+/// A checkpoint directory on a cairn filesystem (use a checkpoint filesystem:
+/// see `cairn_fs::build_checkpoint_filesystem`).
+///
+/// ```
+/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+/// use std::sync::Arc;
+/// use cairn_checkpoint::{CheckpointDir, RunId, StringMode, UnitName};
+/// let (fs, _) = cairn_fs::build_checkpoint_filesystem("memory:///doc-ckpt", &Default::default()).unwrap();
+/// let ckpt = CheckpointDir::new(fs, "memory:///doc-ckpt", "id");
+/// let unit = UnitName::new(&RunId::new(), 0);
+/// let ids: arrow_array::ArrayRef = Arc::new(arrow_array::Int64Array::from(vec![1, 2]));
+/// ckpt.write_pending(&unit, ids.clone()).await.unwrap();
+/// // ... write the unit's data files here ...
+/// ckpt.commit(&unit, ids).await.unwrap();
+/// ckpt.release_pending(&unit).await.unwrap();
+/// let state = ckpt.load(StringMode::default()).await.unwrap();
+/// assert_eq!((state.ids.len(), state.pending.len()), (2, 0));
+/// # })
+/// ```
+#[derive(Debug, Clone)]
+pub struct CheckpointDir {
+    pub(crate) fs: FileSystem,
+    pub(crate) dir: String,
+    pub(crate) id_column: String,
+}
+
+impl CheckpointDir {
+    /// The checkpoint at `dir` (a URL or path `fs` serves), whose ID files
+    /// hold the column `id_column`.
+    pub fn new(fs: FileSystem, dir: &str, id_column: &str) -> Self {
+        Self {
+            fs,
+            dir: dir.trim_end_matches('/').to_string(),
+            id_column: id_column.to_string(),
+        }
+    }
+
+    /// The URL of a file in the directory.
+    pub(crate) fn file(&self, name: &str) -> String {
+        format!("{}/{name}", self.dir)
+    }
+
+    /// Step 1: records that `unit`, holding `ids`, is in flight.
+    pub async fn write_pending(&self, unit: &UnitName, ids: ArrayRef) -> Result<()> {
+        let bytes = encode_ids(&self.id_column, ids)?;
+        self.fs
+            .pipe(
+                &self.file(&unit.pending_file()),
+                bytes,
+                WriteMode::Overwrite,
+            )
+            .await?;
+        Ok(())
+    }
+
+    /// Step 3, the commit point: writes `<unit>.parquet` with the same IDs, as
+    /// one atomic create-if-absent (link on POSIX, a conditional PUT where the
+    /// store honours it, a plain PUT where it does not). A commit that finds
+    /// the unit already committed (a retried step) succeeds: it holds the same IDs.
+    pub async fn commit(&self, unit: &UnitName, ids: ArrayRef) -> Result<()> {
+        let bytes = encode_ids(&self.id_column, ids)?;
+        match self
+            .fs
+            .pipe(&self.file(&unit.committed_file()), bytes, WriteMode::Create)
+            .await
+        {
+            Err(e) if e.kind() == ErrorKind::AlreadyExists => Ok(()),
+            other => Ok(other?),
+        }
+    }
+
+    /// Step 4: drops the pending record of a committed unit. Already gone is fine.
+    pub async fn release_pending(&self, unit: &UnitName) -> Result<()> {
+        remove_if_present(&self.fs, &self.file(&unit.pending_file())).await
+    }
+
+    /// Step 7, [`crate::load_committed`] on this directory.
+    pub async fn load(&self, mode: crate::StringMode) -> Result<crate::CommittedState> {
+        crate::load_committed(&self.fs, &self.dir, &self.id_column, mode).await
+    }
+}
+
+/// Deletes one file; a file already gone is not an error (idempotent steps).
+pub(crate) async fn remove_if_present(fs: &FileSystem, url: &str) -> Result<()> {
+    match fs.rm(url, false, None).await {
+        Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
+        other => Ok(other?),
+    }
+}

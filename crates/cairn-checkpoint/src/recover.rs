@@ -1,0 +1,55 @@
+//! Step 6 of the protocol, [`CheckpointDir::recover`]: roll back every unit
+//! that was in flight when the last run stopped.
+
+use cairn_fs::FileSystem;
+
+use crate::commit::{CheckpointDir, remove_if_present};
+use crate::error::Result;
+use crate::layout::UnitName;
+use crate::load::CommittedState;
+
+/// What recovery did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RecoveryReport {
+    /// Pending units without a committed twin: their data files were deleted.
+    pub rolled_back: Vec<UnitName>,
+    /// Data files deleted.
+    pub data_files_deleted: usize,
+    /// Pending records of committed units, dropped.
+    pub released: Vec<UnitName>,
+}
+
+impl CheckpointDir {
+    /// Settles the pending units of `state` (from [`CheckpointDir::load`]):
+    /// a pending unit with a committed twin loses its pending record; one
+    /// without loses its data files in `output_dir` (those named
+    /// `<unit>_...`, found with one prefix listing per unit) and then its
+    /// pending record. The cost follows the pending units, not the size of
+    /// the output. Safe to repeat after a crash in the middle of it.
+    pub async fn recover(
+        &self,
+        output_fs: &FileSystem,
+        output_dir: &str,
+        state: &CommittedState,
+    ) -> Result<RecoveryReport> {
+        let mut report = RecoveryReport::default();
+        let output_dir = output_dir.trim_end_matches('/');
+        for unit in &state.pending {
+            if state.committed.binary_search(unit).is_err() {
+                let data = output_fs
+                    .find_prefix(&format!("{output_dir}/{}", unit.data_prefix()))
+                    .await?;
+                let paths: Vec<&str> = data.iter().map(|f| f.name.as_str()).collect();
+                if !paths.is_empty() {
+                    output_fs.rm_list(&paths, false, None).await?;
+                }
+                report.data_files_deleted += paths.len();
+                report.rolled_back.push(unit.clone());
+            } else {
+                report.released.push(unit.clone());
+            }
+            remove_if_present(&self.fs, &self.file(&unit.pending_file())).await?;
+        }
+        Ok(report)
+    }
+}
