@@ -60,6 +60,28 @@ pub enum Error {
         /// The path.
         path: String,
     },
+    /// Another run holds the checkpoint.
+    #[error(
+        "checkpoint {path} is in use by {holder}; its lease expires in {expires_in_secs} s. Wait for that run to end, or use another checkpoint path"
+    )]
+    LeaseHeld {
+        /// The checkpoint directory.
+        path: String,
+        /// Who holds it.
+        holder: String,
+        /// Seconds until the lease expires unless renewed.
+        expires_in_secs: u64,
+    },
+    /// This run's lease was taken by another run; this run must stop.
+    #[error(
+        "checkpoint {path}: this run lost its lease (now held by {holder:?}); stop this run, the other one owns the checkpoint"
+    )]
+    LeaseLost {
+        /// The checkpoint directory.
+        path: String,
+        /// The new holder, if any.
+        holder: Option<String>,
+    },
     /// IDs could not be encoded as Parquet.
     #[error("cannot encode IDs as Parquet: {reason}")]
     Encode {

@@ -15,6 +15,7 @@ mod error;
 mod idfile;
 pub mod idset;
 mod layout;
+mod lease;
 mod load;
 mod recover;
 
@@ -27,5 +28,6 @@ pub use layout::{
     COMMITTED_SUFFIX, CheckpointFile, DATA_DELIMITER, LEASE_FILE, PENDING_SUFFIX, RunId, UnitName,
     classify,
 };
+pub use lease::{Lease, LeaseRecord};
 pub use load::{CommittedState, load_committed};
 pub use recover::RecoveryReport;
