@@ -124,6 +124,8 @@ impl Default for RunId {
 /// assert_eq!(classify("a_b_000001.pending.parquet"), CheckpointFile::Pending(UnitName::from_stem("a_b_000001")));
 /// assert_eq!(classify(".cairn-lease.json"), CheckpointFile::Lease);
 /// assert_eq!(classify("notes.txt"), CheckpointFile::Other("notes.txt".into()));
+/// let temp = ".a_b_000001.parquet.cairn-tmp-12-34";
+/// assert_eq!(classify(temp), CheckpointFile::Temporary(temp.into()));
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CheckpointFile {
@@ -133,12 +135,28 @@ pub enum CheckpointFile {
     Pending(UnitName),
     /// The lease.
     Lease,
+    /// A temporary file cairn-fs left while writing one of the above on local
+    /// disk (`.<name>.cairn-tmp-...`) when the process died; clean-up removes it.
+    Temporary(String),
     /// Anything else: not the protocol's, never touched.
     Other(String),
 }
 
+/// The marker cairn-fs puts in the names of its temporary files on local disk.
+pub(crate) const TEMP_MARKER: &str = ".cairn-tmp-";
+
 /// Classifies a base name found in a checkpoint directory.
 pub fn classify(file_name: &str) -> CheckpointFile {
+    if let Some((inner, _)) = file_name
+        .strip_prefix('.')
+        .and_then(|rest| rest.split_once(TEMP_MARKER))
+        && !matches!(
+            classify(inner),
+            CheckpointFile::Other(_) | CheckpointFile::Temporary(_)
+        )
+    {
+        return CheckpointFile::Temporary(file_name.to_string());
+    }
     if file_name == LEASE_FILE {
         CheckpointFile::Lease
     } else if let Some(stem) = file_name

@@ -67,6 +67,7 @@ pub async fn load_committed(
             }
             CheckpointFile::Pending(unit) => state.pending.push(unit),
             CheckpointFile::Lease => state.has_lease = true,
+            CheckpointFile::Temporary(_) => {}
             CheckpointFile::Other(name) => state.foreign.push(name),
         }
     }

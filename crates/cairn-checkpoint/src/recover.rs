@@ -36,9 +36,18 @@ impl CheckpointDir {
         let output_dir = output_dir.trim_end_matches('/');
         for unit in &state.pending {
             if state.committed.binary_search(unit).is_err() {
-                let data = output_fs
+                let mut data = output_fs
                     .find_prefix(&format!("{output_dir}/{}", unit.data_prefix()))
                     .await?;
+                // Temporary files of this unit's data that a killed local
+                // write left behind (`.<unit>_<n>.<ext>.cairn-tmp-...`).
+                data.extend(
+                    output_fs
+                        .find_prefix(&format!("{output_dir}/.{}", unit.data_prefix()))
+                        .await?
+                        .into_iter()
+                        .filter(|f| f.name.contains(crate::layout::TEMP_MARKER)),
+                );
                 let paths: Vec<&str> = data.iter().map(|f| f.name.as_str()).collect();
                 if !paths.is_empty() {
                     output_fs.rm_list(&paths, false, None).await?;
