@@ -82,6 +82,12 @@ pub enum Error {
         /// The new holder, if any.
         holder: Option<String>,
     },
+    /// The checkpoint settings are wrong.
+    #[error("invalid checkpoint configuration: {reason}")]
+    InvalidConfig {
+        /// What is wrong and what to do.
+        reason: String,
+    },
     /// IDs could not be encoded as Parquet.
     #[error("cannot encode IDs as Parquet: {reason}")]
     Encode {

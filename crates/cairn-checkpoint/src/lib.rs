@@ -6,11 +6,12 @@
 //! [`CheckpointDir::commit`], [`CheckpointDir::release_pending`]), recovery
 //! (step 6, [`CheckpointDir::recover`]), loading (step 7, [`load_committed`]),
 //! clean-up (step 8, [`CheckpointDir::clean_up`]) and the compact sets of
-//! committed IDs ([`idset`]). The lease (step 5), the configuration, the
-//! kill -9 tests and the `cairn ckpt` commands are still to come.
+//! committed IDs ([`idset`]); the lease (step 5, [`CheckpointDir::acquire_lease`]);
+//! and [`CheckpointConfig::open`], which runs steps 5, 6 and 7 for a run.
 
 mod cleanup;
 mod commit;
+mod config;
 mod error;
 mod idfile;
 pub mod idset;
@@ -21,6 +22,10 @@ mod recover;
 
 pub use cleanup::CleanupReport;
 pub use commit::CheckpointDir;
+pub use config::{
+    CheckpointConfig, DEFAULT_COMMIT_INTERVAL, DEFAULT_COMMIT_ROWS, DEFAULT_LEASE_TTL,
+    OpenCheckpoint,
+};
 pub use error::{Error, Result};
 pub use idfile::{decode_ids, encode_ids};
 pub use idset::{IdSet, IdSetBuilder, IntIdSet, StringIdSet, StringMode};

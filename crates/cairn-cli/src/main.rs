@@ -115,7 +115,10 @@ fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("CAIRN_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+                // Retry notices are OpenDAL's; the final error says what failed.
+                .unwrap_or_else(|_| {
+                    tracing_subscriber::EnvFilter::new("warn,opendal::layers::retry=error")
+                }),
         )
         .with_writer(std::io::stderr)
         .init();

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use opendal::Operator;
 
-use super::{Backend, BackendFactory, ConditionalWrites, Layout};
+use super::{Backend, BackendFactory, ConditionalWrites, IoPolicy, Layout};
 use crate::error::{Error, ErrorKind, Result};
 use crate::options::{BackendOptions, ConfigLine, Environment, Source, unknown_key, value_as_bool};
 
@@ -59,6 +59,13 @@ impl Backend for LocalBackend {
     }
     fn local_root(&self) -> Option<&std::path::Path> {
         Some(std::path::Path::new("/"))
+    }
+    fn io_policy(&self) -> IoPolicy {
+        // Local I/O errors are not transient; retrying only delays the answer.
+        IoPolicy {
+            max_attempts: 1,
+            ..IoPolicy::default()
+        }
     }
     fn conditional_writes(&self) -> ConditionalWrites {
         ConditionalWrites::Native

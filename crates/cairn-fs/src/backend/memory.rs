@@ -5,7 +5,7 @@ use std::sync::{Arc, OnceLock};
 
 use opendal::Operator;
 
-use super::{Backend, BackendFactory, ConditionalWrites, Layout};
+use super::{Backend, BackendFactory, ConditionalWrites, IoPolicy, Layout};
 use crate::error::{Error, ErrorKind, Result};
 use crate::options::{BackendOptions, Environment, unknown_key};
 
@@ -56,6 +56,12 @@ impl Backend for MemoryBackend {
     }
     fn real_directories(&self) -> bool {
         true
+    }
+    fn io_policy(&self) -> IoPolicy {
+        IoPolicy {
+            max_attempts: 1,
+            ..IoPolicy::default()
+        }
     }
     fn conditional_writes(&self) -> ConditionalWrites {
         ConditionalWrites::Native

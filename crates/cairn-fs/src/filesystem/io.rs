@@ -132,7 +132,21 @@ impl FileWriter {
 fn durable_local_write(target: &std::path::Path, data: &[u8], mode: WriteMode) -> Result<()> {
     use std::io::Write;
     let dir = target.parent().unwrap_or(std::path::Path::new("/"));
-    std::fs::create_dir_all(dir)?;
+    if let Err(e) = std::fs::create_dir_all(dir) {
+        let kind = if dir.ancestors().any(|a| a.is_file()) {
+            ErrorKind::NotADirectory
+        } else {
+            ErrorKind::Io
+        };
+        return Err(Error::new(
+            kind,
+            format!(
+                "cannot create the directory {}; is a parent of it a file?",
+                dir.display()
+            ),
+        )
+        .with_source(e));
+    }
     let name = target
         .file_name()
         .map(|n| n.to_string_lossy())

@@ -1,0 +1,160 @@
+//! The user's checkpoint settings and opening a checkpoint for a run, which
+//! runs steps 5 (lease), 6 (recover) and 7 (load) in that order.
+
+use std::time::Duration;
+
+use cairn_fs::{FileSystem, StorageOptions, build_checkpoint_filesystem, split_protocol};
+
+use crate::commit::CheckpointDir;
+use crate::error::{Error, Result};
+use crate::idset::StringMode;
+use crate::layout::RunId;
+use crate::lease::Lease;
+use crate::load::CommittedState;
+use crate::recover::RecoveryReport;
+
+/// Default commit interval in rows.
+pub const DEFAULT_COMMIT_ROWS: usize = 10_000;
+/// Default commit interval in time.
+pub const DEFAULT_COMMIT_INTERVAL: Duration = Duration::from_secs(30);
+/// Default lease lifetime (renewed every third of it).
+pub const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(120);
+
+/// What a job says about its checkpoint.
+///
+/// ```
+/// let config = cairn_checkpoint::CheckpointConfig::new("uid", "/data/ckpt");
+/// assert!(config.delete_checkpoint_on_success);
+/// config.validate().unwrap();
+/// assert!(cairn_checkpoint::CheckpointConfig::new("", "/x").validate().is_err());
+/// assert!(cairn_checkpoint::CheckpointConfig::new("uid", "relative/ckpt").validate().is_err());
+/// ```
+#[derive(Debug, Clone)]
+pub struct CheckpointConfig {
+    /// The column that identifies an input row.
+    pub id_column: String,
+    /// Where the checkpoint lives: a URL, or an absolute local path.
+    pub checkpoint_path: String,
+    /// A filesystem to use instead of the one the path's scheme names.
+    pub filesystem: Option<FileSystem>,
+    /// Storage options for the path's filesystem (when `filesystem` is unset).
+    pub storage_options: StorageOptions,
+    /// Remove the checkpoint's files after a successful run.
+    pub delete_checkpoint_on_success: bool,
+    /// Commit a unit after this many input rows ...
+    pub commit_rows: usize,
+    /// ... or after this much time, whichever comes first.
+    pub commit_interval: Duration,
+    /// How string IDs are kept.
+    pub string_mode: StringMode,
+    /// Lease lifetime.
+    pub lease_ttl: Duration,
+}
+
+impl CheckpointConfig {
+    /// Settings with the defaults: delete on success, commit every 10,000 rows
+    /// or 30 s, 128-bit fingerprints for string IDs, a 120 s lease.
+    pub fn new(id_column: &str, checkpoint_path: &str) -> Self {
+        Self {
+            id_column: id_column.to_string(),
+            checkpoint_path: checkpoint_path.to_string(),
+            filesystem: None,
+            storage_options: StorageOptions::new(),
+            delete_checkpoint_on_success: true,
+            commit_rows: DEFAULT_COMMIT_ROWS,
+            commit_interval: DEFAULT_COMMIT_INTERVAL,
+            string_mode: StringMode::default(),
+            lease_ttl: DEFAULT_LEASE_TTL,
+        }
+    }
+
+    /// Checks the settings without touching storage.
+    pub fn validate(&self) -> Result<()> {
+        let invalid = |reason: String| Err(Error::InvalidConfig { reason });
+        if self.id_column.trim().is_empty() {
+            return invalid(
+                "id_column is empty; name the column that identifies each input row".into(),
+            );
+        }
+        if self.checkpoint_path.trim().is_empty() {
+            return invalid(
+                "checkpoint_path is empty; give a directory URL or an absolute path".into(),
+            );
+        }
+        let (scheme, rest) = split_protocol(&self.checkpoint_path);
+        if scheme.is_none() && !rest.starts_with('/') {
+            return invalid(format!(
+                "checkpoint_path {:?} is relative; give an absolute path so every run finds the same checkpoint",
+                self.checkpoint_path
+            ));
+        }
+        if self.commit_rows == 0 || self.commit_interval.is_zero() {
+            return invalid(
+                "the commit interval must be at least one row and more than zero seconds".into(),
+            );
+        }
+        if self.lease_ttl < Duration::from_secs(3) {
+            return invalid(
+                "lease_ttl must be at least 3 s (it is renewed every third of it)".into(),
+            );
+        }
+        Ok(())
+    }
+
+    /// The checkpoint directory these settings name (no I/O).
+    pub fn dir(&self) -> Result<CheckpointDir> {
+        self.validate()?;
+        let fs = match &self.filesystem {
+            Some(fs) => fs.clone(),
+            None => build_checkpoint_filesystem(&self.checkpoint_path, &self.storage_options)?.0,
+        };
+        Ok(CheckpointDir::new(
+            fs,
+            &self.checkpoint_path,
+            &self.id_column,
+        ))
+    }
+
+    /// Opens the checkpoint for a run that writes to `output_dir` on
+    /// `output_fs`: takes the lease, recovers pending units, loads the
+    /// committed IDs.
+    pub async fn open(&self, output_fs: &FileSystem, output_dir: &str) -> Result<OpenCheckpoint> {
+        let dir = self.dir()?;
+        if dir.fs.isfile(&dir.dir).await? {
+            return Err(Error::CheckpointPathIsFile {
+                path: dir.fs.url(&dir.fs.strip(&dir.dir)?),
+            });
+        }
+        let run = RunId::new();
+        let lease = dir.acquire_lease(&run, self.lease_ttl).await?;
+        let before = dir.load(self.string_mode).await?;
+        let recovery = dir.recover(output_fs, output_dir, &before).await?;
+        let state = if recovery.rolled_back.is_empty() && recovery.released.is_empty() {
+            before
+        } else {
+            dir.load(self.string_mode).await?
+        };
+        Ok(OpenCheckpoint {
+            dir,
+            run,
+            lease,
+            state,
+            recovery,
+        })
+    }
+}
+
+/// A checkpoint opened for a run: the lease held, recovery done, IDs loaded.
+#[derive(Debug)]
+pub struct OpenCheckpoint {
+    /// The directory.
+    pub dir: CheckpointDir,
+    /// This run's identity (unit names start with it).
+    pub run: RunId,
+    /// The lease this run holds; renew it with `dir.renew_lease`.
+    pub lease: Lease,
+    /// The committed IDs and units.
+    pub state: CommittedState,
+    /// What recovery did.
+    pub recovery: RecoveryReport,
+}

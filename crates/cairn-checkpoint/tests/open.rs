@@ -1,0 +1,94 @@
+//! Opening a checkpoint for a run: lease, recovery, loading, in that order,
+//! and the configuration errors.
+
+use std::sync::Arc;
+
+use arrow_array::{ArrayRef, Int64Array};
+use cairn_checkpoint::{CheckpointConfig, Error, RunId, UnitName, encode_ids};
+use cairn_fs::{FileSystem, StorageOptions, WriteMode};
+
+fn ids(v: &[i64]) -> ArrayRef {
+    Arc::new(Int64Array::from(v.to_vec()))
+}
+
+#[tokio::test]
+async fn open_takes_the_lease_recovers_and_loads() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().display().to_string();
+    let config = CheckpointConfig::new("id", &format!("{root}/ckpt"));
+    let fs = FileSystem::new("file", &StorageOptions::new()).unwrap();
+    let out = format!("{root}/out");
+    // A previous run committed one unit and died inside another.
+    let dir = config.dir().unwrap();
+    let run = RunId::new();
+    let (done, dead) = (UnitName::new(&run, 0), UnitName::new(&run, 1));
+    dir.write_pending(&done, ids(&[1, 2])).await.unwrap();
+    fs.pipe(
+        &format!("{out}/{}0.parquet", done.data_prefix()),
+        encode_ids("id", ids(&[1, 2])).unwrap(),
+        WriteMode::Overwrite,
+    )
+    .await
+    .unwrap();
+    dir.commit(&done, ids(&[1, 2])).await.unwrap();
+    dir.write_pending(&dead, ids(&[3])).await.unwrap();
+    fs.pipe(
+        &format!("{out}/{}0.parquet", dead.data_prefix()),
+        encode_ids("id", ids(&[3])).unwrap(),
+        WriteMode::Overwrite,
+    )
+    .await
+    .unwrap();
+
+    let open = config.open(&fs, &out).await.unwrap();
+    assert_eq!(open.recovery.rolled_back, [dead]);
+    assert_eq!(open.recovery.released, [done.clone()]);
+    assert_eq!(open.recovery.data_files_deleted, 1);
+    assert_eq!(open.state.ids.len(), 2);
+    assert!(open.state.pending.is_empty());
+    assert_eq!(
+        fs.find(&out, None, false).await.unwrap().len(),
+        1,
+        "only the committed unit's data"
+    );
+
+    let second = config.open(&fs, &out).await.unwrap_err();
+    assert!(matches!(second, Error::LeaseHeld { .. }), "{second}");
+    open.dir.release_lease(open.lease).await.unwrap();
+}
+
+#[tokio::test]
+async fn bad_configuration_and_a_file_as_checkpoint_path() {
+    let fs = FileSystem::new("file", &StorageOptions::new()).unwrap();
+    for (config, needle) in [
+        (CheckpointConfig::new(" ", "/tmp/x"), "id_column"),
+        (CheckpointConfig::new("id", "ckpt"), "relative"),
+        (
+            CheckpointConfig {
+                commit_rows: 0,
+                ..CheckpointConfig::new("id", "/tmp/x")
+            },
+            "commit interval",
+        ),
+    ] {
+        let err = config.open(&fs, "/tmp/out").await.unwrap_err();
+        assert!(
+            matches!(err, Error::InvalidConfig { .. }) && err.to_string().contains(needle),
+            "{err}"
+        );
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let file = format!("{}/not-a-dir", tmp.path().display());
+    std::fs::write(&file, "x").unwrap();
+    let err = CheckpointConfig::new("id", &file)
+        .open(&fs, "/tmp/out")
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("not-a-dir"), "{err}");
+    assert!(std::path::Path::new(&file).exists(), "nothing deleted");
+    let err = CheckpointConfig::new("id", "nope://x/y")
+        .open(&fs, "/tmp/out")
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("known schemes"), "{err}");
+}
