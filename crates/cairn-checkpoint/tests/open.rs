@@ -42,7 +42,7 @@ async fn open_takes_the_lease_recovers_and_loads() {
 
     let open = config.open(&fs, &out).await.unwrap();
     assert_eq!(open.recovery.rolled_back, [dead]);
-    assert_eq!(open.recovery.released, [done.clone()]);
+    assert_eq!(open.recovery.released, std::slice::from_ref(&done));
     assert_eq!(open.recovery.data_files_deleted, 1);
     assert_eq!(open.state.ids.len(), 2);
     assert!(open.state.pending.is_empty());
