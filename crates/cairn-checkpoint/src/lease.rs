@@ -84,7 +84,8 @@ impl Lease {
 }
 
 impl CheckpointDir {
-    async fn read_lease(&self) -> Result<Option<LeaseRecord>> {
+    /// The current lease record, if any (who holds the checkpoint).
+    pub async fn read_lease(&self) -> Result<Option<LeaseRecord>> {
         match self.fs.cat(&self.file(LEASE_FILE)).await {
             Ok(bytes) => serde_json::from_slice(&bytes).map(Some).map_err(|e| Error::CorruptIdFile {
                 file: self.file(LEASE_FILE),

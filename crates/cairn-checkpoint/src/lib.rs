@@ -34,5 +34,5 @@ pub use layout::{
     classify,
 };
 pub use lease::{Lease, LeaseRecord};
-pub use load::{CommittedState, load_committed};
+pub use load::{CommittedState, infer_id_column, load_committed};
 pub use recover::RecoveryReport;

@@ -29,6 +29,42 @@ pub struct CommittedState {
     pub foreign: Vec<String>,
 }
 
+/// The ID column of a checkpoint: the one column of its first ID file
+/// (committed or pending), or `None` for an empty checkpoint.
+pub async fn infer_id_column(fs: &FileSystem, dir: &str) -> Result<Option<String>> {
+    let entries = match fs.ls(dir).await {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    let Some(first) = entries.iter().find(|e| {
+        let base = e.name.rsplit('/').next().unwrap_or(&e.name);
+        !e.is_dir()
+            && matches!(
+                classify(base),
+                CheckpointFile::Committed(_) | CheckpointFile::Pending(_)
+            )
+    }) else {
+        return Ok(None);
+    };
+    let bytes = fs.cat(&first.name).await?;
+    let url = fs.url(&first.name);
+    let builder = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(bytes)
+        .map_err(|e| Error::CorruptIdFile {
+            file: url.clone(),
+            reason: format!("not a readable Parquet file ({e})"),
+        })?;
+    let fields = builder.schema().fields();
+    if fields.len() != 1 {
+        return Err(Error::WrongIdColumn {
+            file: url,
+            expected: "(one column)".into(),
+            found: fields.iter().map(|f| f.name().clone()).collect(),
+        });
+    }
+    Ok(Some(fields[0].name().clone()))
+}
+
 /// Reads the checkpoint directory `dir` on `fs` (use a checkpoint filesystem:
 /// no listing cache). A missing directory is a fresh checkpoint. A path that
 /// is a file, a damaged ID file or an ID column of the wrong name or type is

@@ -3,6 +3,8 @@
 use std::io::Write;
 use std::process::ExitCode;
 
+mod ckpt;
+
 use cairn_fs::{FileInfo, FileSystem, StorageOptions};
 use clap::{Args, Parser, Subcommand};
 
@@ -82,6 +84,9 @@ enum Command {
     },
     /// Make a directory and its parents.
     Mkdir { url: String },
+    /// Inspect and repair checkpoint directories (cairn's or Ray Data's).
+    #[command(subcommand)]
+    Ckpt(ckpt::CkptCommand),
     /// Show every resolved option of the URL's backend and where it came from
     /// (default, environment variable, FSSPEC_ variable, -o option); secrets redacted.
     Config {
@@ -129,6 +134,18 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    if let Command::Ckpt(command) = cli.command {
+        let result = storage_options(&cli.options)
+            .map_err(|e| Box::new(e) as Box<dyn std::error::Error>)
+            .map(|options| runtime.block_on(ckpt::run(command, &options)));
+        return match result.and_then(|r| r) {
+            Ok(code) => ExitCode::from(code),
+            Err(e) => {
+                eprintln!("cairn: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     match runtime.block_on(run(cli)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -242,6 +259,7 @@ async fn run(cli: Cli) -> cairn_fs::Result<()> {
             let (fs, path) = open(&url)?;
             fs.mkdir(&path).await?;
         }
+        Command::Ckpt(_) => unreachable!("handled in main"),
         Command::Config { url, out } => {
             let (fs, _) = open(&url)?;
             let lines = fs.describe();

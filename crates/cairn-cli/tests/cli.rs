@@ -174,3 +174,90 @@ fn config_reports_values_and_origins_without_secrets() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("cos.region"));
 }
+
+fn python() -> Option<String> {
+    if let Ok(p) = std::env::var("CAIRN_PYTHON") {
+        return Some(p);
+    }
+    let home = std::env::var("HOME").ok()?;
+    let tools = std::env::var("CAIRN_TOOLS").unwrap_or(format!("{home}/.cache/cairn-tools"));
+    let venv = format!("{tools}/venv/bin/python");
+    std::path::Path::new(&venv).exists().then_some(venv)
+}
+
+#[test]
+fn ckpt_commands_on_a_checkpoint_written_like_ray() {
+    let Some(python) = python() else {
+        if std::env::var_os("CAIRN_TEST_SKIP_SERVERS").is_some() {
+            eprintln!("SKIPPED: no Python with pyarrow");
+            return;
+        }
+        panic!("no Python with pyarrow: run scripts/tools.sh or set CAIRN_PYTHON");
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let ckpt = format!("{}/ckpt", tmp.path().display());
+    let out = format!("{}/out", tmp.path().display());
+    std::fs::create_dir_all(&ckpt).unwrap();
+    std::fs::create_dir_all(&out).unwrap();
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../scripts/ray_style_idfiles.py"
+    );
+    let made = Command::new(&python)
+        .args([script, "write", &ckpt, "row_id"])
+        .output()
+        .unwrap();
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    let bases: Vec<String> = serde_json::from_slice(&made.stdout).unwrap();
+    for base in &bases {
+        std::fs::write(format!("{out}/{base}_0.parquet"), "data").unwrap();
+    }
+    std::fs::write(format!("{out}/stray.parquet"), "someone else's").unwrap();
+
+    let status: serde_json::Value =
+        serde_json::from_str(&ok(&["ckpt", "status", "--json", &ckpt])).unwrap();
+    assert_eq!(status["id_column"], "row_id");
+    assert_eq!(status["committed_units"], 2);
+    assert_eq!(status["committed_ids"], 1500);
+    assert_eq!(status["uncommitted_pending_units"], 1);
+
+    let verify: serde_json::Value =
+        serde_json::from_str(&ok(&["ckpt", "verify", "--json", &ckpt, "--output", &out])).unwrap();
+    assert_eq!(verify["units_without_data"].as_array().unwrap().len(), 0);
+    let orphans: Vec<&str> = verify["orphan_files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert!(
+        orphans.contains(&"stray.parquet")
+            && orphans.contains(&format!("{}_0.parquet", bases[2]).as_str())
+    );
+
+    let ids = ok(&["ckpt", "ids", &ckpt]);
+    assert_eq!(ids.lines().count(), 1500);
+    assert!(ids.lines().any(|l| l == "1499"));
+
+    let gc = ok(&["ckpt", "gc", &ckpt, "--output", &out]);
+    assert!(
+        gc.contains("rolled back 1 units (1 data files deleted)"),
+        "{gc}"
+    );
+    assert!(!std::path::Path::new(&format!("{out}/{}_0.parquet", bases[2])).exists());
+    assert!(
+        std::path::Path::new(&format!("{out}/stray.parquet")).exists(),
+        "gc never touches other files"
+    );
+
+    std::fs::remove_file(format!("{out}/{}_0.parquet", bases[1])).unwrap();
+    let failed = cairn(&["ckpt", "verify", &ckpt, "--output", &out]);
+    assert_eq!(failed.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&failed.stdout).contains(&format!("MISSING DATA  {}", bases[1]))
+    );
+}

@@ -1,0 +1,232 @@
+//! `cairn ckpt`: inspect and repair checkpoint directories (cairn's or Ray Data's).
+
+use std::collections::BTreeSet;
+use std::io::Write;
+
+use arrow_array::Array;
+use arrow_array::cast::AsArray;
+use cairn_checkpoint::{
+    CheckpointDir, RunId, StringMode, UnitName, classify, decode_ids, infer_id_column,
+};
+use cairn_fs::{FileSystem, StorageOptions, build_checkpoint_filesystem};
+use clap::Subcommand;
+
+/// The `cairn ckpt` subcommands.
+#[derive(Subcommand, Debug)]
+pub enum CkptCommand {
+    /// Committed units and IDs, pending units, the lease holder.
+    Status {
+        path: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Check that every committed unit has data files in OUTPUT; list orphans
+    /// (data files of no committed unit). Exits 1 if a committed unit has no data.
+    Verify {
+        path: String,
+        #[arg(long)]
+        output: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run recovery by hand: roll back pending units (takes the lease).
+    Gc {
+        path: String,
+        #[arg(long)]
+        output: String,
+    },
+    /// Print every committed ID, one per line.
+    Ids { path: String },
+}
+
+type CliResult<T> = Result<T, Box<dyn std::error::Error>>;
+
+async fn open(path: &str, options: &StorageOptions) -> CliResult<(FileSystem, CheckpointDir)> {
+    let (fs, _) = build_checkpoint_filesystem(path, options)?;
+    let column = infer_id_column(&fs, path)
+        .await?
+        .unwrap_or_else(|| "id".to_string());
+    let dir = CheckpointDir::new(fs.clone(), path, &column);
+    Ok((fs, dir))
+}
+
+/// Runs one `cairn ckpt` subcommand; returns the process exit code.
+pub async fn run(command: CkptCommand, options: &StorageOptions) -> CliResult<u8> {
+    let mut out = std::io::stdout().lock();
+    match command {
+        CkptCommand::Status { path, json } => {
+            let (fs, dir) = open(&path, options).await?;
+            let column = infer_id_column(&fs, &path).await?;
+            let state = dir.load(StringMode::default()).await?;
+            let lease = dir.read_lease().await?;
+            let in_flight: Vec<&UnitName> = state
+                .pending
+                .iter()
+                .filter(|u| state.committed.binary_search(u).is_err())
+                .collect();
+            if json {
+                let report = serde_json::json!({
+                    "path": path,
+                    "id_column": column,
+                    "committed_units": state.committed.len(),
+                    "committed_ids": state.ids.len(),
+                    "pending_units": state.pending.iter().map(|u| u.to_string()).collect::<Vec<_>>(),
+                    "uncommitted_pending_units": in_flight.len(),
+                    "lease": lease,
+                    "foreign_files": state.foreign,
+                });
+                writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?;
+            } else {
+                writeln!(out, "checkpoint       {path}")?;
+                writeln!(
+                    out,
+                    "id column        {}",
+                    column.as_deref().unwrap_or("(empty checkpoint)")
+                )?;
+                writeln!(out, "committed units  {}", state.committed.len())?;
+                writeln!(out, "committed IDs    {}", state.ids.len())?;
+                writeln!(
+                    out,
+                    "pending units    {} ({} not committed: recovery rolls them back)",
+                    state.pending.len(),
+                    in_flight.len()
+                )?;
+                match lease {
+                    Some(l) => writeln!(
+                        out,
+                        "lease            {} pid {} run {} (expires at {} s)",
+                        l.host, l.pid, l.run, l.expires_at
+                    )?,
+                    None => writeln!(out, "lease            none")?,
+                }
+                if !state.foreign.is_empty() {
+                    writeln!(
+                        out,
+                        "other files      {} (never touched)",
+                        state.foreign.join(", ")
+                    )?;
+                }
+            }
+            Ok(0)
+        }
+        CkptCommand::Verify { path, output, json } => {
+            let (_, dir) = open(&path, options).await?;
+            let state = dir.load(StringMode::default()).await?;
+            let (out_fs, out_path) = FileSystem::from_url(&output, options)?;
+            let files = out_fs.find(&out_path, Some(1), false).await?;
+            let committed: BTreeSet<&UnitName> = state.committed.iter().collect();
+            let mut with_data: BTreeSet<&UnitName> = BTreeSet::new();
+            let mut orphans = Vec::new();
+            for f in &files {
+                let base = f.name.rsplit('/').next().unwrap_or(&f.name);
+                match committed.iter().find(|u| u.owns_data_file(base)) {
+                    Some(unit) => {
+                        with_data.insert(unit);
+                    }
+                    None => orphans.push(base.to_string()),
+                }
+            }
+            let missing: Vec<String> = committed
+                .iter()
+                .filter(|u| !with_data.contains(*u))
+                .map(|u| u.to_string())
+                .collect();
+            if json {
+                let report = serde_json::json!({
+                    "committed_units": committed.len(),
+                    "units_without_data": missing,
+                    "orphan_files": orphans,
+                });
+                writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?;
+            } else {
+                writeln!(
+                    out,
+                    "committed units with data  {} of {}",
+                    with_data.len(),
+                    committed.len()
+                )?;
+                for unit in &missing {
+                    writeln!(out, "MISSING DATA  {unit}")?;
+                }
+                for orphan in &orphans {
+                    writeln!(out, "orphan        {orphan}")?;
+                }
+            }
+            Ok(if missing.is_empty() { 0 } else { 1 })
+        }
+        CkptCommand::Gc { path, output } => {
+            let (_, dir) = open(&path, options).await?;
+            let lease = dir
+                .acquire_lease(&RunId::new(), std::time::Duration::from_secs(120))
+                .await?;
+            let state = dir.load(StringMode::default()).await?;
+            let (out_fs, _) = FileSystem::from_url(&output, options)?;
+            let report = dir.recover(&out_fs, &output, &state).await;
+            dir.release_lease(lease).await?;
+            let report = report?;
+            writeln!(
+                out,
+                "rolled back {} units ({} data files deleted); released {} pending records of committed units",
+                report.rolled_back.len(),
+                report.data_files_deleted,
+                report.released.len()
+            )?;
+            Ok(0)
+        }
+        CkptCommand::Ids { path } => {
+            let (fs, _) = build_checkpoint_filesystem(&path, options)?;
+            let Some(column) = infer_id_column(&fs, &path).await? else {
+                return Ok(0);
+            };
+            for entry in fs.ls(&path).await.unwrap_or_default() {
+                let base = entry.name.rsplit('/').next().unwrap_or(&entry.name);
+                if !matches!(
+                    classify(base),
+                    cairn_checkpoint::CheckpointFile::Committed(_)
+                ) {
+                    continue;
+                }
+                let bytes = fs.cat(&entry.name).await?;
+                for array in decode_ids(&fs.url(&entry.name), bytes, &column)? {
+                    print_ids(&mut out, array.as_ref())?;
+                }
+            }
+            Ok(0)
+        }
+    }
+}
+
+fn print_ids(out: &mut impl Write, array: &dyn Array) -> CliResult<()> {
+    use arrow_array::types::*;
+    use arrow_schema::DataType;
+    macro_rules! ints {
+        ($t:ty) => {
+            for v in array.as_primitive::<$t>().iter().flatten() {
+                writeln!(out, "{v}")?;
+            }
+        };
+    }
+    match array.data_type() {
+        DataType::Int8 => ints!(Int8Type),
+        DataType::Int16 => ints!(Int16Type),
+        DataType::Int32 => ints!(Int32Type),
+        DataType::Int64 => ints!(Int64Type),
+        DataType::UInt8 => ints!(UInt8Type),
+        DataType::UInt16 => ints!(UInt16Type),
+        DataType::UInt32 => ints!(UInt32Type),
+        DataType::UInt64 => ints!(UInt64Type),
+        DataType::Utf8 => array
+            .as_string::<i32>()
+            .iter()
+            .flatten()
+            .try_for_each(|v| writeln!(out, "{v}"))?,
+        DataType::LargeUtf8 => array
+            .as_string::<i64>()
+            .iter()
+            .flatten()
+            .try_for_each(|v| writeln!(out, "{v}"))?,
+        other => writeln!(out, "(IDs of type {other} are not printable)")?,
+    }
+    Ok(())
+}
