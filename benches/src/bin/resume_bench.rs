@@ -20,7 +20,11 @@ async fn main() {
     let units: u64 = args.next().expect("unit count").parse().unwrap();
     let mut options = StorageOptions::new();
     if url.starts_with("s3://") {
-        for (key, var) in [("endpoint_url", "BENCH_ENDPOINT"), ("key", "BENCH_KEY"), ("secret", "BENCH_SECRET")] {
+        for (key, var) in [
+            ("endpoint_url", "BENCH_ENDPOINT"),
+            ("key", "BENCH_KEY"),
+            ("secret", "BENCH_SECRET"),
+        ] {
             options.set("s3", key, std::env::var(var).expect(var).into());
         }
     }
@@ -33,11 +37,17 @@ async fn main() {
         .for_each_concurrent(32, |seq| {
             let (fs, ckpt, run) = (fs.clone(), ckpt.clone(), run.clone());
             async move {
-                let ids: ArrayRef = Arc::new(Int64Array::from_iter_values((seq as i64 * 100)..(seq as i64 + 1) * 100));
+                let ids: ArrayRef = Arc::new(Int64Array::from_iter_values(
+                    (seq as i64 * 100)..(seq as i64 + 1) * 100,
+                ));
                 let unit = UnitName::new(&run, seq);
-                fs.pipe(&format!("{ckpt}/{}", unit.committed_file()), encode_ids("id", ids).unwrap(), WriteMode::Overwrite)
-                    .await
-                    .unwrap();
+                fs.pipe(
+                    &format!("{ckpt}/{}", unit.committed_file()),
+                    encode_ids("id", ids).unwrap(),
+                    WriteMode::Overwrite,
+                )
+                .await
+                .unwrap();
             }
         })
         .await;
@@ -46,8 +56,21 @@ async fn main() {
     for seq in units..units + 3 {
         let unit = UnitName::new(&run, seq);
         let ids: ArrayRef = Arc::new(Int64Array::from(vec![seq as i64]));
-        fs.pipe(&format!("{ckpt}/{}", unit.pending_file()), encode_ids("id", ids).unwrap(), WriteMode::Overwrite).await.unwrap();
-        out_fs.pipe(&format!("{out}/{}0.parquet", unit.data_prefix()), "data".into(), WriteMode::Overwrite).await.unwrap();
+        fs.pipe(
+            &format!("{ckpt}/{}", unit.pending_file()),
+            encode_ids("id", ids).unwrap(),
+            WriteMode::Overwrite,
+        )
+        .await
+        .unwrap();
+        out_fs
+            .pipe(
+                &format!("{out}/{}0.parquet", unit.data_prefix()),
+                "data".into(),
+                WriteMode::Overwrite,
+            )
+            .await
+            .unwrap();
     }
     let setup = started.elapsed().as_secs_f64();
 
