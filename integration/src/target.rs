@@ -262,3 +262,42 @@ impl Target {
         Self::files_under(&self.fs, &self.url(rel)).await
     }
 }
+
+/// The Python with fsspec and pyarrow that `scripts/tools.sh` installs
+/// (`CAIRN_PYTHON`, else `$CAIRN_TOOLS/venv/bin/python`). Without one, the
+/// calling test fails with how to get it, unless [`OPT_OUT`] is set (then `None`).
+pub fn tools_python(test: &str) -> Option<String> {
+    let found = std::env::var("CAIRN_PYTHON").ok().or_else(|| {
+        let home = std::env::var("HOME").ok()?;
+        let tools = std::env::var("CAIRN_TOOLS").unwrap_or(format!("{home}/.cache/cairn-tools"));
+        let venv = format!("{tools}/venv/bin/python");
+        std::path::Path::new(&venv).exists().then_some(venv)
+    });
+    if found.is_none() {
+        if std::env::var_os(OPT_OUT).is_some() {
+            eprintln!("SKIPPED {test}: no Python with the test tools and {OPT_OUT} set");
+            return None;
+        }
+        panic!(
+            "{test} needs Python with fsspec and pyarrow: run scripts/tools.sh or set CAIRN_PYTHON"
+        );
+    }
+    found
+}
+
+/// s3 storage options for the server `CAIRN_TEST_<name>_*` names, and its
+/// settings. Without them the calling test fails with how to start the
+/// servers, unless [`OPT_OUT`] is set (then `None`).
+pub fn s3_server(name: &str, test: &str) -> Option<(StorageOptions, S3Settings)> {
+    match S3Settings::from_env(name) {
+        Ok(settings) => Some((settings.options_with_secret(&settings.secret), settings)),
+        Err(missing) if std::env::var_os(OPT_OUT).is_some() => {
+            eprintln!("SKIPPED {test}: {missing} unset and {OPT_OUT} set");
+            None
+        }
+        Err(missing) => panic!(
+            "{missing} is not set: {test} needs the {name} server. Run `scripts/test.sh`, or \
+             `scripts/servers.sh start && . target/cairn-servers/servers.env`; set {OPT_OUT}=1 to skip"
+        ),
+    }
+}

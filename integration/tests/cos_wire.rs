@@ -120,13 +120,7 @@ async fn forward(
 }
 
 fn garage() -> Option<S3Settings> {
-    match S3Settings::from_env("GARAGE") {
-        Ok(s) => Some(s),
-        Err(_) if std::env::var_os(cairn_conformance::OPT_OUT).is_some() => None,
-        Err(missing) => panic!(
-            "{missing} unset: run scripts/test.sh, or start scripts/servers.sh and source target/cairn-servers/servers.env"
-        ),
-    }
+    cairn_conformance::s3_server("GARAGE", "COS wire test").map(|(_, settings)| settings)
 }
 
 /// Writes 1500 small files under `root` and removes them recursively: two

@@ -44,20 +44,8 @@ fn pair(protocol: &str, extra: &[(&str, serde_json::Value)]) -> Option<Pair> {
             )
         }
         "s3" => {
-            let Ok(s3) = cairn_conformance::S3Settings::from_env("GARAGE") else {
-                if std::env::var_os(cairn_conformance::OPT_OUT).is_some() {
-                    eprintln!("SKIPPED: Garage settings unset");
-                    return None;
-                }
-                panic!(
-                    "CAIRN_TEST_GARAGE_* unset: run scripts/test.sh, or start scripts/servers.sh and source target/cairn-servers/servers.env"
-                );
-            };
-            (
-                s3.options_with_secret(&s3.secret),
-                format!("s3://{}/{}", s3.bucket, unique()),
-                None,
-            )
+            let (options, s3) = cairn_conformance::s3_server("GARAGE", "listing cache on Garage")?;
+            (options, format!("s3://{}/{}", s3.bucket, unique()), None)
         }
         other => panic!("{other}"),
     };

@@ -127,13 +127,11 @@ impl CheckpointConfig {
         }
         let run = RunId::new();
         let lease = dir.acquire_lease(&run, self.lease_ttl).await?;
-        let before = dir.load(self.string_mode).await?;
-        let recovery = dir.recover(output_fs, output_dir, &before).await?;
-        let state = if recovery.rolled_back.is_empty() && recovery.released.is_empty() {
-            before
-        } else {
-            dir.load(self.string_mode).await?
-        };
+        let mut state = dir.load(self.string_mode).await?;
+        let recovery = dir.recover(output_fs, output_dir, &state).await?;
+        // Recovery only removes pending records and uncommitted data; the
+        // committed IDs it leaves are the ones just loaded.
+        state.pending.clear();
         Ok(OpenCheckpoint {
             dir,
             run,

@@ -165,23 +165,10 @@ async fn exactly_one_of_many_simultaneous_runs_gets_the_lease_on_local_disk() {
 #[tokio::test]
 async fn the_lease_says_when_it_is_only_best_effort() {
     for (name, race_free) in [("GARAGE", false), ("MOTO", true)] {
-        let var = |f: &str| std::env::var(format!("CAIRN_TEST_{name}_{f}"));
-        let (Ok(endpoint), Ok(key), Ok(secret), Ok(bucket)) =
-            (var("ENDPOINT"), var("KEY"), var("SECRET"), var("BUCKET"))
-        else {
-            if std::env::var_os("CAIRN_TEST_SKIP_SERVERS").is_some() {
-                eprintln!("SKIPPED: CAIRN_TEST_{name}_* unset");
-                continue;
-            }
-            panic!(
-                "CAIRN_TEST_{name}_* unset: run scripts/test.sh, or start scripts/servers.sh and source target/cairn-servers/servers.env"
-            );
+        let Some((options, s3)) = cairn_conformance::s3_server(name, "lease on S3") else {
+            continue;
         };
-        let mut options = StorageOptions::new();
-        options
-            .set("s3", "endpoint_url", endpoint.into())
-            .set("s3", "key", key.into())
-            .set("s3", "secret", secret.into());
+        let bucket = s3.bucket;
         let root = format!("s3://{bucket}/lease-{}", RunId::new().as_str());
         let (fs, _) = build_checkpoint_filesystem(&root, &options).unwrap();
         let dir = CheckpointDir::new(fs, &root, "id");

@@ -85,26 +85,11 @@ async fn reads_units_on_local_disk() {
 
 #[tokio::test]
 async fn reads_units_on_garage() {
-    let (Ok(endpoint), Ok(key), Ok(secret), Ok(bucket)) = (
-        std::env::var("CAIRN_TEST_GARAGE_ENDPOINT"),
-        std::env::var("CAIRN_TEST_GARAGE_KEY"),
-        std::env::var("CAIRN_TEST_GARAGE_SECRET"),
-        std::env::var("CAIRN_TEST_GARAGE_BUCKET"),
-    ) else {
-        if std::env::var_os("CAIRN_TEST_SKIP_SERVERS").is_some() {
-            eprintln!("SKIPPED: CAIRN_TEST_GARAGE_* unset");
-            return;
-        }
-        panic!(
-            "CAIRN_TEST_GARAGE_* unset: run scripts/test.sh, or start scripts/servers.sh and source target/cairn-servers/servers.env"
-        );
+    let Some((options, s3)) = cairn_conformance::s3_server("GARAGE", "reads_units_on_garage")
+    else {
+        return;
     };
-    let dir = format!("s3://{bucket}/ckpt-{}", RunId::new().as_str());
-    let mut options = StorageOptions::new();
-    options
-        .set("s3", "endpoint_url", endpoint.into())
-        .set("s3", "key", key.into())
-        .set("s3", "secret", secret.into());
+    let dir = format!("s3://{}/ckpt-{}", s3.bucket, RunId::new().as_str());
     let (fs, _) = build_checkpoint_filesystem(&dir, &options).unwrap();
     let run = RunId::new();
     for seq in 0..20 {
@@ -212,16 +197,6 @@ async fn damaged_input_is_a_clear_error_and_nothing_is_deleted() {
     assert!(matches!(err, Error::CheckpointPathIsFile { .. }), "{err}");
 }
 
-fn python() -> Option<String> {
-    if let Ok(p) = std::env::var("CAIRN_PYTHON") {
-        return Some(p);
-    }
-    let home = std::env::var("HOME").ok()?;
-    let tools = std::env::var("CAIRN_TOOLS").unwrap_or(format!("{home}/.cache/cairn-tools"));
-    let venv = format!("{tools}/venv/bin/python");
-    std::path::Path::new(&venv).exists().then_some(venv)
-}
-
 const SCRIPT: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
     "/../../scripts/ray_style_idfiles.py"
@@ -229,12 +204,8 @@ const SCRIPT: &str = concat!(
 
 #[tokio::test]
 async fn files_written_by_pyarrow_as_ray_does_are_read_and_ours_are_read_by_pyarrow() {
-    let Some(python) = python() else {
-        if std::env::var_os("CAIRN_TEST_SKIP_SERVERS").is_some() {
-            eprintln!("SKIPPED: no Python with pyarrow");
-            return;
-        }
-        panic!("no Python with pyarrow: run scripts/tools.sh or set CAIRN_PYTHON");
+    let Some(python) = cairn_conformance::tools_python("pyarrow interop") else {
+        return;
     };
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path().display().to_string();

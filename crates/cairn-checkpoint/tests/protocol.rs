@@ -283,23 +283,8 @@ async fn on_local_disk() {
 }
 
 fn s3_store(name: &str) -> Option<Store> {
-    let var = |f: &str| std::env::var(format!("CAIRN_TEST_{name}_{f}"));
-    let (Ok(endpoint), Ok(key), Ok(secret), Ok(bucket)) =
-        (var("ENDPOINT"), var("KEY"), var("SECRET"), var("BUCKET"))
-    else {
-        if std::env::var_os("CAIRN_TEST_SKIP_SERVERS").is_some() {
-            eprintln!("SKIPPED: CAIRN_TEST_{name}_* unset");
-            return None;
-        }
-        panic!(
-            "CAIRN_TEST_{name}_* unset: run scripts/test.sh, or start scripts/servers.sh and source target/cairn-servers/servers.env"
-        );
-    };
-    let mut options = StorageOptions::new();
-    options
-        .set("s3", "endpoint_url", endpoint.into())
-        .set("s3", "key", key.into())
-        .set("s3", "secret", secret.into());
+    let (options, s3) = cairn_conformance::s3_server(name, "checkpoint protocol")?;
+    let bucket = s3.bucket;
     let root = format!("s3://{bucket}/proto-{}", RunId::new().as_str());
     let (fs, _) = build_checkpoint_filesystem(&root, &options).unwrap();
     Some(Store {

@@ -96,19 +96,11 @@ fn errors_exit_non_zero_and_name_the_problem() {
 
 #[test]
 fn wrong_secret_on_a_real_server_is_reported_without_the_secret() {
-    let (Ok(endpoint), Ok(key), Ok(bucket)) = (
-        std::env::var("CAIRN_TEST_GARAGE_ENDPOINT"),
-        std::env::var("CAIRN_TEST_GARAGE_KEY"),
-        std::env::var("CAIRN_TEST_GARAGE_BUCKET"),
-    ) else {
-        if std::env::var_os("CAIRN_TEST_SKIP_SERVERS").is_some() {
-            eprintln!("SKIPPED: CAIRN_TEST_GARAGE_* unset and CAIRN_TEST_SKIP_SERVERS set");
-            return;
-        }
-        panic!(
-            "CAIRN_TEST_GARAGE_* unset: run scripts/test.sh, or scripts/servers.sh start and source target/cairn-servers/servers.env"
-        );
+    let Some((_, s3)) = cairn_conformance::s3_server("GARAGE", "wrong secret through the CLI")
+    else {
+        return;
     };
+    let (endpoint, key, bucket) = (s3.endpoint, s3.key, s3.bucket);
     let secret = "NotTheRealSecretNotTheRealSecret1234567";
     let out = cairn(&[
         "ls",
@@ -175,24 +167,11 @@ fn config_reports_values_and_origins_without_secrets() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("cos.region"));
 }
 
-fn python() -> Option<String> {
-    if let Ok(p) = std::env::var("CAIRN_PYTHON") {
-        return Some(p);
-    }
-    let home = std::env::var("HOME").ok()?;
-    let tools = std::env::var("CAIRN_TOOLS").unwrap_or(format!("{home}/.cache/cairn-tools"));
-    let venv = format!("{tools}/venv/bin/python");
-    std::path::Path::new(&venv).exists().then_some(venv)
-}
-
 #[test]
 fn ckpt_commands_on_a_checkpoint_written_like_ray() {
-    let Some(python) = python() else {
-        if std::env::var_os("CAIRN_TEST_SKIP_SERVERS").is_some() {
-            eprintln!("SKIPPED: no Python with pyarrow");
-            return;
-        }
-        panic!("no Python with pyarrow: run scripts/tools.sh or set CAIRN_PYTHON");
+    let Some(python) = cairn_conformance::tools_python("cairn ckpt on a Ray-style checkpoint")
+    else {
+        return;
     };
     let tmp = tempfile::tempdir().unwrap();
     let ckpt = format!("{}/ckpt", tmp.path().display());
