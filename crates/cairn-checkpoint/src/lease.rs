@@ -184,3 +184,71 @@ impl CheckpointDir {
         Ok(())
     }
 }
+
+/// Keeps a lease alive in the background: renews it every third of its
+/// lifetime until stopped. If the lease is lost (another run took it) or a
+/// renewal fails, [`LeaseKeeper::check`] reports it so the run stops before
+/// committing anything more.
+///
+/// ```
+/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+/// use std::time::Duration;
+/// let (fs, _) = cairn_fs::build_checkpoint_filesystem("memory:///keeper-doc", &Default::default()).unwrap();
+/// let dir = cairn_checkpoint::CheckpointDir::new(fs, "memory:///keeper-doc", "id");
+/// let lease = dir.acquire_lease(&cairn_checkpoint::RunId::new(), Duration::from_secs(30)).await.unwrap();
+/// let keeper = cairn_checkpoint::LeaseKeeper::start(dir.clone(), lease);
+/// keeper.check().unwrap();
+/// let lease = keeper.stop().await.unwrap();
+/// dir.release_lease(lease).await.unwrap();
+/// # })
+/// ```
+pub struct LeaseKeeper {
+    task: tokio::task::JoinHandle<Result<Lease>>,
+    stop: tokio::sync::watch::Sender<bool>,
+    /// (checkpoint path, new holder) once the lease is lost or cannot be renewed.
+    failed: std::sync::Arc<std::sync::Mutex<Option<(String, Option<String>)>>>,
+}
+
+impl LeaseKeeper {
+    /// Starts renewing `lease` of `dir`.
+    pub fn start(dir: CheckpointDir, mut lease: Lease) -> Self {
+        let (stop, mut stopped) = tokio::sync::watch::channel(false);
+        let failed = std::sync::Arc::new(std::sync::Mutex::new(None));
+        let report = failed.clone();
+        let period = (lease.ttl / 3).max(Duration::from_millis(100));
+        let task = tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = tokio::time::sleep(period) => {}
+                    _ = stopped.changed() => return Ok(lease),
+                }
+                if let Err(e) = dir.renew_lease(&mut lease).await {
+                    let lost = match &e {
+                        Error::LeaseLost { path, holder } => (path.clone(), holder.clone()),
+                        other => {
+                            tracing::error!(checkpoint = %dir.dir, "cannot renew the lease: {other}");
+                            (dir.dir.clone(), None)
+                        }
+                    };
+                    *report.lock().expect("keeper state") = Some(lost);
+                    return Err(e);
+                }
+            }
+        });
+        Self { task, stop, failed }
+    }
+
+    /// Whether the lease is still held; an error once a renewal failed.
+    pub fn check(&self) -> Result<()> {
+        match self.failed.lock().expect("keeper state").clone() {
+            None => Ok(()),
+            Some((path, holder)) => Err(Error::LeaseLost { path, holder }),
+        }
+    }
+
+    /// Stops renewing and gives the lease back (to release it).
+    pub async fn stop(self) -> Result<Lease> {
+        let _ = self.stop.send(true);
+        self.task.await.expect("the keeper task does not panic")
+    }
+}

@@ -33,6 +33,6 @@ pub use layout::{
     COMMITTED_SUFFIX, CheckpointFile, DATA_DELIMITER, LEASE_FILE, PENDING_SUFFIX, RunId, UnitName,
     classify,
 };
-pub use lease::{Lease, LeaseRecord};
+pub use lease::{Lease, LeaseKeeper, LeaseRecord};
 pub use load::{CommittedState, infer_id_column, load_committed};
 pub use recover::RecoveryReport;

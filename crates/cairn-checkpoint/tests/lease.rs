@@ -188,3 +188,38 @@ async fn the_lease_says_when_it_is_only_best_effort() {
         dir.release_lease(lease).await.unwrap();
     }
 }
+
+#[tokio::test]
+async fn the_keeper_renews_and_notices_a_lost_lease() {
+    let root = format!("memory:///keeper-{}", RunId::new().as_str());
+    let dir = dir_on(&root);
+    let lease = dir
+        .acquire_lease(&RunId::new(), Duration::from_secs(3))
+        .await
+        .unwrap();
+    let first_expiry = lease.record().expires_at;
+    let keeper = cairn_checkpoint::LeaseKeeper::start(dir.clone(), lease);
+    tokio::time::sleep(Duration::from_millis(2200)).await;
+    keeper.check().unwrap();
+    let lease = keeper.stop().await.unwrap();
+    assert!(
+        lease.record().expires_at > first_expiry,
+        "renewed while running"
+    );
+
+    let keeper = cairn_checkpoint::LeaseKeeper::start(dir.clone(), lease);
+    let thief = LeaseRecord {
+        host: "elsewhere".into(),
+        pid: 9,
+        run: "thief".into(),
+        expires_at: u64::MAX / 2,
+    };
+    write_record(&root, &thief).await;
+    tokio::time::sleep(Duration::from_millis(1300)).await;
+    let err = keeper.check().unwrap_err();
+    assert!(
+        matches!(err, Error::LeaseLost { holder: Some(ref h), .. } if h.contains("thief")),
+        "{err}"
+    );
+    assert!(keeper.stop().await.is_err());
+}
