@@ -205,9 +205,11 @@ impl CheckpointDir {
 pub struct LeaseKeeper {
     task: tokio::task::JoinHandle<Result<Lease>>,
     stop: tokio::sync::watch::Sender<bool>,
-    /// (checkpoint path, new holder) once the lease is lost or cannot be renewed.
-    failed: std::sync::Arc<std::sync::Mutex<Option<(String, Option<String>)>>>,
+    failed: std::sync::Arc<std::sync::Mutex<Option<LostLease>>>,
 }
+
+/// Why a kept lease ended: the checkpoint path and the new holder, if known.
+type LostLease = (String, Option<String>);
 
 impl LeaseKeeper {
     /// Starts renewing `lease` of `dir`.
