@@ -42,13 +42,16 @@ pub enum CkptCommand {
 
 type CliResult<T> = Result<T, Box<dyn std::error::Error>>;
 
-async fn open(path: &str, options: &StorageOptions) -> CliResult<(FileSystem, CheckpointDir)> {
+/// The checkpoint at `path`, its filesystem, and its ID column (read from
+/// its files; `None` for an empty checkpoint).
+async fn open(
+    path: &str,
+    options: &StorageOptions,
+) -> CliResult<(FileSystem, CheckpointDir, Option<String>)> {
     let (fs, _) = build_checkpoint_filesystem(path, options)?;
-    let column = infer_id_column(&fs, path)
-        .await?
-        .unwrap_or_else(|| "id".to_string());
-    let dir = CheckpointDir::new(fs.clone(), path, &column);
-    Ok((fs, dir))
+    let column = infer_id_column(&fs, path).await?;
+    let dir = CheckpointDir::new(fs.clone(), path, column.as_deref().unwrap_or("id"));
+    Ok((fs, dir, column))
 }
 
 /// Runs one `cairn ckpt` subcommand; returns the process exit code.
@@ -56,8 +59,7 @@ pub async fn run(command: CkptCommand, options: &StorageOptions) -> CliResult<u8
     let mut out = std::io::stdout().lock();
     match command {
         CkptCommand::Status { path, json } => {
-            let (fs, dir) = open(&path, options).await?;
-            let column = infer_id_column(&fs, &path).await?;
+            let (_, dir, column) = open(&path, options).await?;
             let state = dir.load(StringMode::default()).await?;
             let lease = dir.read_lease().await?;
             let in_flight: Vec<&UnitName> = state
@@ -111,7 +113,7 @@ pub async fn run(command: CkptCommand, options: &StorageOptions) -> CliResult<u8
             Ok(0)
         }
         CkptCommand::Verify { path, output, json } => {
-            let (_, dir) = open(&path, options).await?;
+            let (_, dir, _) = open(&path, options).await?;
             let state = dir.load(StringMode::default()).await?;
             let (out_fs, out_path) = FileSystem::from_url(&output, options)?;
             let files = out_fs.find(&out_path, Some(1), false).await?;
@@ -156,7 +158,7 @@ pub async fn run(command: CkptCommand, options: &StorageOptions) -> CliResult<u8
             Ok(if missing.is_empty() { 0 } else { 1 })
         }
         CkptCommand::Gc { path, output } => {
-            let (_, dir) = open(&path, options).await?;
+            let (_, dir, _) = open(&path, options).await?;
             let lease = dir
                 .acquire_lease(&RunId::new(), std::time::Duration::from_secs(120))
                 .await?;
@@ -175,8 +177,8 @@ pub async fn run(command: CkptCommand, options: &StorageOptions) -> CliResult<u8
             Ok(0)
         }
         CkptCommand::Ids { path } => {
-            let (fs, _) = build_checkpoint_filesystem(&path, options)?;
-            let Some(column) = infer_id_column(&fs, &path).await? else {
+            let (fs, _, column) = open(&path, options).await?;
+            let Some(column) = column else {
                 return Ok(0);
             };
             for entry in fs.ls(&path).await.unwrap_or_default() {

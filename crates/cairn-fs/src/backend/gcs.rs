@@ -104,41 +104,39 @@ impl BackendFactory for GcsFactory {
     }
     fn configure(&self, options: &BackendOptions, env: &Environment) -> Result<Arc<dyn Backend>> {
         let config = FlatConfig::resolve(SPECS, options, env)?;
-        if let Some(endpoint) = config.text_value("endpoint") {
-            let normalized = if endpoint.contains("://") {
-                endpoint.to_string()
+        // STORAGE_EMULATOR_HOST is often a bare host:port.
+        let endpoint = config.text_value("endpoint").map(|e| {
+            if e.contains("://") {
+                e.to_string()
             } else {
-                format!("http://{endpoint}")
-            };
-            if url::Url::parse(&normalized).is_err() {
-                return Err(Error::new(
-                    ErrorKind::Config,
-                    format!(
-                        "the gcs endpoint {endpoint:?} is not a URL; write it as http://host:port"
-                    ),
-                ));
+                format!("http://{e}")
             }
+        });
+        if let Some(endpoint) = &endpoint
+            && url::Url::parse(endpoint).is_err()
+        {
+            return Err(Error::new(
+                ErrorKind::Config,
+                format!("the gcs endpoint {endpoint:?} is not a URL; write it as http://host:port"),
+            ));
         }
-        Ok(Arc::new(GcsBackend { config }))
+        Ok(Arc::new(GcsBackend { config, endpoint }))
     }
 }
 
 #[derive(Debug)]
 struct GcsBackend {
     config: FlatConfig,
+    /// The endpoint as a URL (a scheme added to a bare host:port).
+    endpoint: Option<String>,
 }
 
 impl Backend for GcsBackend {
     fn operator(&self, bucket: &str) -> Result<Operator> {
         let c = &self.config;
         let mut builder = opendal::services::Gcs::default().bucket(bucket);
-        if let Some(endpoint) = c.text_value("endpoint") {
-            let endpoint = if endpoint.contains("://") {
-                endpoint.to_string()
-            } else {
-                format!("http://{endpoint}")
-            };
-            builder = builder.endpoint(&endpoint);
+        if let Some(endpoint) = &self.endpoint {
+            builder = builder.endpoint(endpoint);
         }
         match c.text_value("token") {
             // gcsfs's spellings of "no credentials".

@@ -322,7 +322,21 @@ pub(crate) async fn list_recursive(
     loc: &Location,
 ) -> Result<Vec<(String, opendal::Metadata)>> {
     let dir_key = loc.dir_key();
-    let lister = match loc.op.lister_with(&dir_key).recursive(true).await {
+    Ok(list_keys_from(fs, loc, &dir_key)
+        .await?
+        .into_iter()
+        .filter(|(path, _)| *path != dir_key && !path.trim_matches('/').is_empty())
+        .collect())
+}
+
+/// Lists every entry whose key starts with `key` in `loc`'s bucket,
+/// recursively; a missing path lists nothing.
+pub(crate) async fn list_keys_from(
+    fs: &FileSystem,
+    loc: &Location,
+    key: &str,
+) -> Result<Vec<(String, opendal::Metadata)>> {
+    let lister = match loc.op.lister_with(key).recursive(true).await {
         Ok(l) => l,
         Err(e) if is_not_found(&e) => return Ok(Vec::new()),
         Err(e) => return Err(fs.error(e, loc)),
@@ -332,9 +346,5 @@ pub(crate) async fn list_recursive(
         Err(e) if is_not_found(&e) => Vec::new(),
         Err(e) => return Err(fs.error(e, loc)),
     };
-    Ok(entries
-        .into_iter()
-        .filter(|e| e.path() != dir_key && !e.path().trim_matches('/').is_empty())
-        .map(|e| e.into_parts())
-        .collect())
+    Ok(entries.into_iter().map(|e| e.into_parts()).collect())
 }

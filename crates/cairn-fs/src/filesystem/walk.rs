@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use globset::GlobBuilder;
 
-use super::info::list_recursive;
+use super::info::{list_keys_from, list_recursive};
 use super::{FileInfo, FileSystem, FileType};
 use crate::error::{Error, ErrorKind, Result};
 use crate::filesystem::info::DiskUsage;
@@ -193,19 +193,9 @@ impl FileSystem {
         } else {
             loc.key.clone()
         };
-        let lister = match loc.op.lister_with(&key).recursive(true).await {
-            Ok(l) => l,
-            Err(e) if e.kind() == opendal::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => return Err(self.error(e, &loc)),
-        };
-        let entries: Vec<opendal::Entry> = match futures::TryStreamExt::try_collect(lister).await {
-            Ok(v) => v,
-            Err(e) if e.kind() == opendal::ErrorKind::NotFound => Vec::new(),
-            Err(e) => return Err(self.error(e, &loc)),
-        };
+        let entries = list_keys_from(self, &loc, &key).await?;
         let mut out = Vec::new();
-        for entry in entries {
-            let (path, meta) = entry.into_parts();
+        for (path, meta) in entries {
             if meta.is_dir()
                 || !path
                     .trim_start_matches('/')
