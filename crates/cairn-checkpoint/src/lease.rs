@@ -57,13 +57,26 @@ fn host_name() -> String {
 
 impl LeaseRecord {
     /// Whether the holder is known to be gone: a process of this host that no
-    /// longer exists (Linux only; elsewhere only expiry frees a lease).
+    /// longer exists or is a zombie (killed, not yet reaped by its parent).
+    /// Linux only; elsewhere only expiry frees a lease.
     fn holder_is_gone(&self) -> bool {
         self.host == host_name()
             && self.pid != std::process::id()
             && std::path::Path::new("/proc/self").exists()
-            && !std::path::Path::new(&format!("/proc/{}", self.pid)).exists()
+            && !process_is_running(self.pid)
     }
+}
+
+/// Whether `pid` is a live process: `/proc/<pid>/stat` exists and its state
+/// (the field after the parenthesised command name) is not zombie or dead.
+fn process_is_running(pid: u32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    let state = stat
+        .rsplit_once(')')
+        .and_then(|(_, rest)| rest.trim_start().chars().next());
+    !matches!(state, Some('Z' | 'X' | 'x'))
 }
 
 impl Lease {

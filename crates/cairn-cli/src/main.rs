@@ -4,6 +4,7 @@ use std::io::Write;
 use std::process::ExitCode;
 
 mod ckpt;
+mod job;
 
 use cairn_fs::{FileInfo, FileSystem, StorageOptions};
 use clap::{Args, Parser, Subcommand};
@@ -87,6 +88,9 @@ enum Command {
     /// Inspect and repair checkpoint directories (cairn's or Ray Data's).
     #[command(subcommand)]
     Ckpt(ckpt::CkptCommand),
+    /// Resumable map-only jobs: run, sample input, verify output.
+    #[command(subcommand)]
+    Job(job::JobCommand),
     /// Show every resolved option of the URL's backend and where it came from
     /// (default, environment variable, FSSPEC_ variable, -o option); secrets redacted.
     Config {
@@ -138,6 +142,18 @@ fn main() -> ExitCode {
         let result = storage_options(&cli.options)
             .map_err(|e| Box::new(e) as Box<dyn std::error::Error>)
             .map(|options| runtime.block_on(ckpt::run(command, &options)));
+        return match result.and_then(|r| r) {
+            Ok(code) => ExitCode::from(code),
+            Err(e) => {
+                eprintln!("cairn: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
+    if let Command::Job(command) = cli.command {
+        let result = storage_options(&cli.options)
+            .map_err(|e| Box::new(e) as Box<dyn std::error::Error>)
+            .map(|options| runtime.block_on(job::run(command, &options)));
         return match result.and_then(|r| r) {
             Ok(code) => ExitCode::from(code),
             Err(e) => {
@@ -259,7 +275,7 @@ async fn run(cli: Cli) -> cairn_fs::Result<()> {
             let (fs, path) = open(&url)?;
             fs.mkdir(&path).await?;
         }
-        Command::Ckpt(_) => unreachable!("handled in main"),
+        Command::Ckpt(_) | Command::Job(_) => unreachable!("handled in main"),
         Command::Config { url, out } => {
             let (fs, _) = open(&url)?;
             let lines = fs.describe();

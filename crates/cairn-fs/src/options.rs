@@ -35,6 +35,18 @@ impl StorageOptions {
         Self::default()
     }
 
+    /// Whether no option is set for any protocol.
+    ///
+    /// ```
+    /// let mut options = cairn_fs::StorageOptions::new();
+    /// assert!(options.is_empty());
+    /// options.set("s3", "anon", true.into());
+    /// assert!(!options.is_empty());
+    /// ```
+    pub fn is_empty(&self) -> bool {
+        self.protocols.values().all(Map::is_empty)
+    }
+
     /// Reads `{"<protocol>": {<options>}, ...}`; anything else is a Config error.
     ///
     /// ```

@@ -150,6 +150,24 @@ fn for_each_bytes(array: &dyn Array, mut f: impl FnMut(Option<&[u8]>)) {
     }
 }
 
+/// A 128-bit key per row of an ID array, equal exactly when the IDs are equal
+/// (integers exactly, strings by their MD5 fingerprint; see [`StringMode`]),
+/// `None` for a null: what duplicate detection compares.
+///
+/// ```
+/// use arrow_array::Int64Array;
+/// let keys = cairn_checkpoint::idset::id_keys(&Int64Array::from(vec![Some(7), None, Some(7)])).unwrap();
+/// assert_eq!((keys[0], keys[1]), (keys[2], None));
+/// ```
+pub fn id_keys(array: &dyn Array) -> Result<Vec<Option<u128>>> {
+    let mut out = Vec::with_capacity(array.len());
+    match Kind::of(array.data_type())? {
+        Kind::Int => for_each_int_key(array, |key| out.push(key.map(u128::from))),
+        Kind::Str => for_each_bytes(array, |bytes| out.push(bytes.map(fingerprint))),
+    }
+    Ok(out)
+}
+
 impl IdSetBuilder {
     /// An empty builder; `mode` says how string IDs will be kept.
     pub fn new(mode: StringMode) -> Self {

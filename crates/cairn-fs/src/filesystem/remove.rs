@@ -183,11 +183,16 @@ impl FileSystem {
                 .map_err(|e| self.error(e, loc));
         }
         if !self.batch_delete() {
-            stream::iter(keys.iter().map(|key| loc.op.delete(key)))
-                .buffer_unordered(PARALLEL_SINGLE_DELETES)
-                .try_collect::<Vec<()>>()
-                .await
-                .map_err(|e| self.error(e, loc))?;
+            // Owned keys and operators: futures that borrow from the
+            // iterator are not provably Send inside spawned tasks.
+            stream::iter(keys.into_iter().map(|key| {
+                let op = loc.op.clone();
+                async move { op.delete(&key).await }
+            }))
+            .buffer_unordered(PARALLEL_SINGLE_DELETES)
+            .try_collect::<Vec<()>>()
+            .await
+            .map_err(|e| self.error(e, loc))?;
             return Ok(());
         }
         let batch = loc
@@ -197,10 +202,11 @@ impl FileSystem {
             .delete_max_size
             .unwrap_or(1)
             .max(1);
-        stream::iter(
-            keys.chunks(batch)
-                .map(|chunk| loc.op.delete_iter(chunk.to_vec())),
-        )
+        let batches: Vec<Vec<String>> = keys.chunks(batch).map(<[String]>::to_vec).collect();
+        stream::iter(batches.into_iter().map(|chunk| {
+            let op = loc.op.clone();
+            async move { op.delete_iter(chunk).await }
+        }))
         .buffer_unordered(PARALLEL_DELETE_BATCHES)
         .try_collect::<Vec<()>>()
         .await

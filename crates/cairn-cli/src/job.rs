@@ -1,0 +1,428 @@
+//! `cairn job`: run a resumable map-only job, make sample input, check that
+//! an output holds every input ID exactly once.
+
+use std::collections::HashMap;
+use std::io::{IsTerminal, Write};
+use std::sync::Arc;
+use std::time::Duration;
+
+use arrow_array::{ArrayRef, Int64Array, RecordBatch, StringArray};
+use cairn_checkpoint::{CheckpointConfig, idset::id_keys};
+use cairn_dataset::{Dataset, JobContext, JobSummary, SaveMode, Sink, Source};
+use cairn_fs::{FileSystem, StorageOptions, WriteMode};
+use clap::{Subcommand, ValueEnum};
+use indicatif::{ProgressBar, ProgressStyle};
+use parquet::arrow::ArrowWriter;
+use parquet::file::properties::WriterProperties;
+
+type CliResult<T> = Result<T, Box<dyn std::error::Error>>;
+
+/// Input and output file formats.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// Parquet files.
+    Parquet,
+    /// JSON lines.
+    Json,
+}
+
+/// What to do with files already in the output directory.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// Add files (a resume needs this).
+    Append,
+    /// Delete the output first (refused while the checkpoint holds committed IDs).
+    Overwrite,
+}
+
+/// The `cairn job` subcommands.
+#[derive(Subcommand, Debug)]
+pub enum JobCommand {
+    /// Read, transform, write; with --checkpoint, re-running the same command
+    /// after a failure skips the rows already written.
+    Run {
+        /// Input files, directories or globs (any cairn URL); repeatable.
+        #[arg(long = "input", required = true, num_args = 1..)]
+        inputs: Vec<String>,
+        /// Input format.
+        #[arg(long, value_enum, default_value = "parquet")]
+        format: Format,
+        /// Add Ray Data's row_hash column (Parquet input); use it as the ID
+        /// column when the input has no ID of its own.
+        #[arg(long)]
+        include_row_hash: bool,
+        /// Add a `path` column naming each row's input file.
+        #[arg(long)]
+        include_paths: bool,
+        /// Output directory URL.
+        #[arg(long)]
+        output: String,
+        /// Output format.
+        #[arg(long, value_enum, default_value = "parquet")]
+        output_format: Format,
+        /// Existing output: append (default) or overwrite.
+        #[arg(long, value_enum, default_value = "append")]
+        mode: Mode,
+        /// Checkpoint directory URL (or absolute path); without it the job
+        /// is not resumable.
+        #[arg(long, requires = "id_column")]
+        checkpoint: Option<String>,
+        /// The column that identifies each input row.
+        #[arg(long)]
+        id_column: Option<String>,
+        /// Rows per batch read and sent to each transform.
+        #[arg(long, default_value_t = cairn_dataset::DEFAULT_BATCH_SIZE)]
+        batch_size: usize,
+        /// Units in flight at once (default: one per core).
+        #[arg(long)]
+        workers: Option<usize>,
+        /// Commit a unit after this many input rows.
+        #[arg(long, default_value_t = cairn_checkpoint::DEFAULT_COMMIT_ROWS)]
+        commit_every_rows: usize,
+        /// ... or after this many seconds, whichever comes first.
+        #[arg(long, default_value_t = cairn_checkpoint::DEFAULT_COMMIT_INTERVAL.as_secs_f64())]
+        commit_every_secs: f64,
+        /// Keep the checkpoint after a successful run.
+        #[arg(long)]
+        keep_checkpoint: bool,
+        /// A transform command (run with `sh -c`, one process per worker)
+        /// that reads Arrow IPC stream batches on stdin and writes one
+        /// batch on stdout per batch read; repeatable, applied in order.
+        #[arg(long = "map-cmd", value_name = "COMMAND")]
+        map_cmds: Vec<String>,
+        /// Keep only these columns (comma-separated), after the transforms.
+        #[arg(long, value_delimiter = ',')]
+        select: Vec<String>,
+        /// Print the summary as JSON on stdout.
+        #[arg(long)]
+        json: bool,
+        /// No progress bar.
+        #[arg(long)]
+        quiet: bool,
+    },
+    /// Write sample Parquet input: `uid` (int64, 0..rows) and `text`.
+    Sample {
+        /// Output directory URL.
+        output: String,
+        #[arg(long, default_value_t = 100_000)]
+        rows: usize,
+        #[arg(long, default_value_t = 10)]
+        files: usize,
+        /// Rows per Parquet row group.
+        #[arg(long, default_value_t = 10_000)]
+        row_group_rows: usize,
+    },
+    /// Check that OUTPUT holds every ID of INPUT exactly once (for 1:1 jobs);
+    /// exits 1 when rows are missing, duplicated or unknown.
+    Verify {
+        #[arg(long = "input", required = true, num_args = 1..)]
+        inputs: Vec<String>,
+        #[arg(long, value_enum, default_value = "parquet")]
+        format: Format,
+        #[arg(long)]
+        include_row_hash: bool,
+        #[arg(long)]
+        output: String,
+        #[arg(long, value_enum, default_value = "parquet")]
+        output_format: Format,
+        #[arg(long)]
+        id_column: String,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// Runs one `cairn job` subcommand; returns the process exit code.
+pub async fn run(command: JobCommand, options: &StorageOptions) -> CliResult<u8> {
+    match command {
+        JobCommand::Run {
+            inputs,
+            format,
+            include_row_hash,
+            include_paths,
+            output,
+            output_format,
+            mode,
+            checkpoint,
+            id_column,
+            batch_size,
+            workers,
+            commit_every_rows,
+            commit_every_secs,
+            keep_checkpoint,
+            map_cmds,
+            select,
+            json,
+            quiet,
+        } => {
+            let mut source = match format {
+                Format::Parquet => Source::parquet(inputs),
+                Format::Json => {
+                    if include_row_hash {
+                        return Err("--include-row-hash needs Parquet input (Ray's row_hash is defined for read_parquet)".into());
+                    }
+                    Source::json(inputs)
+                }
+            };
+            if include_row_hash {
+                source = source.with_row_hash();
+            }
+            if include_paths {
+                source = source.with_paths();
+            }
+            let mut dataset = Dataset::from_source(source);
+            for command in &map_cmds {
+                dataset = dataset.map_command(command);
+            }
+            if !select.is_empty() {
+                dataset = dataset.select_columns(select);
+            }
+            let mut ctx = JobContext::new()
+                .storage_options(options.clone())
+                .batch_size(batch_size);
+            if let Some(n) = workers {
+                ctx = ctx.workers(n);
+            }
+            if let Some(path) = checkpoint {
+                let id = id_column.expect("clap requires --id-column with --checkpoint");
+                let mut config = CheckpointConfig::new(&id, &path);
+                config.storage_options = options.clone();
+                config.commit_rows = commit_every_rows;
+                config.commit_interval = Duration::try_from_secs_f64(commit_every_secs)
+                    .map_err(|_| "--commit-every-secs must be a positive number of seconds")?;
+                config.delete_checkpoint_on_success = !keep_checkpoint;
+                ctx = ctx.checkpoint(config);
+            } else if id_column.is_some() {
+                return Err("--id-column only matters with --checkpoint; add --checkpoint URL to make the job resumable".into());
+            }
+            let sink = match output_format {
+                Format::Parquet => Sink::parquet(&output),
+                Format::Json => Sink::json(&output),
+            }
+            .mode(match mode {
+                Mode::Append => SaveMode::Append,
+                Mode::Overwrite => SaveMode::Overwrite,
+            });
+            let bar = (!quiet && std::io::stderr().is_terminal()).then(|| progress_bar(&ctx));
+            let result = dataset.write(&ctx, sink).await;
+            if let Some((bar, ticker)) = bar {
+                ticker.abort();
+                bar.finish_and_clear();
+            }
+            let summary = result?;
+            report(&summary, json, ctx.checkpoint.as_ref())?;
+            Ok(0)
+        }
+        JobCommand::Sample {
+            output,
+            rows,
+            files,
+            row_group_rows,
+        } => {
+            write_sample(&output, rows, files, row_group_rows, options).await?;
+            println!("wrote {rows} rows in {files} Parquet files under {output}");
+            Ok(0)
+        }
+        JobCommand::Verify {
+            inputs,
+            format,
+            include_row_hash,
+            output,
+            output_format,
+            id_column,
+            json,
+        } => {
+            let input = match format {
+                Format::Parquet if include_row_hash => Source::parquet(inputs).with_row_hash(),
+                Format::Parquet => Source::parquet(inputs),
+                Format::Json => Source::json(inputs),
+            };
+            let output_source = match output_format {
+                Format::Parquet => Source::parquet([output.clone()]),
+                Format::Json => Source::json([output.clone()]),
+            };
+            let expected = count_ids(&input, &id_column, options).await?;
+            let found = match count_ids(&output_source, &id_column, options).await {
+                Ok(found) => found,
+                Err(e) if e.to_string().contains("no input files") => HashMap::new(),
+                Err(e) => return Err(e),
+            };
+            let missing = expected.keys().filter(|k| !found.contains_key(k)).count();
+            let duplicated = found.values().filter(|&&n| n > 1).count();
+            let unknown = found.keys().filter(|k| !expected.contains_key(k)).count();
+            let input_dups = expected.values().filter(|&&n| n > 1).count();
+            let output_rows: u64 = found.values().sum();
+            let ok = missing == 0 && duplicated == 0 && unknown == 0;
+            if json {
+                println!(
+                    "{}",
+                    serde_json::json!({
+                        "input_ids": expected.len(), "output_rows": output_rows,
+                        "missing": missing, "duplicated": duplicated, "unknown": unknown,
+                        "duplicated_in_input": input_dups, "exactly_once": ok,
+                    })
+                );
+            } else {
+                println!(
+                    "input IDs: {}, output rows: {output_rows}, missing: {missing}, duplicated: {duplicated}, unknown: {unknown}",
+                    expected.len()
+                );
+                println!(
+                    "{}",
+                    if ok {
+                        "exactly once: every input ID is in the output once"
+                    } else {
+                        "NOT exactly once"
+                    }
+                );
+            }
+            Ok(if ok { 0 } else { 1 })
+        }
+    }
+}
+
+/// How many times each ID (as its 128-bit key) occurs in `source`.
+async fn count_ids(
+    source: &Source,
+    column: &str,
+    options: &StorageOptions,
+) -> CliResult<HashMap<u128, u64>> {
+    let mut counts = HashMap::new();
+    for batch in source.collect(options).await? {
+        let ids = batch.column_by_name(column).ok_or_else(|| {
+            format!("no column {column:?} in {source:?}; give the ID column with --id-column")
+        })?;
+        for key in id_keys(ids.as_ref())?.into_iter().flatten() {
+            *counts.entry(key).or_insert(0) += 1;
+        }
+    }
+    Ok(counts)
+}
+
+/// A bar on stderr fed from the job's counters every 200 ms.
+fn progress_bar(ctx: &JobContext) -> (ProgressBar, tokio::task::JoinHandle<()>) {
+    let bar = ProgressBar::new(0);
+    bar.set_style(
+        ProgressStyle::with_template(
+            "{elapsed_precise} [{bar:30}] {human_pos}/{human_len} rows ({per_sec}, ETA {eta}) {msg}",
+        )
+        .expect("valid template")
+        .progress_chars("=> "),
+    );
+    let progress = ctx.progress.clone();
+    let shown = bar.clone();
+    let ticker = tokio::spawn(async move {
+        loop {
+            let now = progress.snapshot();
+            if let Some(total) = now.total_rows {
+                shown.set_length(total);
+            }
+            shown.set_position(now.rows_done);
+            shown.set_message(format!(
+                "| written {} rows, {:.1} MiB, {} units",
+                now.rows_written,
+                now.bytes_written as f64 / (1 << 20) as f64,
+                now.units_committed
+            ));
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    });
+    (bar, ticker)
+}
+
+/// The end-of-run summary (invariant 10: say what happened).
+fn report(
+    summary: &JobSummary,
+    json: bool,
+    checkpoint: Option<&CheckpointConfig>,
+) -> CliResult<()> {
+    if json {
+        println!("{}", serde_json::to_string(summary)?);
+        return Ok(());
+    }
+    let mut err = std::io::stderr().lock();
+    if summary.units_rolled_back > 0 {
+        writeln!(
+            err,
+            "recovered: rolled back {} unfinished units of an earlier run ({} data files deleted); their rows are redone",
+            summary.units_rolled_back, summary.data_files_rolled_back
+        )?;
+    }
+    writeln!(
+        err,
+        "rows: {} read, {} skipped as already committed ({} without reading), {} written; {} units committed, {} files ({:.1} MiB) in {:.2} s",
+        summary.rows_read,
+        summary.rows_skipped,
+        summary.rows_skipped_unread,
+        summary.rows_written,
+        summary.units_committed,
+        summary.files_written,
+        summary.bytes_written as f64 / (1 << 20) as f64,
+        summary.elapsed.as_secs_f64()
+    )?;
+    if summary.all_already_committed() {
+        let kept = checkpoint.is_some_and(|c| !c.delete_checkpoint_on_success);
+        writeln!(
+            err,
+            "every input row was already committed{}: nothing was written",
+            if kept {
+                " (the checkpoint of a finished run was kept with --keep-checkpoint; remove it to run again from scratch)"
+            } else {
+                ""
+            }
+        )?;
+    }
+    if let Some(config) = checkpoint {
+        if summary.checkpoint_removed {
+            writeln!(err, "done; checkpoint {} removed", config.checkpoint_path)?;
+        } else if config.delete_checkpoint_on_success {
+            writeln!(
+                err,
+                "done; checkpoint {} cleaned (files not written by cairn were left)",
+                config.checkpoint_path
+            )?;
+        } else {
+            writeln!(err, "done; checkpoint {} kept", config.checkpoint_path)?;
+        }
+    }
+    Ok(())
+}
+
+/// `rows` rows of `uid` and `text` in `files` Parquet files.
+async fn write_sample(
+    output: &str,
+    rows: usize,
+    files: usize,
+    row_group_rows: usize,
+    options: &StorageOptions,
+) -> CliResult<()> {
+    if files == 0 {
+        return Err("--files must be at least 1".into());
+    }
+    let (fs, dir) = FileSystem::from_url(output, options)?;
+    let per_file = rows.div_ceil(files);
+    for file in 0..files {
+        let start = (file * per_file).min(rows);
+        let end = ((file + 1) * per_file).min(rows);
+        let uid = Int64Array::from_iter_values(start as i64..end as i64);
+        let text = StringArray::from_iter_values(
+            (start..end)
+                .map(|i| format!("sample row {i}: the quick brown fox jumps over the lazy dog")),
+        );
+        let batch = RecordBatch::try_from_iter([
+            ("uid", Arc::new(uid) as ArrayRef),
+            ("text", Arc::new(text) as ArrayRef),
+        ])?;
+        let props = WriterProperties::builder()
+            .set_max_row_group_row_count(Some(row_group_rows.max(1)))
+            .set_compression(parquet::basic::Compression::SNAPPY)
+            .build();
+        let mut buffer = Vec::new();
+        let mut writer = ArrowWriter::try_new(&mut buffer, batch.schema(), Some(props))?;
+        writer.write(&batch)?;
+        writer.close()?;
+        let path = format!("{}/part-{file:05}.parquet", dir.trim_end_matches('/'));
+        fs.pipe(&path, buffer.into(), WriteMode::Overwrite).await?;
+    }
+    Ok(())
+}

@@ -1,0 +1,176 @@
+//! A transform in any language: a long-lived process that reads Arrow IPC
+//! stream batches on stdin and writes one transformed batch on stdout for
+//! each batch it reads.
+
+use std::collections::VecDeque;
+use std::io::{BufReader, Read, Write};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use arrow_array::RecordBatch;
+use arrow_ipc::reader::StreamReader;
+use arrow_ipc::writer::StreamWriter;
+
+use crate::error::{Error, Result};
+
+/// The stderr kept for error messages.
+const STDERR_TAIL: usize = 8 * 1024;
+
+/// One running transform process (one per worker).
+pub(crate) struct CommandProcess {
+    command: String,
+    child: Child,
+    stdin: Option<ChildStdin>,
+    writer: Option<StreamWriter<ChildStdin>>,
+    stdout: Option<ChildStdout>,
+    reader: Option<StreamReader<BufReader<ChildStdout>>>,
+    stderr: Arc<Mutex<VecDeque<u8>>>,
+    batches: u64,
+}
+
+impl CommandProcess {
+    /// Starts `command` with `sh -c`.
+    pub(crate) fn spawn(command: &str) -> Result<Self> {
+        let mut child = Command::new("sh")
+            .arg("-c")
+            .arg(command)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| Error::Transform {
+                operator: describe(command),
+                reason: format!("cannot start it: {e}"),
+            })?;
+        let stderr = Arc::new(Mutex::new(VecDeque::new()));
+        let mut pipe = child.stderr.take().expect("stderr is piped");
+        let tail = stderr.clone();
+        std::thread::spawn(move || {
+            let mut chunk = [0u8; 4096];
+            while let Ok(n) = pipe.read(&mut chunk) {
+                if n == 0 {
+                    break;
+                }
+                let mut tail = tail.lock().expect("stderr tail lock");
+                tail.extend(&chunk[..n]);
+                let excess = tail.len().saturating_sub(STDERR_TAIL);
+                tail.drain(..excess);
+            }
+        });
+        Ok(Self {
+            command: command.to_string(),
+            stdin: child.stdin.take(),
+            stdout: child.stdout.take(),
+            child,
+            writer: None,
+            reader: None,
+            stderr,
+            batches: 0,
+        })
+    }
+
+    /// Sends `batch`, returns the process's answer to it.
+    pub(crate) fn transform(&mut self, batch: &RecordBatch) -> Result<RecordBatch> {
+        if let Err(reason) = self.send(batch) {
+            return Err(self.failure(&format!("writing a batch to it failed ({reason})")));
+        }
+        if self.reader.is_none() {
+            let stdout = self.stdout.take().expect("stdout taken once");
+            match StreamReader::try_new(BufReader::new(stdout), None) {
+                Ok(reader) => self.reader = Some(reader),
+                Err(e) => {
+                    return Err(
+                        self.failure(&format!("its stdout is not an Arrow IPC stream ({e})"))
+                    );
+                }
+            }
+        }
+        let answer = self.reader.as_mut().expect("set above").next();
+        match answer {
+            Some(Ok(out)) => {
+                self.batches += 1;
+                Ok(out)
+            }
+            Some(Err(e)) => {
+                Err(self.failure(&format!("its answer is not a valid Arrow batch ({e})")))
+            }
+            None => Err(self.failure("it closed its output before answering")),
+        }
+    }
+
+    fn send(&mut self, batch: &RecordBatch) -> std::result::Result<(), String> {
+        if self.writer.is_none() {
+            let stdin = self.stdin.take().expect("stdin taken once");
+            let writer =
+                StreamWriter::try_new(stdin, &batch.schema()).map_err(|e| e.to_string())?;
+            self.writer = Some(writer);
+        }
+        let writer = self.writer.as_mut().expect("set above");
+        writer.write(batch).map_err(|e| e.to_string())?;
+        writer.get_mut().flush().map_err(|e| e.to_string())
+    }
+
+    /// The error for a failed exchange: what went wrong, the exit status when
+    /// the process has ended, and the tail of its stderr.
+    fn failure(&mut self, what: &str) -> Error {
+        let deadline = Instant::now() + Duration::from_secs(2);
+        let status = loop {
+            match self.child.try_wait() {
+                Ok(Some(status)) => break Some(status),
+                Ok(None) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(20))
+                }
+                _ => break None,
+            }
+        };
+        // Let the stderr reader drain what the process wrote last.
+        std::thread::sleep(Duration::from_millis(50));
+        let tail: Vec<u8> = self
+            .stderr
+            .lock()
+            .expect("stderr tail lock")
+            .iter()
+            .copied()
+            .collect();
+        let stderr = String::from_utf8_lossy(&tail);
+        let mut reason = format!("{what} after {} batches", self.batches);
+        if let Some(status) = status {
+            reason.push_str(&format!("; it exited with {status}"));
+        }
+        if stderr.trim().is_empty() {
+            reason.push_str("; it wrote nothing on stderr");
+        } else {
+            reason.push_str(&format!("; its stderr ends with:\n{}", stderr.trim_end()));
+        }
+        reason.push_str(
+            "\nThe job stopped; committed units are kept, so fix the transform and run the same command again to resume",
+        );
+        Error::Transform {
+            operator: describe(&self.command),
+            reason,
+        }
+    }
+}
+
+impl Drop for CommandProcess {
+    fn drop(&mut self) {
+        if let Some(mut writer) = self.writer.take() {
+            let _ = writer.finish();
+        }
+        drop(self.stdin.take());
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn describe(command: &str) -> String {
+    format!("map command `{command}`")
+}

@@ -1,0 +1,243 @@
+//! The user's view: a job context and a [`Dataset`] plan built from a source
+//! and map-like operators, run by writing it to a sink.
+
+use std::sync::Arc;
+
+use arrow_array::{ArrayRef, BooleanArray, RecordBatch};
+use cairn_checkpoint::CheckpointConfig;
+use cairn_fs::StorageOptions;
+
+use crate::error::Result;
+use crate::ops::{BoxError, Op, Row};
+use crate::progress::{JobSummary, Progress};
+use crate::sink::Sink;
+use crate::source::Source;
+
+/// Default rows per batch read from the input.
+pub const DEFAULT_BATCH_SIZE: usize = 4096;
+/// Rows per output file when the job has no checkpoint.
+pub const DEFAULT_ROWS_PER_FILE: usize = 100_000;
+
+/// What a job runs with: storage options, an optional checkpoint, workers.
+///
+/// ```
+/// let ctx = cairn_dataset::JobContext::new()
+///     .checkpoint(cairn_checkpoint::CheckpointConfig::new("uid", "/tmp/ckpt"))
+///     .workers(4);
+/// assert_eq!(ctx.workers, 4);
+/// ```
+#[derive(Debug, Clone)]
+pub struct JobContext {
+    /// Storage options for every URL of the job (input, output, checkpoint
+    /// unless the checkpoint config has its own).
+    pub storage_options: StorageOptions,
+    /// Checkpointing, when set.
+    pub checkpoint: Option<CheckpointConfig>,
+    /// Units in flight at once.
+    pub workers: usize,
+    /// Rows per batch read from the input (and sent to a transform command).
+    pub batch_size: usize,
+    /// Fail on an ID seen twice in one run (costs about 40 bytes per input
+    /// row held for the run; row_hash IDs are never checked: they are unique).
+    pub check_duplicate_ids: bool,
+    /// Live counters.
+    pub progress: Arc<Progress>,
+}
+
+impl Default for JobContext {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl JobContext {
+    /// No checkpoint, one worker per core, 4,096-row batches.
+    pub fn new() -> Self {
+        Self {
+            storage_options: StorageOptions::new(),
+            checkpoint: None,
+            workers: std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(2),
+            batch_size: DEFAULT_BATCH_SIZE,
+            check_duplicate_ids: true,
+            progress: Arc::new(Progress::default()),
+        }
+    }
+
+    /// With storage options.
+    pub fn storage_options(mut self, options: StorageOptions) -> Self {
+        self.storage_options = options;
+        self
+    }
+
+    /// With a checkpoint.
+    pub fn checkpoint(mut self, config: CheckpointConfig) -> Self {
+        self.checkpoint = Some(config);
+        self
+    }
+
+    /// With `n` workers (at least one).
+    pub fn workers(mut self, n: usize) -> Self {
+        self.workers = n.max(1);
+        self
+    }
+
+    /// With a read batch size (at least one row).
+    pub fn batch_size(mut self, rows: usize) -> Self {
+        self.batch_size = rows.max(1);
+        self
+    }
+}
+
+/// A map-only job: a source, operators, and (when written) a sink.
+///
+/// ```
+/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+/// use std::sync::Arc;
+/// use arrow_array::{ArrayRef, Int64Array, RecordBatch};
+/// let batch = RecordBatch::try_from_iter([("uid", Arc::new(Int64Array::from(vec![1, 2, 3])) as ArrayRef)]).unwrap();
+/// let summary = cairn_dataset::Dataset::from_items(vec![batch])
+///     .filter("odd", |b: &RecordBatch| {
+///         let uid = b.column(0).as_any().downcast_ref::<Int64Array>().unwrap();
+///         Ok(uid.iter().map(|v| v.map(|v| v % 2 == 1)).collect())
+///     })
+///     .write_parquet(&cairn_dataset::JobContext::new(), "memory:///doc-out")
+///     .await
+///     .unwrap();
+/// assert_eq!((summary.rows_read, summary.rows_written), (3, 2));
+/// # })
+/// ```
+#[derive(Debug, Clone)]
+pub struct Dataset {
+    pub(crate) source: Source,
+    pub(crate) ops: Vec<Op>,
+}
+
+impl Dataset {
+    /// Rows from `source`.
+    pub fn from_source(source: Source) -> Self {
+        Self {
+            source,
+            ops: Vec::new(),
+        }
+    }
+
+    /// Parquet files, directories or globs on any cairn URL.
+    pub fn read_parquet<S: Into<String>>(urls: impl IntoIterator<Item = S>) -> Self {
+        Self::from_source(Source::parquet(urls))
+    }
+
+    /// JSON-lines files, directories or globs on any cairn URL.
+    pub fn read_json<S: Into<String>>(urls: impl IntoIterator<Item = S>) -> Self {
+        Self::from_source(Source::json(urls))
+    }
+
+    /// Batches in memory.
+    pub fn from_items(batches: Vec<RecordBatch>) -> Self {
+        Self::from_source(Source::Items(batches))
+    }
+
+    fn then(mut self, op: Op) -> Self {
+        self.ops.push(op);
+        self
+    }
+
+    /// Applies `f` to batches of at most `batch_size` rows (the read batch
+    /// when `None`). The output may have any number of rows.
+    pub fn map_batches(
+        self,
+        name: &str,
+        batch_size: Option<usize>,
+        f: impl Fn(RecordBatch) -> std::result::Result<RecordBatch, BoxError> + Send + Sync + 'static,
+    ) -> Self {
+        self.then(Op::MapBatches {
+            name: name.to_string(),
+            batch_size,
+            f: Arc::new(f),
+        })
+    }
+
+    /// Applies `f` to each row (as a JSON object; convenient, not fast).
+    pub fn map(
+        self,
+        name: &str,
+        f: impl Fn(Row) -> std::result::Result<Row, BoxError> + Send + Sync + 'static,
+    ) -> Self {
+        self.then(Op::Map {
+            name: name.to_string(),
+            f: Arc::new(f),
+        })
+    }
+
+    /// Turns each row into zero or more rows. All rows from one input row
+    /// commit together, with that row's ID.
+    pub fn flat_map(
+        self,
+        name: &str,
+        f: impl Fn(Row) -> std::result::Result<Vec<Row>, BoxError> + Send + Sync + 'static,
+    ) -> Self {
+        self.then(Op::FlatMap {
+            name: name.to_string(),
+            f: Arc::new(f),
+        })
+    }
+
+    /// Keeps the rows where `f` says true. Dropped rows count as done.
+    pub fn filter(
+        self,
+        name: &str,
+        f: impl Fn(&RecordBatch) -> std::result::Result<BooleanArray, BoxError> + Send + Sync + 'static,
+    ) -> Self {
+        self.then(Op::Filter {
+            name: name.to_string(),
+            f: Arc::new(f),
+        })
+    }
+
+    /// Adds (or replaces) `column` with the values `f` computes per batch.
+    pub fn with_column(
+        self,
+        column: &str,
+        f: impl Fn(&RecordBatch) -> std::result::Result<ArrayRef, BoxError> + Send + Sync + 'static,
+    ) -> Self {
+        self.then(Op::WithColumn {
+            column: column.to_string(),
+            f: Arc::new(f),
+        })
+    }
+
+    /// Keeps only `columns`, in that order.
+    pub fn select_columns<S: Into<String>>(self, columns: impl IntoIterator<Item = S>) -> Self {
+        self.then(Op::Select(columns.into_iter().map(Into::into).collect()))
+    }
+
+    /// Removes `columns`.
+    pub fn drop_columns<S: Into<String>>(self, columns: impl IntoIterator<Item = S>) -> Self {
+        self.then(Op::Drop(columns.into_iter().map(Into::into).collect()))
+    }
+
+    /// Transforms batches with an external process, one per worker, started
+    /// with `sh -c command`: it reads Arrow IPC stream batches on stdin and
+    /// writes one answer batch on stdout per batch read (docs/user-guide.md).
+    pub fn map_command(self, command: &str) -> Self {
+        self.then(Op::Command {
+            command: command.to_string(),
+        })
+    }
+
+    /// Runs the job, writing to `sink`.
+    pub async fn write(self, ctx: &JobContext, sink: Sink) -> Result<JobSummary> {
+        crate::executor::run(self, ctx, sink).await
+    }
+
+    /// Runs the job, writing Parquet files under `url`.
+    pub async fn write_parquet(self, ctx: &JobContext, url: &str) -> Result<JobSummary> {
+        self.write(ctx, Sink::parquet(url)).await
+    }
+
+    /// Runs the job, writing JSON-lines files under `url`.
+    pub async fn write_json(self, ctx: &JobContext, url: &str) -> Result<JobSummary> {
+        self.write(ctx, Sink::json(url)).await
+    }
+}

@@ -1,0 +1,75 @@
+//! The one error type of cairn-dataset.
+
+/// What went wrong in a job, naming the file, column or operator and what to do.
+///
+/// ```
+/// let e = cairn_dataset::Error::Plan { reason: "drop_columns removes the ID column uid".into() };
+/// assert!(e.to_string().contains("uid"));
+/// ```
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The job cannot run as planned; nothing was read or written.
+    #[error("invalid job: {reason}")]
+    Plan {
+        /// What is wrong and what to change.
+        reason: String,
+    },
+    /// An input file cannot be read or does not fit the job.
+    #[error("input {file}: {reason}")]
+    Input {
+        /// The file's URL.
+        file: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A transform failed.
+    #[error("transform {operator}: {reason}")]
+    Transform {
+        /// The operator's name.
+        operator: String,
+        /// What happened (for a command: its exit status and stderr).
+        reason: String,
+    },
+    /// The same ID appeared twice in the input.
+    #[error(
+        "duplicate ID {id} in column {column} (input {file}); IDs must identify one input row each, or a resume could skip a row that was never written. Make the IDs unique (or use --include-row-hash and id column row_hash)"
+    )]
+    DuplicateId {
+        /// The ID, as text.
+        id: String,
+        /// The ID column.
+        column: String,
+        /// The file where the second copy was seen.
+        file: String,
+    },
+    /// Writing output failed.
+    #[error("output {file}: {reason}")]
+    Output {
+        /// The file's URL.
+        file: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// Storage failed.
+    #[error("{0}")]
+    Storage(Box<cairn_fs::Error>),
+    /// The checkpoint failed.
+    #[error("{0}")]
+    Checkpoint(Box<cairn_checkpoint::Error>),
+}
+
+impl From<cairn_fs::Error> for Error {
+    fn from(e: cairn_fs::Error) -> Self {
+        Error::Storage(Box::new(e))
+    }
+}
+
+impl From<cairn_checkpoint::Error> for Error {
+    fn from(e: cairn_checkpoint::Error) -> Self {
+        Error::Checkpoint(Box::new(e))
+    }
+}
+
+/// Results of cairn-dataset.
+pub type Result<T> = std::result::Result<T, Error>;

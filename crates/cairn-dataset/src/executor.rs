@@ -1,0 +1,608 @@
+//! Runs a [`Dataset`]: plan and checks before anything is written, then
+//! workers that each fill one unit at a time (read → drop committed rows →
+//! transform) and commit it with the checkpoint protocol, then clean-up.
+//!
+//! Memory is bounded by backpressure: workers pull pieces (one Parquet row
+//! group or JSON file) from a queue only when they are ready for more, and a
+//! worker holds at most one unit's rows (the commit interval) plus the piece
+//! it is reading; nothing is read ahead of the workers.
+
+use std::collections::{HashSet, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::{Int32Type, Int64Type, UInt32Type, UInt64Type};
+use arrow_array::{Array, ArrayRef, BooleanArray, RecordBatch};
+use arrow_schema::{DataType, SchemaRef};
+use cairn_checkpoint::{CheckpointDir, IdSet, LeaseKeeper, RunId, UnitName};
+use cairn_fs::{ErrorKind, FileSystem, WriteMode};
+use futures::StreamExt;
+
+use crate::dataset::{DEFAULT_ROWS_PER_FILE, Dataset, JobContext};
+use crate::error::{Error, Result};
+use crate::ops::{Op, Pipeline, column_names, validate_plan};
+use crate::progress::{JobSummary, Progress};
+use crate::row_hash::ROW_HASH_COLUMN;
+use crate::sink::{OutputFormat, SaveMode, Sink, encode};
+use crate::source::{Piece, PlannedSource, Skip};
+
+/// Everything the workers share.
+struct Shared {
+    planned: PlannedSource,
+    queue: Mutex<VecDeque<Piece>>,
+    ops: Vec<Op>,
+    batch_size: usize,
+    id_column: Option<String>,
+    committed: IdSet,
+    checkpoint: Option<(CheckpointDir, LeaseKeeper)>,
+    run: RunId,
+    next_seq: AtomicU64,
+    out_fs: FileSystem,
+    out_dir: String,
+    format: OutputFormat,
+    unit_rows: usize,
+    unit_interval: Option<Duration>,
+    output_schema: OnceLock<SchemaRef>,
+    seen: Option<SeenIds>,
+    progress: Arc<Progress>,
+    stop: AtomicBool,
+    counts: Counts,
+}
+
+#[derive(Default)]
+struct Counts {
+    rows_read: AtomicU64,
+    rows_skipped: AtomicU64,
+    rows_written: AtomicU64,
+    files_written: AtomicU64,
+    bytes_written: AtomicU64,
+    units: AtomicU64,
+}
+
+/// The rows a worker has taken into its current unit.
+#[derive(Default)]
+struct Unit {
+    ids: Vec<ArrayRef>,
+    input_rows: usize,
+    outputs: Vec<RecordBatch>,
+    started: Option<Instant>,
+}
+
+pub(crate) async fn run(dataset: Dataset, ctx: &JobContext, sink: Sink) -> Result<JobSummary> {
+    let started = Instant::now();
+    let Dataset { source, ops } = dataset;
+    let (out_fs, out_dir) = FileSystem::from_url(&sink.url, &ctx.storage_options)?;
+    check_output_outside_inputs(&source, &out_fs, &out_dir, ctx)?;
+    let id_column = ctx.checkpoint.as_ref().map(|c| c.id_column.clone());
+
+    // Checkpoint: lease, recovery, committed IDs (before planning, so the
+    // plan can skip committed row groups).
+    let mut summary = JobSummary::default();
+    let mut committed = IdSet::Empty;
+    let mut checkpoint = None;
+    if let Some(config) = &ctx.checkpoint {
+        let mut config = config.clone();
+        if config.storage_options.is_empty() {
+            config.storage_options = ctx.storage_options.clone();
+        }
+        let open = config.open(&out_fs, &out_dir).await?;
+        summary.units_rolled_back = open.recovery.rolled_back.len() as u64;
+        summary.data_files_rolled_back = open.recovery.data_files_deleted as u64;
+        committed = open.state.ids;
+        if !open.lease.race_free() {
+            tracing::warn!(
+                "checkpoint {}: this store has no create-if-absent, so refusing a second concurrent run is best-effort",
+                config.checkpoint_path
+            );
+        }
+        let keeper = LeaseKeeper::start(open.dir.clone(), open.lease);
+        checkpoint = Some((open.dir, keeper, open.run, config));
+    }
+    let result = prepare_and_run(
+        source,
+        ops,
+        ctx,
+        &sink,
+        out_fs,
+        out_dir,
+        id_column,
+        committed,
+        checkpoint,
+        &mut summary,
+    )
+    .await;
+    summary.elapsed = started.elapsed();
+    result.map(|()| summary)
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn prepare_and_run(
+    source: crate::source::Source,
+    ops: Vec<Op>,
+    ctx: &JobContext,
+    sink: &Sink,
+    out_fs: FileSystem,
+    out_dir: String,
+    id_column: Option<String>,
+    committed: IdSet,
+    checkpoint: Option<(
+        CheckpointDir,
+        LeaseKeeper,
+        RunId,
+        cairn_checkpoint::CheckpointConfig,
+    )>,
+    summary: &mut JobSummary,
+) -> Result<()> {
+    // Everything that can be refused is checked before the first write.
+    let checked = async {
+        if sink.mode == SaveMode::Overwrite
+            && !committed.is_empty() {
+                return Err(Error::Plan {
+                    reason: format!(
+                        "mode overwrite would delete {} while the checkpoint holds {} committed IDs, whose rows would then be skipped and lost. Use append to resume, or remove the checkpoint to start over",
+                        out_fs.url(&out_dir),
+                        committed.len()
+                    ),
+                });
+            }
+        let skip = id_column.as_deref().map(|id| Skip {
+            ids: &committed,
+            id_column: id,
+        });
+        let planned = source.plan(&ctx.storage_options, skip).await?;
+        if let Some(id) = &id_column {
+            check_id_column(&planned.schema, id, &source)?;
+        }
+        validate_plan(&ops, &planned.schema, id_column.as_deref())?;
+        if sink.mode == SaveMode::Overwrite && out_fs.exists(&out_dir).await? {
+            out_fs.rm(&out_dir, true, None).await?;
+        }
+        Ok(planned)
+    }
+    .await;
+    let planned = match checked {
+        Ok(planned) => planned,
+        Err(e) => {
+            if let Some((dir, keeper, _, _)) = checkpoint {
+                release(&dir, keeper).await;
+            }
+            return Err(e);
+        }
+    };
+
+    summary.input_files = planned.files as u64;
+    summary.rows_skipped_unread = planned.rows_skipped_unread;
+    summary.row_groups_skipped = planned.row_groups_skipped;
+    summary.files_skipped = planned.files_skipped;
+    ctx.progress.set_total(planned.total_rows);
+    ctx.progress.add_done(planned.rows_skipped_unread);
+
+    let (unit_rows, unit_interval) = match &checkpoint {
+        Some((_, _, _, config)) => (config.commit_rows, Some(config.commit_interval)),
+        None => (DEFAULT_ROWS_PER_FILE, None),
+    };
+    let check_duplicates =
+        ctx.check_duplicate_ids && id_column.as_deref().is_some_and(|id| id != ROW_HASH_COLUMN);
+    let (run, config, checkpoint) = match checkpoint {
+        Some((dir, keeper, run, config)) => (run, Some(config), Some((dir, keeper))),
+        None => (RunId::new(), None, None),
+    };
+    let pieces: VecDeque<Piece> = planned.pieces.iter().cloned().collect();
+    let shared = Arc::new(Shared {
+        queue: Mutex::new(pieces),
+        planned,
+        ops,
+        batch_size: ctx.batch_size,
+        id_column,
+        committed,
+        checkpoint,
+        run,
+        next_seq: AtomicU64::new(0),
+        out_fs,
+        out_dir,
+        format: sink.format,
+        unit_rows,
+        unit_interval,
+        output_schema: OnceLock::new(),
+        seen: check_duplicates.then(SeenIds::new),
+        progress: ctx.progress.clone(),
+        stop: AtomicBool::new(false),
+        counts: Counts::default(),
+    });
+
+    let workers: Vec<_> = (0..ctx.workers.max(1))
+        .map(|_| tokio::spawn(worker(shared.clone())))
+        .collect();
+    let mut first_error = None;
+    for handle in workers {
+        let outcome = handle.await.unwrap_or_else(|e| {
+            Err(Error::Plan {
+                reason: format!("a worker panicked: {e}"),
+            })
+        });
+        if let Err(e) = outcome {
+            first_error.get_or_insert(e);
+        }
+    }
+    let shared = Arc::into_inner(shared).expect("workers are done");
+    let counts = &shared.counts;
+    summary.rows_read = counts.rows_read.load(Ordering::Relaxed);
+    summary.rows_skipped =
+        counts.rows_skipped.load(Ordering::Relaxed) + summary.rows_skipped_unread;
+    summary.rows_written = counts.rows_written.load(Ordering::Relaxed);
+    summary.files_written = counts.files_written.load(Ordering::Relaxed);
+    summary.bytes_written = counts.bytes_written.load(Ordering::Relaxed);
+    summary.units_committed = counts.units.load(Ordering::Relaxed);
+
+    let Some((dir, keeper)) = shared.checkpoint else {
+        return first_error.map_or(Ok(()), Err);
+    };
+    if let Some(e) = first_error {
+        release(&dir, keeper).await;
+        return Err(e);
+    }
+    let lease = keeper.stop().await?;
+    let config = config.expect("a checkpoint has a config");
+    if config.delete_checkpoint_on_success {
+        let report = dir.clean_up().await?;
+        summary.checkpoint_removed = report.removed_directory || report.kept_foreign.is_empty();
+    } else {
+        dir.release_lease(lease).await?;
+    }
+    Ok(())
+}
+
+/// Gives the lease back after a failed run, so the next run need not wait
+/// for it to expire. The checkpoint itself is kept.
+async fn release(dir: &CheckpointDir, keeper: LeaseKeeper) {
+    if let Ok(lease) = keeper.stop().await
+        && let Err(e) = dir.release_lease(lease).await
+    {
+        tracing::warn!("could not release the checkpoint lease: {e}");
+    }
+}
+
+/// The ID column must be in the input with a type IDs can have.
+fn check_id_column(schema: &SchemaRef, id: &str, source: &crate::source::Source) -> Result<()> {
+    let Ok(field) = schema.field_with_name(id) else {
+        let hint = if id == ROW_HASH_COLUMN {
+            "; row_hash IDs need include_row_hash (--include-row-hash) on a Parquet input"
+        } else {
+            ""
+        };
+        return Err(Error::Plan {
+            reason: format!(
+                "the ID column {id:?} is not in the input (columns: {}){hint}",
+                column_names(schema)
+            ),
+        });
+    };
+    let _ = source;
+    match field.data_type() {
+        DataType::Int8
+        | DataType::Int16
+        | DataType::Int32
+        | DataType::Int64
+        | DataType::UInt8
+        | DataType::UInt16
+        | DataType::UInt32
+        | DataType::UInt64
+        | DataType::Utf8
+        | DataType::LargeUtf8
+        | DataType::Binary
+        | DataType::LargeBinary => Ok(()),
+        other => Err(Error::Plan {
+            reason: format!(
+                "the ID column {id:?} has type {other}; IDs must be integers or strings"
+            ),
+        }),
+    }
+}
+
+/// A job that writes into a directory it reads would read its own output
+/// on the next run.
+fn check_output_outside_inputs(
+    source: &crate::source::Source,
+    out_fs: &FileSystem,
+    out_dir: &str,
+    ctx: &JobContext,
+) -> Result<()> {
+    let urls = match source {
+        crate::source::Source::Parquet { urls, .. } | crate::source::Source::Json { urls, .. } => {
+            urls
+        }
+        crate::source::Source::Items(_) => return Ok(()),
+    };
+    for url in urls {
+        let Ok((fs, path)) = FileSystem::from_url(url, &ctx.storage_options) else {
+            continue;
+        };
+        let input = path.trim_end_matches('/');
+        let output = out_dir.trim_end_matches('/');
+        let nested = output == input || output.starts_with(&format!("{input}/"));
+        if fs.protocol() == out_fs.protocol() && nested {
+            return Err(Error::Plan {
+                reason: format!(
+                    "the output {} is inside the input {url}; a later run would read this job's own output. Write somewhere else",
+                    out_fs.url(out_dir)
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
+async fn worker(shared: Arc<Shared>) -> Result<()> {
+    let outcome = work(&shared).await;
+    if outcome.is_err() {
+        shared.stop.store(true, Ordering::Relaxed);
+    }
+    outcome
+}
+
+async fn work(shared: &Arc<Shared>) -> Result<()> {
+    let pipeline = Arc::new(Mutex::new(Pipeline::new(
+        &shared.ops,
+        shared.id_column.as_deref(),
+    )));
+    let mut unit = Unit::default();
+    let id_index = shared.id_column.as_ref().map(|id| {
+        shared
+            .planned
+            .schema
+            .index_of(id)
+            .expect("checked in the plan")
+    });
+    loop {
+        if shared.stop.load(Ordering::Relaxed) {
+            break;
+        }
+        let piece = shared.queue.lock().expect("queue lock").pop_front();
+        let Some(piece) = piece else { break };
+        let label = piece_label(&piece);
+        let mut batches = shared.planned.read(piece, shared.batch_size);
+        while let Some(batch) = batches.next().await {
+            let mut batch = batch?;
+            let rows = batch.num_rows() as u64;
+            shared.counts.rows_read.fetch_add(rows, Ordering::Relaxed);
+            shared.progress.add_done(rows);
+            if let Some(index) = id_index {
+                batch = drop_committed(shared, batch, index, &label)?;
+                let ids = batch.column(index).clone();
+                if let Some(seen) = &shared.seen {
+                    seen.insert(&ids, shared.id_column.as_deref().unwrap_or(""), &label)?;
+                }
+                unit.ids.push(ids);
+            }
+            if batch.num_rows() == 0 {
+                continue;
+            }
+            unit.input_rows += batch.num_rows();
+            unit.started.get_or_insert_with(Instant::now);
+            let stage = pipeline.clone();
+            let outputs = tokio::task::spawn_blocking(move || {
+                stage.lock().expect("pipeline lock").apply(batch)
+            })
+            .await
+            .map_err(|e| Error::Plan {
+                reason: format!("a transform panicked: {e}"),
+            })??;
+            unit.outputs.extend(outputs);
+            let due = unit.input_rows >= shared.unit_rows
+                || shared
+                    .unit_interval
+                    .zip(unit.started)
+                    .is_some_and(|(interval, since)| since.elapsed() >= interval);
+            if due {
+                flush(shared, &mut unit).await?;
+            }
+        }
+    }
+    flush(shared, &mut unit).await
+}
+
+fn piece_label(piece: &Piece) -> String {
+    match piece {
+        Piece::RowGroup { file, .. } | Piece::JsonFile(file) => file.url.clone(),
+        Piece::Batch(_) => "in-memory items".to_string(),
+    }
+}
+
+/// Removes the rows whose IDs are committed; a null ID is an error.
+fn drop_committed(
+    shared: &Shared,
+    batch: RecordBatch,
+    index: usize,
+    label: &str,
+) -> Result<RecordBatch> {
+    let ids = batch.column(index);
+    if ids.null_count() > 0 {
+        return Err(Error::Input {
+            file: label.to_string(),
+            reason: format!(
+                "{} rows have no value in the ID column {:?}; every row needs an ID",
+                ids.null_count(),
+                shared.id_column.as_deref().unwrap_or("")
+            ),
+        });
+    }
+    if shared.committed.is_empty() {
+        return Ok(batch);
+    }
+    let committed = shared.committed.contains_array(ids.as_ref())?;
+    let skipped = committed.true_count();
+    if skipped == 0 {
+        return Ok(batch);
+    }
+    shared
+        .counts
+        .rows_skipped
+        .fetch_add(skipped as u64, Ordering::Relaxed);
+    let keep = BooleanArray::new(!committed.values(), None);
+    arrow_select::filter::filter_record_batch(&batch, &keep).map_err(|e| Error::Input {
+        file: label.to_string(),
+        reason: e.to_string(),
+    })
+}
+
+/// Writes the unit's data and commits it: pending record, data file,
+/// committed record, pending record released (docs/checkpoint-protocol.md).
+async fn flush(shared: &Shared, unit: &mut Unit) -> Result<()> {
+    let unit = std::mem::take(unit);
+    if unit.input_rows == 0 && unit.ids.iter().all(|ids| ids.is_empty()) {
+        return Ok(());
+    }
+    let name = UnitName::new(&shared.run, shared.next_seq.fetch_add(1, Ordering::Relaxed));
+    let ids = match unit.ids.as_slice() {
+        [] => None,
+        arrays => {
+            let refs: Vec<&dyn Array> = arrays.iter().map(|a| a.as_ref()).collect();
+            Some(
+                arrow_select::concat::concat(&refs).map_err(|e| Error::Plan {
+                    reason: format!("cannot gather the unit's IDs ({e})"),
+                })?,
+            )
+        }
+    };
+    if let (Some((dir, keeper)), Some(ids)) = (&shared.checkpoint, &ids) {
+        keeper.check()?;
+        dir.write_pending(&name, ids.clone()).await?;
+    }
+    let file = format!(
+        "{}/{}_0.{}",
+        shared.out_dir,
+        name.as_str(),
+        shared.format.extension()
+    );
+    let file_url = shared.out_fs.url(&file);
+    let out_rows: usize = unit.outputs.iter().map(RecordBatch::num_rows).sum();
+    let mut bytes_written = 0;
+    if out_rows > 0 {
+        let schema = output_schema(shared, &unit.outputs, &file_url)?;
+        let format = shared.format;
+        let outputs = unit.outputs;
+        let url = file_url.clone();
+        let encoded = tokio::task::spawn_blocking(move || encode(format, &schema, &outputs, &url))
+            .await
+            .map_err(|e| Error::Output {
+                file: file_url.clone(),
+                reason: format!("encoding panicked: {e}"),
+            })??;
+        if let Some(bytes) = encoded {
+            bytes_written = bytes.len() as u64;
+            shared
+                .out_fs
+                .pipe(&file, bytes, WriteMode::Overwrite)
+                .await?;
+            shared.counts.files_written.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+    if let (Some((dir, keeper)), Some(ids)) = (&shared.checkpoint, ids) {
+        keeper.check()?;
+        dir.commit(&name, ids).await?;
+        if let Err(e) = dir.release_pending(&name).await {
+            // The unit is committed; a leftover pending record is settled
+            // by the next run's recovery.
+            if !matches!(&e, cairn_checkpoint::Error::Storage(s) if s.kind() == ErrorKind::NotFound)
+            {
+                tracing::warn!(
+                    "unit {} committed; its pending record stays: {e}",
+                    name.as_str()
+                );
+            }
+        }
+    }
+    shared
+        .counts
+        .rows_written
+        .fetch_add(out_rows as u64, Ordering::Relaxed);
+    shared
+        .counts
+        .bytes_written
+        .fetch_add(bytes_written, Ordering::Relaxed);
+    shared.counts.units.fetch_add(1, Ordering::Relaxed);
+    shared.progress.add_unit(out_rows as u64, bytes_written);
+    Ok(())
+}
+
+/// The job's output schema (the first unit's), which every unit must keep.
+fn output_schema(shared: &Shared, outputs: &[RecordBatch], file: &str) -> Result<SchemaRef> {
+    let first = outputs
+        .iter()
+        .find(|b| b.num_rows() > 0)
+        .expect("some rows")
+        .schema();
+    let schema = shared.output_schema.get_or_init(|| first.clone()).clone();
+    if let Some(other) = outputs
+        .iter()
+        .filter(|b| b.num_rows() > 0)
+        .find(|b| b.schema().fields() != schema.fields())
+    {
+        return Err(Error::Output {
+            file: file.to_string(),
+            reason: format!(
+                "the transforms produced rows with columns ({}) after rows with columns ({}); every output row of a job must have one schema",
+                describe(&other.schema()),
+                describe(&schema)
+            ),
+        });
+    }
+    Ok(schema)
+}
+
+fn describe(schema: &SchemaRef) -> String {
+    schema
+        .fields()
+        .iter()
+        .map(|f| format!("{}: {}", f.name(), f.data_type()))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The IDs this run has taken, to catch an ID seen twice.
+struct SeenIds {
+    shards: Vec<Mutex<HashSet<u128>>>,
+}
+
+impl SeenIds {
+    fn new() -> Self {
+        Self {
+            shards: (0..64).map(|_| Mutex::new(HashSet::new())).collect(),
+        }
+    }
+
+    fn insert(&self, ids: &ArrayRef, column: &str, label: &str) -> Result<()> {
+        let keys = cairn_checkpoint::idset::id_keys(ids.as_ref())?;
+        for (row, key) in keys.into_iter().enumerate() {
+            let Some(key) = key else { continue };
+            let shard = (key as u64 ^ (key >> 64) as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58;
+            let fresh = self.shards[shard as usize]
+                .lock()
+                .expect("seen-ID lock")
+                .insert(key);
+            if !fresh {
+                return Err(Error::DuplicateId {
+                    id: id_text(ids.as_ref(), row),
+                    column: column.to_string(),
+                    file: label.to_string(),
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One ID as text, for messages.
+fn id_text(ids: &dyn Array, row: usize) -> String {
+    match ids.data_type() {
+        DataType::Int64 => ids.as_primitive::<Int64Type>().value(row).to_string(),
+        DataType::Int32 => ids.as_primitive::<Int32Type>().value(row).to_string(),
+        DataType::UInt64 => ids.as_primitive::<UInt64Type>().value(row).to_string(),
+        DataType::UInt32 => ids.as_primitive::<UInt32Type>().value(row).to_string(),
+        DataType::Utf8 => format!("{:?}", ids.as_string::<i32>().value(row)),
+        DataType::LargeUtf8 => format!("{:?}", ids.as_string::<i64>().value(row)),
+        other => format!("(a {other} value at row {row})"),
+    }
+}

@@ -1,0 +1,27 @@
+//! cairn-dataset: resumable map-only jobs over Arrow batches.
+//!
+//! A [`Dataset`] reads Parquet or JSON lines from any cairn URL (or batches
+//! in memory), applies map-like operators (Rust closures or an external
+//! command speaking Arrow IPC), and writes Parquet or JSON lines. With a
+//! [`cairn_checkpoint::CheckpointConfig`] in the [`JobContext`], every unit
+//! of output commits with the checkpoint protocol, and a re-run of the same
+//! job skips the rows already committed (whole row groups unread when the
+//! IDs are Ray's `row_hash`).
+
+mod command;
+mod dataset;
+mod error;
+mod executor;
+mod ops;
+mod progress;
+mod row_hash;
+mod sink;
+mod source;
+
+pub use dataset::{DEFAULT_BATCH_SIZE, DEFAULT_ROWS_PER_FILE, Dataset, JobContext};
+pub use error::{Error, Result};
+pub use ops::{BoxError, Row};
+pub use progress::{JobSummary, Progress, ProgressSnapshot};
+pub use row_hash::{ROW_HASH_COLUMN, row_hash, row_hash_column, row_hash_seed};
+pub use sink::{OutputFormat, SaveMode, Sink};
+pub use source::{PATH_COLUMN, Source};
