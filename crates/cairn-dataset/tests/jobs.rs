@@ -1,0 +1,439 @@
+//! Jobs through the library on local files: resume after failures, 1:N,
+//! plan checks, bad input. Exactly-once is checked by reading the output.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::Int64Type;
+use arrow_array::{ArrayRef, Int64Array, RecordBatch, StringArray};
+use cairn_checkpoint::CheckpointConfig;
+use cairn_dataset::{Dataset, Error, JobContext, Row, SaveMode, Sink, Source};
+use parquet::arrow::ArrowWriter;
+use parquet::file::properties::WriterProperties;
+use serde_json::Value;
+
+/// Writes `files` Parquet files of `per_file` rows (`uid`, `text`) under `dir`.
+fn write_input(dir: &std::path::Path, files: usize, per_file: usize) {
+    std::fs::create_dir_all(dir).unwrap();
+    for f in 0..files {
+        let start = (f * per_file) as i64;
+        let uid = Int64Array::from_iter_values(start..start + per_file as i64);
+        let text =
+            StringArray::from_iter_values((0..per_file).map(|i| format!("t{}", start + i as i64)));
+        write_batch(
+            &dir.join(format!("part-{f:03}.parquet")),
+            RecordBatch::try_from_iter([
+                ("uid", Arc::new(uid) as ArrayRef),
+                ("text", Arc::new(text) as ArrayRef),
+            ])
+            .unwrap(),
+        );
+    }
+}
+
+fn write_batch(path: &std::path::Path, batch: RecordBatch) {
+    let props = WriterProperties::builder()
+        .set_max_row_group_row_count(Some(100))
+        .build();
+    let mut writer = ArrowWriter::try_new(
+        std::fs::File::create(path).unwrap(),
+        batch.schema(),
+        Some(props),
+    )
+    .unwrap();
+    writer.write(&batch).unwrap();
+    writer.close().unwrap();
+}
+
+/// How often each uid occurs in the Parquet output under `dir`.
+async fn output_counts(dir: &std::path::Path) -> HashMap<i64, usize> {
+    let mut counts = HashMap::new();
+    if !dir.exists() {
+        return counts;
+    }
+    let batches = Source::parquet([dir.to_str().unwrap()])
+        .collect(&Default::default())
+        .await
+        .unwrap_or_default();
+    for batch in batches {
+        for uid in batch
+            .column_by_name("uid")
+            .unwrap()
+            .as_primitive::<Int64Type>()
+            .values()
+        {
+            *counts.entry(*uid).or_default() += 1;
+        }
+    }
+    counts
+}
+
+fn ctx(ckpt: &std::path::Path, commit_rows: usize) -> JobContext {
+    let mut config = CheckpointConfig::new("uid", ckpt.to_str().unwrap());
+    config.commit_rows = commit_rows;
+    JobContext::new()
+        .checkpoint(config)
+        .workers(2)
+        .batch_size(50)
+}
+
+#[tokio::test]
+async fn a_failed_transform_resumes_exactly_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (input, output, ckpt) = (
+        tmp.path().join("in"),
+        tmp.path().join("out"),
+        tmp.path().join("ckpt"),
+    );
+    write_input(&input, 4, 500);
+    let seen = Arc::new(AtomicUsize::new(0));
+    let counter = seen.clone();
+    let failing =
+        Dataset::read_parquet([input.to_str().unwrap()]).map_batches("flaky", None, move |b| {
+            if counter.fetch_add(b.num_rows(), Ordering::SeqCst) > 1000 {
+                return Err("model server went away".into());
+            }
+            Ok(b)
+        });
+    let err = failing
+        .write_parquet(&ctx(&ckpt, 100), output.to_str().unwrap())
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("map_batches(flaky)") && err.to_string().contains("went away"),
+        "{err}"
+    );
+    let partial = output_counts(&output).await;
+    assert!(
+        !partial.is_empty() && partial.len() < 2000,
+        "partial output: {}",
+        partial.len()
+    );
+    assert!(ckpt.exists(), "a failed run keeps its checkpoint");
+
+    let summary = Dataset::read_parquet([input.to_str().unwrap()])
+        .map_batches("fixed", None, Ok)
+        .write_parquet(&ctx(&ckpt, 100), output.to_str().unwrap())
+        .await
+        .unwrap();
+    let counts = output_counts(&output).await;
+    assert_eq!(counts.len(), 2000);
+    assert!(counts.values().all(|&n| n == 1), "duplicates in the output");
+    assert_eq!(summary.rows_skipped as usize, partial.len());
+    assert_eq!(summary.rows_written as usize, 2000 - partial.len());
+    assert!(summary.checkpoint_removed && !ckpt.exists());
+}
+
+#[tokio::test]
+async fn flat_map_outputs_of_one_row_commit_together() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (input, output, ckpt) = (
+        tmp.path().join("in"),
+        tmp.path().join("out"),
+        tmp.path().join("ckpt"),
+    );
+    write_input(&input, 2, 300);
+    let explode = |fail_at: Option<i64>| {
+        move |row: Row| {
+            let uid = row["uid"].as_i64().unwrap();
+            if Some(uid) == fail_at {
+                return Err(format!("bad sample {uid}").into());
+            }
+            Ok((0..3)
+                .map(|clip| {
+                    let mut r = row.clone();
+                    r.insert("clip".into(), Value::from(clip));
+                    r
+                })
+                .collect())
+        }
+    };
+    let first = Dataset::read_parquet([input.to_str().unwrap()])
+        .flat_map("clips", explode(Some(450)))
+        .write_parquet(&ctx(&ckpt, 60), output.to_str().unwrap())
+        .await;
+    assert!(first.unwrap_err().to_string().contains("bad sample 450"));
+    let partial = output_counts(&output).await;
+    assert!(
+        partial.values().all(|&n| n == 3),
+        "a source row was half committed"
+    );
+    Dataset::read_parquet([input.to_str().unwrap()])
+        .flat_map("clips", explode(None))
+        .write_parquet(&ctx(&ckpt, 60), output.to_str().unwrap())
+        .await
+        .unwrap();
+    let counts = output_counts(&output).await;
+    assert_eq!(counts.len(), 600);
+    assert!(counts.values().all(|&n| n == 3));
+}
+
+#[tokio::test]
+async fn row_hash_resume_skips_committed_row_groups_unread() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (input, output, ckpt) = (
+        tmp.path().join("in"),
+        tmp.path().join("out"),
+        tmp.path().join("ckpt"),
+    );
+    write_input(&input, 3, 1000);
+    let mut config = CheckpointConfig::new("row_hash", ckpt.to_str().unwrap());
+    config.commit_rows = 100;
+    let ctx = JobContext::new()
+        .checkpoint(config)
+        .workers(1)
+        .batch_size(100);
+    let calls = Arc::new(AtomicUsize::new(0));
+    let counter = calls.clone();
+    let err = Dataset::from_source(Source::parquet([input.to_str().unwrap()]).with_row_hash())
+        .map_batches("stop", None, move |b| {
+            if counter.fetch_add(1, Ordering::SeqCst) == 17 {
+                return Err("preempted".into());
+            }
+            Ok(b)
+        })
+        .write_parquet(&ctx, output.to_str().unwrap())
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("preempted"));
+    let summary = Dataset::from_source(Source::parquet([input.to_str().unwrap()]).with_row_hash())
+        .write_parquet(&ctx, output.to_str().unwrap())
+        .await
+        .unwrap();
+    // One worker, 100-row units over 100-row row groups: the 17 committed
+    // units are whole row groups, skipped without being read.
+    assert_eq!(
+        (summary.rows_skipped_unread, summary.row_groups_skipped),
+        (1700, 17)
+    );
+    assert_eq!(summary.files_skipped, 1);
+    assert_eq!(summary.rows_read, 1300);
+    let counts = output_counts(&output).await;
+    assert_eq!(counts.len(), 3000);
+    assert!(counts.values().all(|&n| n == 1));
+}
+
+#[tokio::test]
+async fn a_finished_run_with_a_kept_checkpoint_writes_nothing_and_says_so() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (input, output, ckpt) = (
+        tmp.path().join("in"),
+        tmp.path().join("out"),
+        tmp.path().join("ckpt"),
+    );
+    write_input(&input, 1, 200);
+    let mut config = CheckpointConfig::new("uid", ckpt.to_str().unwrap());
+    config.delete_checkpoint_on_success = false;
+    let ctx = JobContext::new().checkpoint(config);
+    let job = || Dataset::read_parquet([input.to_str().unwrap()]);
+    let first = job()
+        .write_parquet(&ctx, output.to_str().unwrap())
+        .await
+        .unwrap();
+    assert!(!first.all_already_committed() && ckpt.exists());
+    let again = job()
+        .write_parquet(&ctx, output.to_str().unwrap())
+        .await
+        .unwrap();
+    assert!(again.all_already_committed());
+    assert_eq!((again.rows_skipped, again.rows_written), (200, 0));
+    // Overwrite would delete the committed rows while the checkpoint skips them.
+    let err = job()
+        .write(
+            &ctx,
+            Sink::parquet(output.to_str().unwrap()).mode(SaveMode::Overwrite),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("mode overwrite would delete"),
+        "{err}"
+    );
+    assert_eq!(output_counts(&output).await.len(), 200, "nothing deleted");
+}
+
+#[tokio::test]
+async fn plan_errors_come_before_any_write() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (input, output, ckpt) = (
+        tmp.path().join("in"),
+        tmp.path().join("out"),
+        tmp.path().join("ckpt"),
+    );
+    write_input(&input, 1, 10);
+    let ctx = ctx(&ckpt, 100);
+    let input_url = input.to_str().unwrap();
+    let out = output.to_str().unwrap();
+    let cases: Vec<(Dataset, &str)> = vec![
+        (
+            Dataset::read_parquet([input_url]).drop_columns(["uid"]),
+            "drop_columns(uid) drops the ID column",
+        ),
+        (
+            Dataset::read_parquet([input_url]).select_columns(["text"]),
+            "select_columns(text) drops the ID column",
+        ),
+        (
+            Dataset::read_parquet([input_url])
+                .with_column("uid", |b: &RecordBatch| Ok(b.column(0).clone())),
+            "with_column(uid) replaces the ID column",
+        ),
+        (
+            Dataset::read_parquet([tmp.path().join("nope").to_str().unwrap()]),
+            "nope",
+        ),
+    ];
+    for (dataset, expected) in cases {
+        let err = dataset.write_parquet(&ctx, out).await.unwrap_err();
+        assert!(err.to_string().contains(expected), "{err}");
+    }
+    let mut config = CheckpointConfig::new("row_hash", ckpt.to_str().unwrap());
+    config.commit_rows = 5;
+    let err = Dataset::read_parquet([input_url])
+        .write_parquet(&JobContext::new().checkpoint(config), out)
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("--include-row-hash"), "{err}");
+    let err = Dataset::read_parquet([input_url])
+        .write_parquet(&ctx, &format!("{input_url}/out"))
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("is inside the input"), "{err}");
+    assert!(!output.exists(), "a refused job wrote output");
+    assert!(
+        !ckpt.join(".cairn-lease.json").exists(),
+        "a refused job kept the lease"
+    );
+}
+
+#[tokio::test]
+async fn bad_input_is_a_clear_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (input, output, ckpt) = (
+        tmp.path().join("in"),
+        tmp.path().join("out"),
+        tmp.path().join("ckpt"),
+    );
+    write_input(&input, 2, 10);
+    // A duplicated ID: a resume could skip the second copy, so it is an error.
+    write_batch(
+        &input.join("part-dup.parquet"),
+        RecordBatch::try_from_iter([
+            ("uid", Arc::new(Int64Array::from(vec![3])) as ArrayRef),
+            (
+                "text",
+                Arc::new(StringArray::from(vec!["again"])) as ArrayRef,
+            ),
+        ])
+        .unwrap(),
+    );
+    let err = Dataset::read_parquet([input.to_str().unwrap()])
+        .write_parquet(&ctx(&ckpt, 100), output.to_str().unwrap())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::DuplicateId { ref id, .. } if id == "3"),
+        "{err}"
+    );
+    std::fs::remove_file(input.join("part-dup.parquet")).unwrap();
+
+    // A file whose schema differs from the others.
+    write_batch(
+        &input.join("part-zzz.parquet"),
+        RecordBatch::try_from_iter([("uid", Arc::new(StringArray::from(vec!["x"])) as ArrayRef)])
+            .unwrap(),
+    );
+    let err = Dataset::read_parquet([input.to_str().unwrap()])
+        .write_parquet(&ctx(&ckpt, 100), output.to_str().unwrap())
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("part-zzz.parquet") && err.to_string().contains("schema"),
+        "{err}"
+    );
+    std::fs::remove_file(input.join("part-zzz.parquet")).unwrap();
+
+    // Not Parquet at all.
+    std::fs::write(input.join("part-bad.parquet"), b"not parquet").unwrap();
+    let err = Dataset::read_parquet([input.to_str().unwrap()])
+        .write_parquet(&ctx(&ckpt, 100), output.to_str().unwrap())
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("part-bad.parquet")
+            && err.to_string().contains("not a readable Parquet"),
+        "{err}"
+    );
+    std::fs::remove_file(input.join("part-bad.parquet")).unwrap();
+
+    // Empty input files are fine: nothing to do.
+    let empty = tmp.path().join("empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    write_batch(
+        &empty.join("e.parquet"),
+        RecordBatch::try_from_iter([(
+            "uid",
+            Arc::new(Int64Array::from(Vec::<i64>::new())) as ArrayRef,
+        )])
+        .unwrap(),
+    );
+    let summary = Dataset::read_parquet([empty.to_str().unwrap()])
+        .write_parquet(&ctx(&ckpt, 100), output.to_str().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(
+        (
+            summary.rows_read,
+            summary.rows_written,
+            summary.units_committed
+        ),
+        (0, 0, 0)
+    );
+    // After all that, the real job still runs exactly once.
+    Dataset::read_parquet([input.to_str().unwrap()])
+        .write_parquet(&ctx(&ckpt, 100), output.to_str().unwrap())
+        .await
+        .unwrap();
+    let counts = output_counts(&output).await;
+    assert_eq!(counts.len(), 20);
+}
+
+#[tokio::test]
+async fn json_lines_in_and_out_with_paths() {
+    let tmp = tempfile::tempdir().unwrap();
+    let input = tmp.path().join("in");
+    std::fs::create_dir_all(&input).unwrap();
+    std::fs::write(
+        input.join("a.jsonl"),
+        "{\"uid\": 1, \"text\": \"a\"}\n{\"uid\": 2, \"text\": null}\n",
+    )
+    .unwrap();
+    std::fs::write(input.join("b.jsonl"), "{\"uid\": 3, \"score\": 0.5}\n").unwrap();
+    let output = tmp.path().join("out");
+    let summary = Dataset::from_source(Source::json([input.to_str().unwrap()]).with_paths())
+        .write_json(
+            &ctx(&tmp.path().join("ckpt"), 100),
+            output.to_str().unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(summary.rows_written, 3);
+    let written: Vec<Value> = std::fs::read_dir(&output)
+        .unwrap()
+        .flat_map(|e| {
+            std::fs::read_to_string(e.unwrap().path())
+                .unwrap()
+                .lines()
+                .map(|l| serde_json::from_str(l).unwrap())
+                .collect::<Vec<Value>>()
+        })
+        .collect();
+    assert_eq!(written.len(), 3);
+    assert!(
+        written
+            .iter()
+            .all(|row| row["path"].as_str().unwrap().ends_with(".jsonl"))
+    );
+}
