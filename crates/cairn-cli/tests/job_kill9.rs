@@ -1,0 +1,251 @@
+//! `cairn job run` killed with SIGKILL at random instants (seeded; the seed
+//! is printed, `CAIRN_JOB_KILL9_SEED` replays it), re-run each time, then run
+//! to the end: the output must hold every input row exactly once, and the
+//! checkpoint must be gone. On local disk (with and without a Python
+//! `--map-cmd` transform) and on Garage (with the transform).
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use cairn_conformance::{s3_server, tools_python};
+
+/// splitmix64: the kill instants replay from the seed.
+fn mix(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+fn seed() -> u64 {
+    let seed = std::env::var("CAIRN_JOB_KILL9_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0x5EED_CA1D);
+    eprintln!("job kill -9 seed: {seed} (replay with CAIRN_JOB_KILL9_SEED={seed})");
+    seed
+}
+
+struct Scenario {
+    env: Vec<(String, String)>,
+    input: String,
+    output: String,
+    checkpoint: String,
+    extra: Vec<String>,
+}
+
+impl Scenario {
+    fn command(&self, args: &[&str]) -> Command {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_cairn"));
+        command.args(args).env("CAIRN_LOG", "error");
+        for (k, v) in &self.env {
+            command.env(k, v);
+        }
+        command
+    }
+
+    fn run_args(&self) -> Vec<String> {
+        let mut args: Vec<String> = [
+            "job",
+            "run",
+            "--input",
+            &self.input,
+            "--output",
+            &self.output,
+            "--checkpoint",
+            &self.checkpoint,
+            "--id-column",
+            "uid",
+            "--workers",
+            "2",
+            "--batch-size",
+            "100",
+            "--commit-every-rows",
+            "100",
+            "--quiet",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        args.extend(self.extra.iter().cloned());
+        args
+    }
+
+    fn start(&self) -> Child {
+        let args = self.run_args();
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        self.command(&args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start cairn job run")
+    }
+
+    fn ok(&self, args: &[&str]) -> String {
+        let out = self.command(args).output().expect("run cairn");
+        assert!(
+            out.status.success(),
+            "cairn {args:?} failed: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stderr).to_string() + &String::from_utf8_lossy(&out.stdout)
+    }
+
+    /// Kills the job `kills` times at random instants; returns how many
+    /// kills landed while it was still running.
+    fn kill_repeatedly(&self, kills: usize, max_delay_ms: u64, seed: &mut u64) -> usize {
+        let mut landed = 0;
+        for _ in 0..kills {
+            let mut child = self.start();
+            let delay = Duration::from_millis(30 + mix(seed) % max_delay_ms);
+            let started = Instant::now();
+            while started.elapsed() < delay {
+                if child.try_wait().unwrap().is_some() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            if child.try_wait().unwrap().is_none() {
+                landed += 1;
+            }
+            // SIGKILL: no clean-up of any kind in the child.
+            let _ = child.kill();
+            child.wait().unwrap();
+        }
+        landed
+    }
+
+    /// Runs to the end and checks exactly-once with `cairn job verify`.
+    fn finish_and_verify(&self) {
+        let summary = {
+            let args = self.run_args();
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            self.ok(&args)
+        };
+        eprintln!("final run: {summary}");
+        let verified = self.ok(&[
+            "job",
+            "verify",
+            "--input",
+            &self.input,
+            "--output",
+            &self.output,
+            "--id-column",
+            "uid",
+        ]);
+        assert!(verified.contains("exactly once:"), "{verified}");
+        let left = self.command(&["ls", &self.checkpoint]).output().unwrap();
+        assert!(
+            !left.status.success() || left.stdout.is_empty(),
+            "checkpoint not cleaned up: {}",
+            String::from_utf8_lossy(&left.stdout)
+        );
+    }
+}
+
+fn embed_command(python: &str) -> String {
+    format!(
+        "{python} {}/../../examples/embed_transform.py",
+        env!("CARGO_MANIFEST_DIR")
+    )
+}
+
+#[test]
+fn local_job_survives_kill9() {
+    let mut seed = seed();
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().display().to_string();
+    let plain = Scenario {
+        env: vec![],
+        input: format!("{root}/in"),
+        output: format!("{root}/out"),
+        checkpoint: format!("{root}/ckpt"),
+        extra: vec![],
+    };
+    plain.ok(&[
+        "job",
+        "sample",
+        &plain.input,
+        "--rows",
+        "40000",
+        "--files",
+        "8",
+        "--row-group-rows",
+        "1000",
+    ]);
+    let landed_plain = plain.kill_repeatedly(12, 250, &mut seed);
+    plain.finish_and_verify();
+
+    let Some(python) = tools_python("local_job_survives_kill9") else {
+        return;
+    };
+    let transformed = Scenario {
+        env: vec![("EMBED_SLEEP_MS".into(), "15".into())],
+        output: format!("{root}/out-embed"),
+        checkpoint: format!("{root}/ckpt-embed"),
+        extra: vec!["--map-cmd".into(), embed_command(&python)],
+        input: plain.input.clone(),
+    };
+    let landed_embed = transformed.kill_repeatedly(10, 700, &mut seed);
+    transformed.finish_and_verify();
+    eprintln!(
+        "local kills landed mid-run: plain {landed_plain}/12, with --map-cmd {landed_embed}/10"
+    );
+    assert!(
+        landed_plain >= 10 && landed_embed >= 8,
+        "the job ended before most kills: make it slower"
+    );
+}
+
+#[test]
+fn garage_job_with_transform_survives_kill9() {
+    let Some((_, settings)) = s3_server("GARAGE", "garage_job_with_transform_survives_kill9")
+    else {
+        return;
+    };
+    let Some(python) = tools_python("garage_job_with_transform_survives_kill9") else {
+        return;
+    };
+    let mut seed = seed() ^ 0x6A2A6E;
+    let prefix = format!(
+        "s3://{}/job-kill9-{}",
+        settings.bucket,
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    );
+    let scenario = Scenario {
+        env: vec![
+            ("AWS_ACCESS_KEY_ID".into(), settings.key.clone()),
+            ("AWS_SECRET_ACCESS_KEY".into(), settings.secret.clone()),
+            ("AWS_ENDPOINT_URL".into(), settings.endpoint.clone()),
+            ("AWS_REGION".into(), settings.region.clone()),
+            ("EMBED_SLEEP_MS".into(), "5".into()),
+        ],
+        input: format!("{prefix}/in"),
+        output: format!("{prefix}/out"),
+        checkpoint: format!("{prefix}/ckpt"),
+        extra: vec!["--map-cmd".into(), embed_command(&python)],
+    };
+    scenario.ok(&[
+        "job",
+        "sample",
+        &scenario.input,
+        "--rows",
+        "20000",
+        "--files",
+        "4",
+        "--row-group-rows",
+        "1000",
+    ]);
+    let landed = scenario.kill_repeatedly(10, 900, &mut seed);
+    scenario.finish_and_verify();
+    eprintln!("garage kills landed mid-run: {landed}/10");
+    assert!(
+        landed >= 8,
+        "the job ended before most kills: make it slower"
+    );
+}
