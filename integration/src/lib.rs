@@ -11,7 +11,7 @@ use cairn_fs::{ErrorKind, FileSystem, FileType, WriteMode};
 use futures::AsyncReadExt;
 
 pub use scenarios::{COPY_SCENARIOS, CopyScenario, SOURCE_TREE, Src};
-pub use target::{OPT_OUT, S3Settings, Target, s3_server, tools_python};
+pub use target::{OPT_OUT, S3Settings, Target, ray_python, s3_server, tools_python};
 
 /// Generates one `#[tokio::test]` per conformance body. `$make` maps a test
 /// name to `Option<Target>`. Attributes say which groups run: `$buckets` goes

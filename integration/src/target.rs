@@ -267,20 +267,29 @@ impl Target {
 /// (`CAIRN_PYTHON`, else `$CAIRN_TOOLS/venv/bin/python`). Without one, the
 /// calling test fails with how to get it, unless [`OPT_OUT`] is set (then `None`).
 pub fn tools_python(test: &str) -> Option<String> {
-    let found = std::env::var("CAIRN_PYTHON").ok().or_else(|| {
+    venv_python("CAIRN_PYTHON", "venv", "fsspec and pyarrow", test)
+}
+
+/// The Python with Ray Data 2.60 that `scripts/tools.sh` installs
+/// (`CAIRN_RAY_PYTHON`, else `$CAIRN_TOOLS/ray-venv/bin/python`); as
+/// [`tools_python`] when missing.
+pub fn ray_python(test: &str) -> Option<String> {
+    venv_python("CAIRN_RAY_PYTHON", "ray-venv", "Ray Data 2.60", test)
+}
+
+fn venv_python(variable: &str, venv: &str, what: &str, test: &str) -> Option<String> {
+    let found = std::env::var(variable).ok().or_else(|| {
         let home = std::env::var("HOME").ok()?;
         let tools = std::env::var("CAIRN_TOOLS").unwrap_or(format!("{home}/.cache/cairn-tools"));
-        let venv = format!("{tools}/venv/bin/python");
-        std::path::Path::new(&venv).exists().then_some(venv)
+        let python = format!("{tools}/{venv}/bin/python");
+        std::path::Path::new(&python).exists().then_some(python)
     });
     if found.is_none() {
         if std::env::var_os(OPT_OUT).is_some() {
-            eprintln!("SKIPPED {test}: no Python with the test tools and {OPT_OUT} set");
+            eprintln!("SKIPPED {test}: no Python with {what} and {OPT_OUT} set");
             return None;
         }
-        panic!(
-            "{test} needs Python with fsspec and pyarrow: run scripts/tools.sh or set CAIRN_PYTHON"
-        );
+        panic!("{test} needs Python with {what}: run scripts/tools.sh or set {variable}");
     }
     found
 }

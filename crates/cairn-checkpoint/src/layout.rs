@@ -9,8 +9,11 @@ pub const COMMITTED_SUFFIX: &str = ".parquet";
 pub const PENDING_SUFFIX: &str = ".pending.parquet";
 /// The lease file (hidden: PyArrow and Ray skip names starting with `.`).
 pub const LEASE_FILE: &str = ".cairn-lease.json";
-/// What follows a unit's name in the names of its data files.
+/// What follows a unit's name in the names of the data files cairn writes.
 pub const DATA_DELIMITER: char = '_';
+/// Delimiters accepted after a unit's name when reading a directory: cairn's
+/// `_`, and the `-` of Ray Data 2.60's data files (`<base>-<n>.parquet`).
+pub const DATA_DELIMITERS: [char; 2] = ['_', '-'];
 
 /// A unit's name: cairn makes `<run>_<seq>` (32 hex digits, then 10 digits);
 /// names read from a directory (Ray's `<uuid>_<uuid>_<nnnnnn>`) are kept as
@@ -25,6 +28,9 @@ pub const DATA_DELIMITER: char = '_';
 /// // A longer number is another unit, never this one's file.
 /// let ten = UnitName::from_stem("run_10");
 /// assert!(!ten.owns_data_file("run_100_0.parquet"));
+/// // Ray Data's data files follow the unit's name with `-`.
+/// assert!(UnitName::from_stem("ds_w_000001").owns_data_file("ds_w_000001-0.parquet"));
+/// assert!(!UnitName::from_stem("ds_w_100000").owns_data_file("ds_w_1000000-0.parquet"));
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct UnitName(String);
@@ -60,9 +66,12 @@ impl UnitName {
         format!("{}{DATA_DELIMITER}", self.0)
     }
 
-    /// Whether a data file (a base name, no directory) belongs to this unit.
+    /// Whether a data file (a base name, no directory) belongs to this unit:
+    /// it starts with the unit's name and then one of [`DATA_DELIMITERS`].
     pub fn owns_data_file(&self, file_name: &str) -> bool {
-        file_name.starts_with(&self.data_prefix())
+        file_name
+            .strip_prefix(&self.0)
+            .is_some_and(|rest| rest.starts_with(DATA_DELIMITERS))
     }
 }
 

@@ -36,18 +36,27 @@ impl CheckpointDir {
         let output_dir = output_dir.trim_end_matches('/');
         for unit in &state.pending {
             if state.committed.binary_search(unit).is_err() {
+                // One listing of the unit's name as a prefix; the delimiter
+                // rule keeps other units' files (`<unit>0...`) out.
+                let owned = |f: &cairn_fs::FileInfo| {
+                    let base = f.name.rsplit('/').next().unwrap_or(&f.name);
+                    unit.owns_data_file(base)
+                        // Temporary files a killed local write left
+                        // (`.<unit>_<n>.<ext>.cairn-tmp-...`).
+                        || (base.contains(crate::layout::TEMP_MARKER)
+                            && base
+                                .strip_prefix('.')
+                                .is_some_and(|b| unit.owns_data_file(b)))
+                };
                 let mut data = output_fs
-                    .find_prefix(&format!("{output_dir}/{}", unit.data_prefix()))
+                    .find_prefix(&format!("{output_dir}/{}", unit.as_str()))
                     .await?;
-                // Temporary files of this unit's data that a killed local
-                // write left behind (`.<unit>_<n>.<ext>.cairn-tmp-...`).
                 data.extend(
                     output_fs
-                        .find_prefix(&format!("{output_dir}/.{}", unit.data_prefix()))
-                        .await?
-                        .into_iter()
-                        .filter(|f| f.name.contains(crate::layout::TEMP_MARKER)),
+                        .find_prefix(&format!("{output_dir}/.{}", unit.as_str()))
+                        .await?,
                 );
+                data.retain(|f| owned(f));
                 let paths: Vec<&str> = data.iter().map(|f| f.name.as_str()).collect();
                 if !paths.is_empty() {
                     output_fs.rm_list(&paths, false, None).await?;

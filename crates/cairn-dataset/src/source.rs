@@ -420,16 +420,26 @@ async fn open_parquet(fs: FileSystem, path: String, size: u64) -> Result<Arc<Inp
     }))
 }
 
-/// The schema all files share, or an error naming the first file that differs.
+/// The schema all files share (same column names and types, in order; a
+/// column is nullable if it is in any file), or an error naming the first
+/// file that differs.
 fn same_schema(files: &[Arc<InputFile>]) -> Result<SchemaRef> {
     let schema_of = |file: &InputFile| match &file.format {
         FileFormat::Parquet(meta) => meta.schema().clone(),
         FileFormat::Json => unreachable!("Parquet only"),
     };
+    let shape = |schema: &Schema| -> Vec<(String, DataType)> {
+        schema
+            .fields()
+            .iter()
+            .map(|f| (f.name().clone(), f.data_type().clone()))
+            .collect()
+    };
     let first = schema_of(&files[0]);
+    let mut nullable: Vec<bool> = first.fields().iter().map(|f| f.is_nullable()).collect();
     for file in &files[1..] {
         let schema = schema_of(file);
-        if schema.fields() != first.fields() {
+        if shape(&schema) != shape(&first) {
             return Err(Error::Input {
                 file: file.url.clone(),
                 reason: format!(
@@ -440,8 +450,17 @@ fn same_schema(files: &[Arc<InputFile>]) -> Result<SchemaRef> {
                 ),
             });
         }
+        for (n, field) in nullable.iter_mut().zip(schema.fields()) {
+            *n |= field.is_nullable();
+        }
     }
-    Ok(first)
+    let fields: Vec<Field> = first
+        .fields()
+        .iter()
+        .zip(nullable)
+        .map(|(f, n)| f.as_ref().clone().with_nullable(n))
+        .collect();
+    Ok(Arc::new(Schema::new(fields)))
 }
 
 fn describe_fields(schema: &Schema) -> String {
