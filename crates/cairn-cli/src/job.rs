@@ -29,7 +29,9 @@ pub enum Format {
 /// What to do with files already in the output directory.
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mode {
-    /// Add files (a resume needs this).
+    /// Refuse a non-empty output unless resuming a checkpoint with committed IDs.
+    Error,
+    /// Add files whatever the output holds.
     Append,
     /// Delete the output first (refused while the checkpoint holds committed IDs).
     Overwrite,
@@ -60,8 +62,9 @@ pub enum JobCommand {
         /// Output format.
         #[arg(long, value_enum, default_value = "parquet")]
         output_format: Format,
-        /// Existing output: append (default) or overwrite.
-        #[arg(long, value_enum, default_value = "append")]
+        /// Existing output: error (default; resuming a checkpoint is fine),
+        /// append, or overwrite.
+        #[arg(long, value_enum, default_value = "error")]
         mode: Mode,
         /// Checkpoint directory URL (or absolute path); without it the job
         /// is not resumable.
@@ -200,6 +203,7 @@ pub async fn run(command: JobCommand, options: &StorageOptions) -> CliResult<u8>
                 Format::Json => Sink::json(&output),
             }
             .mode(match mode {
+                Mode::Error => SaveMode::ErrorIfExists,
                 Mode::Append => SaveMode::Append,
                 Mode::Overwrite => SaveMode::Overwrite,
             });

@@ -156,8 +156,26 @@ async fn prepare_and_run(
             check_id_column(&planned.schema, id, &source)?;
         }
         validate_plan(&ops, &planned.schema, id_column.as_deref())?;
-        if sink.mode == SaveMode::Overwrite && out_fs.exists(&out_dir).await? {
-            out_fs.rm(&out_dir, true, None).await?;
+        match sink.mode {
+            SaveMode::Overwrite if out_fs.exists(&out_dir).await? => {
+                out_fs.rm(&out_dir, true, None).await?
+            }
+            SaveMode::ErrorIfExists if committed.is_empty() => {
+                if let Some(first) = first_file(&out_fs, &out_dir).await? {
+                    return Err(Error::Plan {
+                        reason: format!(
+                            "the output {} already holds files ({first}, ...) and there is no checkpoint to resume{}. Writing now would add every row again: write somewhere else, or choose mode append (add anyway) or overwrite (replace)",
+                            out_fs.url(&out_dir),
+                            if id_column.is_some() {
+                                " (a finished run removes its checkpoint)"
+                            } else {
+                                ""
+                            }
+                        ),
+                    });
+                }
+            }
+            _ => {}
         }
         Ok(planned)
     }
@@ -252,6 +270,15 @@ async fn prepare_and_run(
         dir.release_lease(lease).await?;
     }
     Ok(())
+}
+
+/// The name of some file under `dir`, if it holds any.
+async fn first_file(fs: &FileSystem, dir: &str) -> Result<Option<String>> {
+    match fs.ls(dir).await {
+        Ok(entries) => Ok(entries.into_iter().next().map(|e| e.name)),
+        Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// Gives the lease back after a failed run, so the next run need not wait

@@ -33,8 +33,12 @@ impl OutputFormat {
 /// What to do with files already in the output directory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum SaveMode {
-    /// Add files next to what is there (the default; a resume needs it).
+    /// Refuse to write into a directory that already holds files, unless
+    /// this run resumes a checkpoint with committed IDs (the default: a
+    /// finished job run again would otherwise write every row a second time).
     #[default]
+    ErrorIfExists,
+    /// Add files next to what is there, whatever it is.
     Append,
     /// Delete the directory's contents first. Refused while the checkpoint
     /// holds committed IDs: those rows would be skipped and lost.
@@ -63,7 +67,7 @@ impl Sink {
         Self {
             url: url.trim_end_matches('/').to_string(),
             format: OutputFormat::Parquet,
-            mode: SaveMode::Append,
+            mode: SaveMode::ErrorIfExists,
         }
     }
 

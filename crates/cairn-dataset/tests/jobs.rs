@@ -380,7 +380,10 @@ async fn bad_input_is_a_clear_error() {
         .unwrap(),
     );
     let summary = Dataset::read_parquet([empty.to_str().unwrap()])
-        .write_parquet(&ctx(&ckpt, 100), output.to_str().unwrap())
+        .write_parquet(
+            &ctx(&tmp.path().join("ckpt-empty"), 100),
+            tmp.path().join("out-empty").to_str().unwrap(),
+        )
         .await
         .unwrap();
     assert_eq!(
@@ -436,4 +439,38 @@ async fn json_lines_in_and_out_with_paths() {
             .iter()
             .all(|row| row["path"].as_str().unwrap().ends_with(".jsonl"))
     );
+}
+
+#[tokio::test]
+async fn running_a_finished_job_again_is_refused_instead_of_duplicating() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (input, output, ckpt) = (
+        tmp.path().join("in"),
+        tmp.path().join("out"),
+        tmp.path().join("ckpt"),
+    );
+    write_input(&input, 1, 50);
+    let job = || Dataset::read_parquet([input.to_str().unwrap()]);
+    job()
+        .write_parquet(&ctx(&ckpt, 100), output.to_str().unwrap())
+        .await
+        .unwrap();
+    let err = job()
+        .write_parquet(&ctx(&ckpt, 100), output.to_str().unwrap())
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("already holds files"), "{err}");
+    assert_eq!(output_counts(&output).await.len(), 50);
+    // Asked for explicitly, append adds the rows again; overwrite replaces them.
+    let sink = |mode| Sink::parquet(output.to_str().unwrap()).mode(mode);
+    job()
+        .write(&ctx(&ckpt, 100), sink(SaveMode::Append))
+        .await
+        .unwrap();
+    assert!(output_counts(&output).await.values().all(|&n| n == 2));
+    job()
+        .write(&ctx(&ckpt, 100), sink(SaveMode::Overwrite))
+        .await
+        .unwrap();
+    assert!(output_counts(&output).await.values().all(|&n| n == 1));
 }
