@@ -8,8 +8,9 @@ of $CAIRN_TOOLS/ray-venv, which scripts/tools.sh installs).
   ray_interop.py job INPUT_DIR OUTPUT_DIR CHECKPOINT_DIR [--fail-at-uid N] [--keep]
       A checkpointed Ray job: read_parquet -> map_batches (identity; raises
       on uid N when given) -> write_parquet, with
-      CheckpointConfig(id_column="uid", checkpoint_path=CHECKPOINT_DIR).
-      Prints a JSON line {"ok": bool, "error": ...}.
+      CheckpointConfig(id_column="uid", checkpoint_path=CHECKPOINT_DIR)
+      (CHECKPOINT_DIR "none": no checkpointing). Prints a JSON line
+      {"ok": bool, "error": ..., "init_s": ..., "job_s": ...}.
 """
 import json
 import os
@@ -64,10 +65,14 @@ def row_hash(input_dir, out_file):
 
 
 def job(input_dir, output_dir, checkpoint_dir, fail_at, keep):
+    import time
+    began = time.monotonic()
     ctx = start()
-    ctx.checkpoint_config = ray.data.checkpoint.CheckpointConfig(
-        id_column="uid", checkpoint_path=checkpoint_dir,
-        delete_checkpoint_on_success=not keep)
+    if checkpoint_dir != "none":
+        ctx.checkpoint_config = ray.data.checkpoint.CheckpointConfig(
+            id_column="uid", checkpoint_path=checkpoint_dir,
+            delete_checkpoint_on_success=not keep)
+    init_s = time.monotonic() - began
 
     def transform(batch):
         if fail_at is not None and fail_at in batch["uid"]:
@@ -76,10 +81,11 @@ def job(input_dir, output_dir, checkpoint_dir, fail_at, keep):
 
     try:
         ds = ray.data.read_parquet(input_dir).map_batches(transform, batch_format="numpy")
+        began = time.monotonic()
         ds.write_parquet(output_dir)
-        print(json.dumps({"ok": True}))
+        print(json.dumps({"ok": True, "init_s": init_s, "job_s": time.monotonic() - began}))
     except Exception as e:  # the interrupted run
-        print(json.dumps({"ok": False, "error": str(e)[:500]}))
+        print(json.dumps({"ok": False, "error": str(e)[:500], "init_s": init_s}))
 
 
 def main(argv):

@@ -13,8 +13,9 @@ use crate::lease::Lease;
 use crate::load::CommittedState;
 use crate::recover::RecoveryReport;
 
-/// Default commit interval in rows.
-pub const DEFAULT_COMMIT_ROWS: usize = 10_000;
+/// Default commit interval in rows (fast transforms write units of this
+/// size; slow ones commit on the time interval first).
+pub const DEFAULT_COMMIT_ROWS: usize = 100_000;
 /// Default commit interval in time.
 pub const DEFAULT_COMMIT_INTERVAL: Duration = Duration::from_secs(30);
 /// Default lease lifetime (renewed every third of it).
@@ -52,7 +53,7 @@ pub struct CheckpointConfig {
 }
 
 impl CheckpointConfig {
-    /// Settings with the defaults: delete on success, commit every 10,000 rows
+    /// Settings with the defaults: delete on success, commit every 100,000 rows
     /// or 30 s, 128-bit fingerprints for string IDs, a 120 s lease.
     pub fn new(id_column: &str, checkpoint_path: &str) -> Self {
         Self {

@@ -7,13 +7,11 @@
 //! worker holds at most one unit's rows (the commit interval) plus the piece
 //! it is reading; nothing is read ahead of the workers.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use arrow_array::cast::AsArray;
-use arrow_array::types::{Int32Type, Int64Type, UInt32Type, UInt64Type};
 use arrow_array::{Array, ArrayRef, BooleanArray, RecordBatch};
 use arrow_schema::{DataType, SchemaRef};
 use cairn_checkpoint::{CheckpointDir, IdSet, LeaseKeeper, RunId, UnitName};
@@ -25,8 +23,14 @@ use crate::error::{Error, Result};
 use crate::ops::{Op, Pipeline, column_names, validate_plan};
 use crate::progress::{JobSummary, Progress};
 use crate::row_hash::ROW_HASH_COLUMN;
+use crate::seen::SeenIds;
 use crate::sink::{OutputFormat, SaveMode, Sink, encode};
 use crate::source::{Piece, PlannedSource, Skip};
+
+/// A unit also commits once its transformed rows take this much memory, so
+/// wide rows (embeddings, images) do not make a commit interval of rows
+/// exhaust memory.
+pub const UNIT_MAX_BYTES: usize = 64 << 20;
 
 /// Everything the workers share.
 struct Shared {
@@ -66,6 +70,7 @@ struct Counts {
 struct Unit {
     ids: Vec<ArrayRef>,
     input_rows: usize,
+    output_bytes: usize,
     outputs: Vec<RecordBatch>,
     started: Option<Instant>,
 }
@@ -416,8 +421,13 @@ async fn work(shared: &Arc<Shared>) -> Result<()> {
             .map_err(|e| Error::Plan {
                 reason: format!("a transform panicked: {e}"),
             })??;
+            unit.output_bytes += outputs
+                .iter()
+                .map(RecordBatch::get_array_memory_size)
+                .sum::<usize>();
             unit.outputs.extend(outputs);
             let due = unit.input_rows >= shared.unit_rows
+                || unit.output_bytes >= UNIT_MAX_BYTES
                 || shared
                     .unit_interval
                     .zip(unit.started)
@@ -493,10 +503,6 @@ async fn flush(shared: &Shared, unit: &mut Unit) -> Result<()> {
             )
         }
     };
-    if let (Some((dir, keeper)), Some(ids)) = (&shared.checkpoint, &ids) {
-        keeper.check()?;
-        dir.write_pending(&name, ids.clone()).await?;
-    }
     let file = format!(
         "{}/{}_0.{}",
         shared.out_dir,
@@ -505,18 +511,30 @@ async fn flush(shared: &Shared, unit: &mut Unit) -> Result<()> {
     );
     let file_url = shared.out_fs.url(&file);
     let out_rows: usize = unit.outputs.iter().map(RecordBatch::num_rows).sum();
-    let mut bytes_written = 0;
-    if out_rows > 0 {
+    // Encoding (CPU) overlaps the pending record's write (I/O); the data
+    // file is written only once the pending record is durable.
+    let encoding = if out_rows > 0 {
         let schema = output_schema(shared, &unit.outputs, &file_url)?;
         let format = shared.format;
         let outputs = unit.outputs;
         let url = file_url.clone();
-        let encoded = tokio::task::spawn_blocking(move || encode(format, &schema, &outputs, &url))
-            .await
-            .map_err(|e| Error::Output {
-                file: file_url.clone(),
-                reason: format!("encoding panicked: {e}"),
-            })??;
+        let id_column = shared.id_column.clone();
+        Some(tokio::task::spawn_blocking(move || {
+            encode(format, &schema, &outputs, &url, id_column.as_deref())
+        }))
+    } else {
+        None
+    };
+    if let (Some((dir, keeper)), Some(ids)) = (&shared.checkpoint, &ids) {
+        keeper.check()?;
+        dir.write_pending(&name, ids.clone()).await?;
+    }
+    let mut bytes_written = 0;
+    if let Some(encoding) = encoding {
+        let encoded = encoding.await.map_err(|e| Error::Output {
+            file: file_url.clone(),
+            reason: format!("encoding panicked: {e}"),
+        })??;
         if let Some(bytes) = encoded {
             bytes_written = bytes.len() as u64;
             shared
@@ -586,50 +604,4 @@ fn describe(schema: &SchemaRef) -> String {
         .map(|f| format!("{}: {}", f.name(), f.data_type()))
         .collect::<Vec<_>>()
         .join(", ")
-}
-
-/// The IDs this run has taken, to catch an ID seen twice.
-struct SeenIds {
-    shards: Vec<Mutex<HashSet<u128>>>,
-}
-
-impl SeenIds {
-    fn new() -> Self {
-        Self {
-            shards: (0..64).map(|_| Mutex::new(HashSet::new())).collect(),
-        }
-    }
-
-    fn insert(&self, ids: &ArrayRef, column: &str, label: &str) -> Result<()> {
-        let keys = cairn_checkpoint::idset::id_keys(ids.as_ref())?;
-        for (row, key) in keys.into_iter().enumerate() {
-            let Some(key) = key else { continue };
-            let shard = (key as u64 ^ (key >> 64) as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58;
-            let fresh = self.shards[shard as usize]
-                .lock()
-                .expect("seen-ID lock")
-                .insert(key);
-            if !fresh {
-                return Err(Error::DuplicateId {
-                    id: id_text(ids.as_ref(), row),
-                    column: column.to_string(),
-                    file: label.to_string(),
-                });
-            }
-        }
-        Ok(())
-    }
-}
-
-/// One ID as text, for messages.
-fn id_text(ids: &dyn Array, row: usize) -> String {
-    match ids.data_type() {
-        DataType::Int64 => ids.as_primitive::<Int64Type>().value(row).to_string(),
-        DataType::Int32 => ids.as_primitive::<Int32Type>().value(row).to_string(),
-        DataType::UInt64 => ids.as_primitive::<UInt64Type>().value(row).to_string(),
-        DataType::UInt32 => ids.as_primitive::<UInt32Type>().value(row).to_string(),
-        DataType::Utf8 => format!("{:?}", ids.as_string::<i32>().value(row)),
-        DataType::LargeUtf8 => format!("{:?}", ids.as_string::<i64>().value(row)),
-        other => format!("(a {other} value at row {row})"),
-    }
 }

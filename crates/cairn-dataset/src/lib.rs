@@ -15,13 +15,20 @@ mod executor;
 mod ops;
 mod progress;
 mod row_hash;
+mod seen;
 mod sink;
 mod source;
 
 pub use dataset::{DEFAULT_BATCH_SIZE, DEFAULT_ROWS_PER_FILE, Dataset, JobContext};
 pub use error::{Error, Result};
+pub use executor::UNIT_MAX_BYTES;
 pub use ops::{BoxError, Row};
 pub use progress::{JobSummary, Progress, ProgressSnapshot};
 pub use row_hash::{ROW_HASH_COLUMN, row_hash, row_hash_column, row_hash_seed};
 pub use sink::{OutputFormat, SaveMode, Sink};
 pub use source::{PATH_COLUMN, Source};
+
+/// The Rust examples of docs/jobs.md, compiled as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/jobs.md")]
+pub struct JobsGuide;

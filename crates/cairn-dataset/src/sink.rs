@@ -8,6 +8,7 @@ use bytes::Bytes;
 use parquet::arrow::ArrowWriter;
 use parquet::basic::Compression;
 use parquet::file::properties::WriterProperties;
+use parquet::schema::types::ColumnPath;
 
 use crate::error::{Error, Result};
 
@@ -93,6 +94,7 @@ pub(crate) fn encode(
     schema: &SchemaRef,
     batches: &[RecordBatch],
     file: &str,
+    id_column: Option<&str>,
 ) -> Result<Option<Bytes>> {
     let rows: Vec<&RecordBatch> = batches.iter().filter(|b| b.num_rows() > 0).collect();
     if rows.is_empty() {
@@ -105,9 +107,13 @@ pub(crate) fn encode(
     let mut buffer = Vec::new();
     match format {
         OutputFormat::Parquet => {
-            let props = WriterProperties::builder()
-                .set_compression(Compression::SNAPPY)
-                .build();
+            let mut props = WriterProperties::builder().set_compression(Compression::SNAPPY);
+            // Unique IDs never gain from a dictionary (and row_hash values
+            // make building one expensive).
+            if let Some(id) = id_column {
+                props = props.set_column_dictionary_enabled(ColumnPath::from(id), false);
+            }
+            let props = props.build();
             let mut writer = ArrowWriter::try_new(&mut buffer, schema.clone(), Some(props))
                 .map_err(|e| fail(e.to_string()))?;
             for batch in rows {

@@ -227,7 +227,11 @@ async fn plan_parquet(
         .await?;
     let file_schema = same_schema(&files)?;
     let schema = with_extra_fields(&file_schema, include_row_hash, include_paths, urls)?;
-    let skip_by_hash = skip.filter(|s| include_row_hash && s.id_column == ROW_HASH_COLUMN);
+    let by_hash = include_row_hash
+        && skip
+            .as_ref()
+            .is_some_and(|s| s.id_column == ROW_HASH_COLUMN);
+    let skip_by_hash = if by_hash { skip.as_ref() } else { None };
     let mut planned = PlannedSource {
         schema,
         pieces: Vec::new(),
@@ -247,13 +251,19 @@ async fn plan_parquet(
         let seed = row_hash_seed(&file.path);
         let mut first_row = 0u64;
         let mut kept_any = false;
+        let id_leaf = skip
+            .as_ref()
+            .and_then(|s| integer_id_leaf(meta, s.id_column));
         for (index, group) in meta.metadata().row_groups().iter().enumerate() {
             let rows = group.num_rows() as u64;
-            let committed = match &skip_by_hash {
-                Some(skip) if rows > 0 => {
+            let committed = match (skip_by_hash, &skip, id_leaf) {
+                (Some(skip), _, _) if rows > 0 => {
                     let hashes = row_hash_column(seed, first_row, rows as usize);
                     let mask = skip.ids.contains_array(&hashes)?;
                     mask.true_count() as u64 == rows
+                }
+                (None, Some(skip), Some(leaf)) if rows > 0 => {
+                    range_committed(group.column(leaf).statistics(), rows, skip.ids)?
                 }
                 _ => false,
             };
@@ -276,6 +286,59 @@ async fn plan_parquet(
         *planned.total_rows.as_mut().expect("set above") += first_row;
     }
     Ok(planned)
+}
+
+/// The leaf index of the ID column when it is a signed integer column (whose
+/// Parquet statistics order like its values).
+fn integer_id_leaf(meta: &ArrowReaderMetadata, id_column: &str) -> Option<usize> {
+    let field = meta.schema().field_with_name(id_column).ok()?;
+    if !matches!(
+        field.data_type(),
+        DataType::Int8 | DataType::Int16 | DataType::Int32 | DataType::Int64
+    ) {
+        return None;
+    }
+    meta.metadata()
+        .file_metadata()
+        .schema_descr()
+        .columns()
+        .iter()
+        .position(|c| c.path().string() == id_column)
+}
+
+/// Whether a row group's integer IDs are all committed, known from its
+/// statistics alone: no nulls, exact min and max, and every integer from min
+/// to max committed (then every value in the group is, whatever the values
+/// are). Checked only when the range is at most 4× the row count.
+fn range_committed(
+    statistics: Option<&parquet::file::statistics::Statistics>,
+    rows: u64,
+    ids: &IdSet,
+) -> Result<bool> {
+    use parquet::file::statistics::Statistics;
+    let Some(stats) = statistics else {
+        return Ok(false);
+    };
+    if stats.null_count_opt() != Some(0) || !stats.min_is_exact() || !stats.max_is_exact() {
+        return Ok(false);
+    }
+    let (min, max) = match stats {
+        Statistics::Int32(v) => match (v.min_opt(), v.max_opt()) {
+            (Some(&a), Some(&b)) => (i64::from(a), i64::from(b)),
+            _ => return Ok(false),
+        },
+        Statistics::Int64(v) => match (v.min_opt(), v.max_opt()) {
+            (Some(&a), Some(&b)) => (a, b),
+            _ => return Ok(false),
+        },
+        _ => return Ok(false),
+    };
+    let span = (max as i128 - min as i128 + 1) as u128;
+    if max < min || span > 4 * u128::from(rows) {
+        return Ok(false);
+    }
+    let range = arrow_array::Int64Array::from_iter_values(min..=max);
+    Ok(ids.contains_array(&range)?.true_count() as u128 == span)
 }
 
 async fn plan_json(

@@ -1,0 +1,127 @@
+//! The IDs one run has taken, to refuse an ID seen twice (a resume could
+//! otherwise skip the second copy as already written).
+
+use std::collections::HashSet;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::Mutex;
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::{Int32Type, Int64Type, UInt32Type, UInt64Type};
+use arrow_array::{Array, ArrayRef};
+use arrow_schema::DataType;
+
+use crate::error::{Error, Result};
+
+const SHARDS: usize = 16;
+
+/// Keys are integers or MD5 fingerprints: one multiply-fold mixes them well
+/// enough, far faster than SipHash.
+#[derive(Default)]
+struct KeyHasher(u64);
+
+impl Hasher for KeyHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+
+    fn write_u128(&mut self, key: u128) {
+        let folded = (key as u64) ^ ((key >> 64) as u64).rotate_left(29);
+        self.0 = mix(folded);
+    }
+}
+
+fn mix(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+type KeySet = HashSet<u128, BuildHasherDefault<KeyHasher>>;
+
+/// Every ID taken so far in this run, sharded to keep workers apart.
+pub(crate) struct SeenIds {
+    shards: Vec<Mutex<KeySet>>,
+}
+
+impl SeenIds {
+    pub(crate) fn new() -> Self {
+        Self {
+            shards: (0..SHARDS).map(|_| Mutex::new(KeySet::default())).collect(),
+        }
+    }
+
+    /// Adds the IDs of one batch; an ID already seen is an error naming it.
+    pub(crate) fn insert(&self, ids: &ArrayRef, column: &str, label: &str) -> Result<()> {
+        let keys = cairn_checkpoint::idset::id_keys(ids.as_ref())?;
+        let mut per_shard: Vec<Vec<(u128, usize)>> = vec![Vec::new(); SHARDS];
+        for (row, key) in keys.into_iter().enumerate() {
+            if let Some(key) = key {
+                let shard = (mix(key as u64 ^ (key >> 64) as u64) >> 60) as usize % SHARDS;
+                per_shard[shard].push((key, row));
+            }
+        }
+        for (shard, keys) in per_shard.into_iter().enumerate() {
+            if keys.is_empty() {
+                continue;
+            }
+            let mut set = self.shards[shard].lock().expect("seen-ID lock");
+            for (key, row) in keys {
+                if !set.insert(key) {
+                    return Err(Error::DuplicateId {
+                        id: id_text(ids.as_ref(), row),
+                        column: column.to_string(),
+                        file: label.to_string(),
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One ID as text, for messages.
+fn id_text(ids: &dyn Array, row: usize) -> String {
+    match ids.data_type() {
+        DataType::Int64 => ids.as_primitive::<Int64Type>().value(row).to_string(),
+        DataType::Int32 => ids.as_primitive::<Int32Type>().value(row).to_string(),
+        DataType::UInt64 => ids.as_primitive::<UInt64Type>().value(row).to_string(),
+        DataType::UInt32 => ids.as_primitive::<UInt32Type>().value(row).to_string(),
+        DataType::Utf8 => format!("{:?}", ids.as_string::<i32>().value(row)),
+        DataType::LargeUtf8 => format!("{:?}", ids.as_string::<i64>().value(row)),
+        other => format!("(a {other} value at row {row})"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use arrow_array::{Int64Array, StringArray};
+
+    use super::*;
+
+    #[test]
+    fn a_second_copy_is_named() {
+        let seen = SeenIds::new();
+        let first: ArrayRef = Arc::new(Int64Array::from(vec![1, 2, 3]));
+        seen.insert(&first, "uid", "a.parquet").unwrap();
+        let again: ArrayRef = Arc::new(Int64Array::from(vec![4, 2]));
+        let err = seen.insert(&again, "uid", "b.parquet").unwrap_err();
+        assert!(
+            matches!(err, Error::DuplicateId { ref id, ref file, .. } if id == "2" && file == "b.parquet")
+        );
+        let names: ArrayRef = Arc::new(StringArray::from(vec!["x", "x"]));
+        assert!(
+            seen.insert(&names, "name", "c.parquet")
+                .unwrap_err()
+                .to_string()
+                .contains("\"x\"")
+        );
+    }
+}
