@@ -16,6 +16,7 @@ time is printed too).
 Prints one JSON line per measurement and a summary table.
 
   python3 scripts/bench/job_bench.py   (via scripts/bench/job_bench.sh)
+  BENCH_ROWS=10000000 BENCH_SKIP_RAY=1 scripts/bench/job_bench.sh   (cairn only, larger)
 """
 import json
 import os
@@ -116,6 +117,13 @@ def main():
         t, p, *_ = cairn_job(work, f"{variant}-d", inp, transform=transform)
         assert p.returncode == 0, p.stderr
 
+    if os.environ.get("BENCH_SKIP_RAY"):
+        shutil.rmtree(work, ignore_errors=True)
+        for v in ["cairn", "cairn+py"]:
+            a, b, c = (results[f"{v} a_with_checkpoint_s"], results[f"{v} b_without_checkpoint_s"],
+                       results[f"{v} c_resume_s"])
+            print(f"{v}: checkpoint overhead {100 * (a - b) / b:+.1f}%; resume = {100 * c / a:.0f}% of a full run")
+        return
     t, r, *_ = ray_job(work, "ray-a", inp)
     assert r["ok"], r
     record("ray a_with_checkpoint_s", round(t, 2))

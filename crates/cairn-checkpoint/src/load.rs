@@ -133,6 +133,10 @@ pub async fn load_committed(
         .buffer_unordered(PARALLEL_READS)
         .try_collect()
         .await?;
+    // Files of sequential IDs, merged in the order of their first ID, give
+    // keys that are already sorted, which the set's sort then only checks.
+    let mut builders = builders;
+    builders.sort_by_key(IdSetBuilder::first_int_key);
     let mut all = IdSetBuilder::new(mode);
     for builder in builders {
         all.merge(builder)?;

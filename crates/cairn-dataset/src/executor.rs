@@ -213,6 +213,7 @@ async fn prepare_and_run(
         None => (RunId::new(), None, None),
     };
     let pieces: VecDeque<Piece> = planned.pieces.iter().cloned().collect();
+    let seen = check_duplicates.then(|| SeenIds::new(planned.id_range, planned.total_rows));
     let shared = Arc::new(Shared {
         queue: Mutex::new(pieces),
         planned,
@@ -229,7 +230,7 @@ async fn prepare_and_run(
         unit_rows,
         unit_interval,
         output_schema: OnceLock::new(),
-        seen: check_duplicates.then(SeenIds::new),
+        seen,
         progress: ctx.progress.clone(),
         stop: AtomicBool::new(false),
         counts: Counts::default(),

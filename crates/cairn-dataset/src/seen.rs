@@ -4,6 +4,7 @@
 use std::collections::HashSet;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Int32Type, Int64Type, UInt32Type, UInt64Type};
@@ -44,14 +45,36 @@ fn mix(mut z: u64) -> u64 {
 
 type KeySet = HashSet<u128, BuildHasherDefault<KeyHasher>>;
 
-/// Every ID taken so far in this run, sharded to keep workers apart.
+/// Every ID taken so far in this run: a bitmap over the ID range when the
+/// input's statistics give a dense integer range, otherwise a hash set
+/// sharded to keep workers apart.
 pub(crate) struct SeenIds {
+    dense: Option<DenseIds>,
     shards: Vec<Mutex<KeySet>>,
 }
 
+/// One bit per integer of `[min, min + 64 × bits.len())`, set lock-free.
+struct DenseIds {
+    min: i64,
+    bits: Vec<AtomicU64>,
+}
+
+/// The largest bitmap used: 1 GiB, i.e. 2^33 IDs in range.
+const MAX_DENSE_BITS: u128 = 1 << 33;
+
 impl SeenIds {
-    pub(crate) fn new() -> Self {
+    /// `range`: the exact range of a signed integer ID column (from Parquet
+    /// statistics); a bitmap is used when it costs at most 8 bytes per row.
+    pub(crate) fn new(range: Option<(i64, i64)>, rows: Option<u64>) -> Self {
+        let dense = range.zip(rows).and_then(|((min, max), rows)| {
+            let span = (max as i128 - min as i128 + 1) as u128;
+            (span <= MAX_DENSE_BITS && span <= 64 * u128::from(rows.max(1))).then(|| DenseIds {
+                min,
+                bits: (0..span.div_ceil(64)).map(|_| AtomicU64::new(0)).collect(),
+            })
+        });
         Self {
+            dense,
             shards: (0..SHARDS).map(|_| Mutex::new(KeySet::default())).collect(),
         }
     }
@@ -59,8 +82,28 @@ impl SeenIds {
     /// Adds the IDs of one batch; an ID already seen is an error naming it.
     pub(crate) fn insert(&self, ids: &ArrayRef, column: &str, label: &str) -> Result<()> {
         let keys = cairn_checkpoint::idset::id_keys(ids.as_ref())?;
+        let duplicate = |row: usize| Error::DuplicateId {
+            id: id_text(ids.as_ref(), row),
+            column: column.to_string(),
+            file: label.to_string(),
+        };
         let mut per_shard: Vec<Vec<(u128, usize)>> = vec![Vec::new(); SHARDS];
         for (row, key) in keys.into_iter().enumerate() {
+            if let (Some(dense), Some(key), true) =
+                (&self.dense, key, ids.data_type().is_signed_integer())
+            {
+                let offset = (key as u64 as i64 as i128) - dense.min as i128;
+                if let Some(word) = usize::try_from(offset / 64)
+                    .ok()
+                    .and_then(|w| dense.bits.get(w))
+                {
+                    let mask = 1u64 << (offset % 64);
+                    if word.fetch_or(mask, Ordering::Relaxed) & mask != 0 {
+                        return Err(duplicate(row));
+                    }
+                    continue;
+                }
+            }
             if let Some(key) = key {
                 let shard = (mix(key as u64 ^ (key >> 64) as u64) >> 60) as usize % SHARDS;
                 per_shard[shard].push((key, row));
@@ -73,11 +116,7 @@ impl SeenIds {
             let mut set = self.shards[shard].lock().expect("seen-ID lock");
             for (key, row) in keys {
                 if !set.insert(key) {
-                    return Err(Error::DuplicateId {
-                        id: id_text(ids.as_ref(), row),
-                        column: column.to_string(),
-                        file: label.to_string(),
-                    });
+                    return Err(duplicate(row));
                 }
             }
         }
@@ -107,8 +146,25 @@ mod tests {
     use super::*;
 
     #[test]
+    fn dense_ranges_use_the_bitmap_and_still_catch_copies() {
+        let seen = SeenIds::new(Some((-5, 100)), Some(106));
+        assert!(seen.dense.is_some());
+        let first: ArrayRef = Arc::new(Int64Array::from(vec![-5, 0, 100]));
+        seen.insert(&first, "uid", "a.parquet").unwrap();
+        // Outside the range (statistics that lied): the hash set takes it.
+        let outside: ArrayRef = Arc::new(Int64Array::from(vec![1000, 1]));
+        seen.insert(&outside, "uid", "a.parquet").unwrap();
+        let again: ArrayRef = Arc::new(Int64Array::from(vec![7, 100]));
+        let err = seen.insert(&again, "uid", "b.parquet").unwrap_err();
+        assert!(err.to_string().contains("duplicate ID 100"), "{err}");
+        let again: ArrayRef = Arc::new(Int64Array::from(vec![1000]));
+        assert!(seen.insert(&again, "uid", "c.parquet").is_err());
+        assert!(SeenIds::new(Some((0, 1 << 40)), Some(10)).dense.is_none());
+    }
+
+    #[test]
     fn a_second_copy_is_named() {
-        let seen = SeenIds::new();
+        let seen = SeenIds::new(None, None);
         let first: ArrayRef = Arc::new(Int64Array::from(vec![1, 2, 3]));
         seen.insert(&first, "uid", "a.parquet").unwrap();
         let again: ArrayRef = Arc::new(Int64Array::from(vec![4, 2]));

@@ -147,6 +147,9 @@ pub(crate) struct PlannedSource {
     include_paths: bool,
     /// The schema from storage, for the JSON decoder.
     json_schema: Option<SchemaRef>,
+    /// The exact range of an integer ID column over every row group, when
+    /// the Parquet statistics give it.
+    pub(crate) id_range: Option<(i64, i64)>,
 }
 
 /// Committed IDs the planner may use to skip row groups.
@@ -209,6 +212,7 @@ fn plan_items(batches: &[RecordBatch]) -> Result<PlannedSource> {
         include_row_hash: false,
         include_paths: false,
         json_schema: None,
+        id_range: None,
     })
 }
 
@@ -243,7 +247,12 @@ async fn plan_parquet(
         include_row_hash,
         include_paths,
         json_schema: None,
+        id_range: None,
     };
+    // The ID column's range over all row groups, known only while every row
+    // group has exact statistics.
+    let mut id_range: Option<(i64, i64)> = None;
+    let mut id_range_known = skip.is_some();
     for file in files {
         let FileFormat::Parquet(meta) = &file.format else {
             unreachable!("opened as Parquet")
@@ -256,6 +265,14 @@ async fn plan_parquet(
             .and_then(|s| integer_id_leaf(meta, s.id_column));
         for (index, group) in meta.metadata().row_groups().iter().enumerate() {
             let rows = group.num_rows() as u64;
+            if id_range_known {
+                match id_leaf.and_then(|leaf| exact_int_range(group.column(leaf).statistics())) {
+                    None => id_range_known = false,
+                    Some((a, b)) => {
+                        id_range = Some(id_range.map_or((a, b), |(lo, hi)| (lo.min(a), hi.max(b))))
+                    }
+                }
+            }
             let committed = match (skip_by_hash, &skip, id_leaf) {
                 (Some(skip), _, _) if rows > 0 => {
                     let hashes = row_hash_column(seed, first_row, rows as usize);
@@ -285,6 +302,7 @@ async fn plan_parquet(
         }
         *planned.total_rows.as_mut().expect("set above") += first_row;
     }
+    planned.id_range = id_range.filter(|_| id_range_known);
     Ok(planned)
 }
 
@@ -306,35 +324,38 @@ fn integer_id_leaf(meta: &ArrowReaderMetadata, id_column: &str) -> Option<usize>
         .position(|c| c.path().string() == id_column)
 }
 
+/// The exact `(min, max)` of a signed integer column chunk with no nulls,
+/// from its statistics.
+fn exact_int_range(
+    statistics: Option<&parquet::file::statistics::Statistics>,
+) -> Option<(i64, i64)> {
+    use parquet::file::statistics::Statistics;
+    let stats = statistics?;
+    if stats.null_count_opt() != Some(0) || !stats.min_is_exact() || !stats.max_is_exact() {
+        return None;
+    }
+    let (min, max) = match stats {
+        Statistics::Int32(v) => (i64::from(*v.min_opt()?), i64::from(*v.max_opt()?)),
+        Statistics::Int64(v) => (*v.min_opt()?, *v.max_opt()?),
+        _ => return None,
+    };
+    (min <= max).then_some((min, max))
+}
+
 /// Whether a row group's integer IDs are all committed, known from its
-/// statistics alone: no nulls, exact min and max, and every integer from min
-/// to max committed (then every value in the group is, whatever the values
-/// are). Checked only when the range is at most 4× the row count.
+/// statistics alone: every integer from its min to its max is committed
+/// (then every value in the group is, whatever the values are). Checked
+/// only when the range is at most 4× the row count.
 fn range_committed(
     statistics: Option<&parquet::file::statistics::Statistics>,
     rows: u64,
     ids: &IdSet,
 ) -> Result<bool> {
-    use parquet::file::statistics::Statistics;
-    let Some(stats) = statistics else {
+    let Some((min, max)) = exact_int_range(statistics) else {
         return Ok(false);
-    };
-    if stats.null_count_opt() != Some(0) || !stats.min_is_exact() || !stats.max_is_exact() {
-        return Ok(false);
-    }
-    let (min, max) = match stats {
-        Statistics::Int32(v) => match (v.min_opt(), v.max_opt()) {
-            (Some(&a), Some(&b)) => (i64::from(a), i64::from(b)),
-            _ => return Ok(false),
-        },
-        Statistics::Int64(v) => match (v.min_opt(), v.max_opt()) {
-            (Some(&a), Some(&b)) => (a, b),
-            _ => return Ok(false),
-        },
-        _ => return Ok(false),
     };
     let span = (max as i128 - min as i128 + 1) as u128;
-    if max < min || span > 4 * u128::from(rows) {
+    if span > 4 * u128::from(rows) {
         return Ok(false);
     }
     let range = arrow_array::Int64Array::from_iter_values(min..=max);
@@ -387,6 +408,7 @@ async fn plan_json(
         include_row_hash: false,
         include_paths,
         json_schema: Some(json_schema),
+        id_range: None,
     })
 }
 

@@ -214,6 +214,11 @@ impl IdSetBuilder {
         Ok(())
     }
 
+    /// The first integer ID added, if any (orders builders before merging).
+    pub(crate) fn first_int_key(&self) -> Option<u64> {
+        self.ints.first().copied()
+    }
+
     /// Adds everything `other` collected (builders filled in parallel).
     pub fn merge(&mut self, mut other: IdSetBuilder) -> Result<()> {
         if let Some(kind) = other.kind {
