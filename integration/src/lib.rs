@@ -5,6 +5,7 @@
 pub mod loopback;
 mod scenarios;
 mod target;
+mod tclake;
 
 use bytes::Bytes;
 use cairn_fs::{ErrorKind, FileSystem, FileType, WriteMode};
@@ -12,6 +13,7 @@ use futures::AsyncReadExt;
 
 pub use scenarios::{COPY_SCENARIOS, CopyScenario, SOURCE_TREE, Src};
 pub use target::{OPT_OUT, S3Settings, Target, ray_python, s3_server, tools_python};
+pub use tclake::{Catalog, TCLAKE_SID, TCLAKE_SK, tclake_catalog};
 
 /// Generates one `#[tokio::test]` per conformance body. `$make` maps a test
 /// name to `Option<Target>`. Attributes say which groups run: `$buckets` goes

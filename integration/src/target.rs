@@ -168,6 +168,30 @@ impl Target {
         Some(target)
     }
 
+    /// `tclake://volume/lake/raw/files/...`: a TCLake volume of the local
+    /// catalog (`crate::tclake_catalog`), its files on Garage through COS.
+    pub fn tclake(test: &str) -> Option<Self> {
+        let catalog = crate::tclake_catalog(test)?;
+        let fs = FileSystemBuilder::new("tclake")
+            .options(catalog.options(crate::TCLAKE_SK))
+            .env(Environment::default())
+            .build()
+            .unwrap();
+        Some(Self {
+            backend: "tclake",
+            root: format!(
+                "tclake://volume/lake/raw/files/conformance/{}",
+                unique(test)
+            ),
+            fs,
+            local: TempDir::new().unwrap(),
+            s3: None,
+            // Garage behind the volume ignores If-None-Match; the probe says so.
+            conditional: ConditionalWrites::Emulated,
+            _file_root: None,
+        })
+    }
+
     /// `gcs://` on fake-gcs-server, named by `CAIRN_TEST_GCS_{ENDPOINT,BUCKET,BUCKET2}`.
     pub fn gcs(test: &str) -> Option<Self> {
         let var = |field: &str| std::env::var(format!("CAIRN_TEST_GCS_{field}")).ok();

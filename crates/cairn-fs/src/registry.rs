@@ -6,7 +6,7 @@ use std::sync::{Arc, OnceLock, RwLock};
 use crate::backend::BackendFactory;
 use crate::backend::{
     cos::CosFactory, gcs::GcsFactory, local::LocalFactory, memory::MemoryFactory, oss::OssFactory,
-    s3::S3Factory,
+    s3::S3Factory, tclake::TclakeFactory,
 };
 use crate::error::{Error, ErrorKind, Result};
 
@@ -46,6 +46,7 @@ impl Registry {
         registry.register(Arc::new(CosFactory));
         registry.register(Arc::new(OssFactory));
         registry.register(Arc::new(GcsFactory));
+        registry.register(Arc::new(TclakeFactory));
         registry
     }
 

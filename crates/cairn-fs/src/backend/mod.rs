@@ -16,6 +16,7 @@ pub mod local;
 pub mod memory;
 pub mod oss;
 pub mod s3;
+pub mod tclake;
 
 /// Builds the operator of `bucket` from a service builder, with an error that
 /// names the protocol and the bucket.
@@ -47,6 +48,27 @@ pub enum Layout {
     Bucketed,
     /// `/abs/path`: one operator rooted at `/` (file, memory).
     SingleRoot,
+    /// `a/b/.../key`: the first N path components pick an operator
+    /// (`tclake://volume/<catalog>/<schema>/<volume>/key` has 4).
+    Rooted(usize),
+}
+
+impl Layout {
+    /// How many leading path components name an operator (`None`: one root).
+    ///
+    /// ```
+    /// use cairn_fs::backend::Layout;
+    /// assert_eq!(Layout::Bucketed.root_components(), Some(1));
+    /// assert_eq!(Layout::Rooted(4).root_components(), Some(4));
+    /// assert_eq!(Layout::SingleRoot.root_components(), None);
+    /// ```
+    pub fn root_components(self) -> Option<usize> {
+        match self {
+            Layout::Bucketed => Some(1),
+            Layout::Rooted(n) => Some(n.max(1)),
+            Layout::SingleRoot => None,
+        }
+    }
 }
 
 /// Whether a store honours create-if-absent writes.

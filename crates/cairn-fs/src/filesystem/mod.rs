@@ -408,7 +408,7 @@ impl FileSystem {
             .with_url(url));
         }
         match self.inner.layout {
-            Layout::Bucketed => {
+            Layout::Bucketed | Layout::Rooted(_) => {
                 let trimmed = rest.trim_matches('/');
                 Ok(trimmed.to_string())
             }
@@ -469,8 +469,8 @@ impl FileSystem {
     /// Resolves a URL or stripped path to its operator and key.
     pub(crate) fn locate(&self, path: &str) -> Result<Location> {
         let path = self.strip(path)?;
-        let (bucket, key) = match self.inner.layout {
-            Layout::Bucketed => {
+        let (bucket, key) = match self.inner.layout.root_components() {
+            Some(1) => {
                 let (bucket, key) = path.split_once('/').unwrap_or((path.as_str(), ""));
                 if bucket.is_empty() {
                     return Err(Error::new(
@@ -481,7 +481,21 @@ impl FileSystem {
                 }
                 (bucket.to_string(), key.to_string())
             }
-            Layout::SingleRoot => (String::new(), path.trim_start_matches('/').to_string()),
+            Some(n) => {
+                let mut parts = path.splitn(n + 1, '/');
+                let root: Vec<&str> = parts.by_ref().take(n).collect();
+                if root.len() < n || root.iter().any(|p| p.is_empty()) {
+                    return Err(Error::new(
+                        ErrorKind::InvalidUrl,
+                        format!(
+                            "the URL names no root: its first {n} path components pick where its files are (e.g. tclake://volume/<catalog>/<schema>/<volume>/<path>)"
+                        ),
+                    )
+                    .with_url(self.url(&path)));
+                }
+                (root.join("/"), parts.next().unwrap_or("").to_string())
+            }
+            None => (String::new(), path.trim_start_matches('/').to_string()),
         };
         let op = self.operator(&bucket)?;
         Ok(Location {
@@ -536,7 +550,7 @@ impl FileSystem {
 
     /// Maps an OpenDAL error about `loc` to a cairn error, secrets scrubbed.
     pub(crate) fn error(&self, err: opendal::Error, loc: &Location) -> Error {
-        let bucket = (self.inner.layout == Layout::Bucketed).then_some(loc.bucket.as_str());
+        let bucket = (self.inner.layout != Layout::SingleRoot).then_some(loc.bucket.as_str());
         from_opendal(err, &self.url(&loc.path), bucket).redact(&self.inner.secrets)
     }
 
@@ -544,8 +558,8 @@ impl FileSystem {
     pub(crate) fn entry_path(&self, loc: &Location, entry: &str) -> String {
         let entry = entry.trim_matches('/');
         match self.inner.layout {
-            Layout::Bucketed if entry.is_empty() => loc.bucket.clone(),
-            Layout::Bucketed => format!("{}/{entry}", loc.bucket),
+            Layout::Bucketed | Layout::Rooted(_) if entry.is_empty() => loc.bucket.clone(),
+            Layout::Bucketed | Layout::Rooted(_) => format!("{}/{entry}", loc.bucket),
             Layout::SingleRoot => format!("/{entry}"),
         }
     }

@@ -1,0 +1,292 @@
+//! `tclake://volume/<catalog>/<schema>/<volume>/<path>`: files of a TCLake
+//! volume. The first use of a volume asks the catalog (cairn-tclake) that it
+//! is in a VOLUME catalog and where it lives (`cos://bucket/prefix`); the
+//! volume is then served by an S3 operator on COS rooted at that prefix,
+//! signed with the volume's temporary credentials, which are fetched again
+//! shortly before they expire. Without the `tclake` feature, the scheme is
+//! known but refuses with how to enable it.
+
+#[cfg(not(feature = "tclake"))]
+use {
+    super::{Backend, BackendFactory, Layout},
+    crate::error::{Error, ErrorKind, Result},
+    crate::options::{BackendOptions, Environment},
+    std::sync::Arc,
+};
+
+/// The factory of `tclake://`.
+///
+/// ```
+/// use cairn_fs::backend::{BackendFactory, Layout, tclake::TclakeFactory};
+/// assert_eq!(TclakeFactory.layout(), Layout::Rooted(4));
+/// ```
+#[derive(Debug, Default, Clone, Copy)]
+pub struct TclakeFactory;
+
+#[cfg(not(feature = "tclake"))]
+impl BackendFactory for TclakeFactory {
+    fn protocol(&self) -> &str {
+        "tclake"
+    }
+    fn schemes(&self) -> &[&str] {
+        &["tclake"]
+    }
+    fn layout(&self) -> Layout {
+        Layout::Rooted(4)
+    }
+    fn configure(&self, _: &BackendOptions, _: &Environment) -> Result<Arc<dyn Backend>> {
+        Err(Error::new(
+            ErrorKind::Unsupported,
+            "tclake:// support is not built into this program: build cairn-fs with the cargo feature `tclake` (the `cairn` binary has it on)",
+        ))
+    }
+}
+
+#[cfg(feature = "tclake")]
+pub use enabled::TclakeBackend;
+
+#[cfg(feature = "tclake")]
+mod enabled {
+    use std::future::Future;
+    use std::sync::Arc;
+
+    use cairn_tclake::{
+        CatalogClient, CatalogSettings, VolumeCredentialProvider, VolumeRef, resolve_volume,
+    };
+    use opendal::Operator;
+
+    use super::super::flat::{FlatConfig, Kind, Spec, text_names};
+    use super::super::{Backend, BackendFactory, ConditionalWrites, Layout, open_operator};
+    use super::TclakeFactory;
+    use crate::error::{Error, ErrorKind, Result};
+    use crate::hooks::{ContentMd5OnMultiDelete, RequestHook};
+    use crate::options::{BackendOptions, ConfigLine, Environment};
+
+    const SPECS: &[Spec] = &[
+        Spec {
+            name: "region",
+            aliases: &[],
+            kind: Kind::Text,
+            env: &["TENCENTCLOUD_REGION"],
+            secret: false,
+        },
+        Spec {
+            name: "sid",
+            aliases: &["secret_id"],
+            kind: Kind::Text,
+            env: &["TENCENTCLOUD_SECRET_ID"],
+            secret: false,
+        },
+        Spec {
+            name: "sk",
+            aliases: &["secret_key"],
+            kind: Kind::Text,
+            env: &["TENCENTCLOUD_SECRET_KEY"],
+            secret: true,
+        },
+        Spec {
+            name: "token",
+            aliases: &[],
+            kind: Kind::Text,
+            env: &["TENCENTCLOUD_SESSION_TOKEN"],
+            secret: true,
+        },
+        Spec {
+            name: "endpoint",
+            aliases: &["endpoint_url"],
+            kind: Kind::Text,
+            env: &[],
+            secret: false,
+        },
+        Spec {
+            name: "cos_endpoint",
+            aliases: &[],
+            kind: Kind::Text,
+            env: &[],
+            secret: false,
+        },
+        Spec {
+            name: "addressing_style",
+            aliases: &[],
+            kind: Kind::Text,
+            env: &[],
+            secret: false,
+        },
+    ];
+
+    impl BackendFactory for TclakeFactory {
+        fn protocol(&self) -> &str {
+            "tclake"
+        }
+        fn schemes(&self) -> &[&str] {
+            &["tclake"]
+        }
+        fn layout(&self) -> Layout {
+            Layout::Rooted(cairn_tclake::ROOT_COMPONENTS)
+        }
+        fn string_options(&self) -> &[&str] {
+            static NAMES: std::sync::OnceLock<Vec<&'static str>> = std::sync::OnceLock::new();
+            NAMES.get_or_init(|| text_names(SPECS))
+        }
+        fn listings_cache_default(&self) -> bool {
+            false
+        }
+        fn configure(
+            &self,
+            options: &BackendOptions,
+            env: &Environment,
+        ) -> Result<Arc<dyn Backend>> {
+            let config = FlatConfig::resolve(SPECS, options, env)?;
+            let need = |name: &str, variable: &str| {
+                config.text_value(name).map(str::to_string).ok_or_else(|| {
+                    Error::new(
+                        ErrorKind::Config,
+                        format!("tclake needs tclake.{name} (or the variable {variable})"),
+                    )
+                })
+            };
+            let region = need("region", "TENCENTCLOUD_REGION")?;
+            let mut settings = CatalogSettings::new(
+                &region,
+                &need("sid", "TENCENTCLOUD_SECRET_ID")?,
+                &need("sk", "TENCENTCLOUD_SECRET_KEY")?,
+            );
+            settings.token = config.text_value("token").map(str::to_string);
+            if let Some(endpoint) = config.text_value("endpoint") {
+                settings.endpoint = endpoint.to_string();
+            }
+            let virtual_host = match config.text_value("addressing_style") {
+                None | Some("virtual") | Some("auto") => true,
+                Some("path") => false,
+                Some(other) => {
+                    return Err(Error::new(
+                        ErrorKind::Config,
+                        format!("tclake.addressing_style {other:?} is not one of virtual, path"),
+                    ));
+                }
+            };
+            let cos_endpoint = config
+                .text_value("cos_endpoint")
+                .map(str::to_string)
+                .unwrap_or_else(|| format!("https://cos.{region}.myqcloud.com"));
+            // Checks the endpoint now, so a bad one is a configuration error.
+            CatalogClient::new(settings.clone(), reqwest::Client::new()).map_err(tclake_error)?;
+            Ok(Arc::new(TclakeBackend {
+                config,
+                settings,
+                region,
+                cos_endpoint,
+                virtual_host,
+            }))
+        }
+    }
+
+    /// A configured tclake backend: one operator per volume.
+    #[derive(Debug)]
+    pub struct TclakeBackend {
+        config: FlatConfig,
+        settings: CatalogSettings,
+        region: String,
+        cos_endpoint: String,
+        virtual_host: bool,
+    }
+
+    /// Maps a catalog error to a cairn error of the right kind.
+    fn tclake_error(e: cairn_tclake::Error) -> Error {
+        let kind = match &e {
+            cairn_tclake::Error::Api { code, .. } if code.starts_with("AuthFailure") => {
+                ErrorKind::PermissionDenied
+            }
+            cairn_tclake::Error::Api { code, .. } if code.starts_with("ResourceNotFound") => {
+                ErrorKind::NotFound
+            }
+            cairn_tclake::Error::Api { .. } => ErrorKind::Other,
+            cairn_tclake::Error::Transport { .. } => ErrorKind::Io,
+            cairn_tclake::Error::Unsupported(_) => ErrorKind::Unsupported,
+            cairn_tclake::Error::Config(_) => ErrorKind::Config,
+            _ => ErrorKind::Other,
+        };
+        Error::new(kind, e.to_string())
+    }
+
+    /// Runs `future` to completion on a thread of its own, with its own
+    /// runtime: `Backend::operator` is synchronous, and resolving a volume
+    /// takes two catalog calls (once per volume per filesystem).
+    fn run_detached<T: Send>(future: impl Future<Output = T> + Send) -> T {
+        std::thread::scope(|scope| {
+            scope
+                .spawn(|| {
+                    tokio::runtime::Builder::new_current_thread()
+                        .enable_all()
+                        .build()
+                        .expect("a runtime for the catalog calls")
+                        .block_on(future)
+                })
+                .join()
+                .expect("the catalog calls do not panic")
+        })
+    }
+
+    impl Backend for TclakeBackend {
+        fn operator(&self, root: &str) -> Result<Operator> {
+            let volume = VolumeRef::parse(root).map_err(tclake_error)?;
+            let settings = self.settings.clone();
+            let lookup = volume.clone();
+            let location = run_detached(async move {
+                // A client of this thread's runtime: its connections must
+                // not outlive the runtime into the caller's.
+                let client = CatalogClient::new(settings, reqwest::Client::new())?;
+                resolve_volume(&client, &lookup).await
+            })
+            .map_err(tclake_error)?;
+            let client = CatalogClient::new(self.settings.clone(), reqwest::Client::new())
+                .map_err(tclake_error)?;
+            let credentials = VolumeCredentialProvider::new(client, volume);
+            let mut builder = opendal::services::S3::default()
+                .bucket(&location.bucket)
+                .root(&format!("/{}", location.prefix))
+                .region(&self.region)
+                .endpoint(&self.cos_endpoint)
+                .disable_ec2_metadata()
+                .credential_provider_chain(credentials.into_chain());
+            if self.virtual_host {
+                builder = builder.enable_virtual_host_style();
+            }
+            open_operator(builder, "tclake", root)
+        }
+
+        fn conditional_writes(&self) -> ConditionalWrites {
+            ConditionalWrites::Probe
+        }
+
+        fn secrets(&self) -> Vec<String> {
+            self.config.secrets()
+        }
+
+        fn describe(&self) -> Vec<ConfigLine> {
+            self.config.describe()
+        }
+
+        fn request_hooks(&self) -> Vec<Arc<dyn RequestHook>> {
+            vec![Arc::new(ContentMd5OnMultiDelete)]
+        }
+    }
+}
+
+#[cfg(all(test, not(feature = "tclake")))]
+mod tests {
+    use crate::{FileSystem, StorageOptions};
+
+    /// Run by `scripts/test.sh` as `cargo test -p cairn-fs --lib tclake`,
+    /// which builds cairn-fs without the feature.
+    #[test]
+    fn without_the_feature_tclake_says_how_to_enable_it() {
+        let err =
+            FileSystem::from_url("tclake://volume/c/s/v/x", &StorageOptions::new()).unwrap_err();
+        assert!(err.to_string().contains("cargo feature `tclake`"), "{err}");
+        // Every other scheme keeps working.
+        for other in ["s3", "gcs", "file", "memory"] {
+            FileSystem::new(other, &StorageOptions::new()).unwrap();
+        }
+    }
+}
