@@ -3,7 +3,7 @@
 
 use crate::commit::CheckpointDir;
 use crate::error::Result;
-use crate::layout::{CheckpointFile, classify};
+use crate::layout::{COMPLETE_FILE, CheckpointFile, classify};
 
 /// What clean-up did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -19,8 +19,24 @@ pub struct CleanupReport {
 impl CheckpointDir {
     /// Deletes the committed and pending ID files and the lease, then the
     /// directory if nothing else is in it. Anything else stays.
+    ///
+    /// Crash-safe: it first writes the completion marker, deletes the rest,
+    /// and deletes the marker last. A run that finds the marker knows the
+    /// job finished (every unit committed), runs no recovery (a pending
+    /// record whose committed twin was already deleted must not cost its
+    /// data), and finishes the clean-up.
     pub async fn clean_up(&self) -> Result<CleanupReport> {
         let mut report = CleanupReport::default();
+        let marker = self.file(COMPLETE_FILE);
+        match self.fs.ls(&self.dir).await {
+            Ok(_) => {
+                self.fs
+                    .pipe(&marker, bytes::Bytes::new(), cairn_fs::WriteMode::Overwrite)
+                    .await?
+            }
+            Err(e) if e.kind() == cairn_fs::ErrorKind::NotFound => return Ok(report),
+            Err(e) => return Err(e.into()),
+        }
         let entries = match self.fs.ls(&self.dir).await {
             Ok(entries) => entries,
             Err(e) if e.kind() == cairn_fs::ErrorKind::NotFound => return Ok(report),
@@ -37,6 +53,7 @@ impl CheckpointDir {
             match classify(&base) {
                 CheckpointFile::Other(_) => report.kept_foreign.push(base),
                 _ if entry.is_dir() => report.kept_foreign.push(base),
+                CheckpointFile::Complete => {}
                 _ => ours.push(entry.name),
             }
         }
@@ -45,6 +62,7 @@ impl CheckpointDir {
             self.fs.rm_list(&paths, false, None).await?;
         }
         report.deleted = paths.len();
+        crate::commit::remove_if_present(&self.fs, &marker).await?;
         if report.kept_foreign.is_empty() {
             match self.fs.rmdir(&self.dir).await {
                 Ok(()) => report.removed_directory = true,

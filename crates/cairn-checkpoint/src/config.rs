@@ -129,6 +129,17 @@ impl CheckpointConfig {
         let run = RunId::new();
         let lease = dir.acquire_lease(&run, self.lease_ttl).await?;
         let mut state = dir.load(self.string_mode).await?;
+        if state.complete {
+            // A finished run's clean-up was interrupted: every unit was
+            // committed, so there is nothing to roll back.
+            return Ok(OpenCheckpoint {
+                dir,
+                run,
+                lease,
+                state,
+                recovery: RecoveryReport::default(),
+            });
+        }
         let recovery = dir.recover(output_fs, output_dir, &state).await?;
         // Recovery only removes pending records and uncommitted data; the
         // committed IDs it leaves are the ones just loaded.

@@ -9,6 +9,9 @@ pub const COMMITTED_SUFFIX: &str = ".parquet";
 pub const PENDING_SUFFIX: &str = ".pending.parquet";
 /// The lease file (hidden: PyArrow and Ray skip names starting with `.`).
 pub const LEASE_FILE: &str = ".cairn-lease.json";
+/// The marker clean-up writes first and deletes last: while it exists, the
+/// run finished and every unit was committed, whatever else is still there.
+pub const COMPLETE_FILE: &str = ".cairn-complete";
 /// What follows a unit's name in the names of the data files cairn writes.
 pub const DATA_DELIMITER: char = '_';
 /// Delimiters accepted after a unit's name when reading a directory: cairn's
@@ -132,6 +135,7 @@ impl Default for RunId {
 /// assert_eq!(classify("a_b_000001.parquet"), CheckpointFile::Committed(UnitName::from_stem("a_b_000001")));
 /// assert_eq!(classify("a_b_000001.pending.parquet"), CheckpointFile::Pending(UnitName::from_stem("a_b_000001")));
 /// assert_eq!(classify(".cairn-lease.json"), CheckpointFile::Lease);
+/// assert_eq!(classify(".cairn-complete"), CheckpointFile::Complete);
 /// assert_eq!(classify("notes.txt"), CheckpointFile::Other("notes.txt".into()));
 /// let temp = ".a_b_000001.parquet.cairn-tmp-12-34";
 /// assert_eq!(classify(temp), CheckpointFile::Temporary(temp.into()));
@@ -144,6 +148,8 @@ pub enum CheckpointFile {
     Pending(UnitName),
     /// The lease.
     Lease,
+    /// The completion marker of an interrupted clean-up.
+    Complete,
     /// A temporary file cairn-fs left while writing one of the above on local
     /// disk (`.<name>.cairn-tmp-...`) when the process died; clean-up removes it.
     Temporary(String),
@@ -168,6 +174,8 @@ pub fn classify(file_name: &str) -> CheckpointFile {
     }
     if file_name == LEASE_FILE {
         CheckpointFile::Lease
+    } else if file_name == COMPLETE_FILE {
+        CheckpointFile::Complete
     } else if let Some(stem) = file_name
         .strip_suffix(PENDING_SUFFIX)
         .filter(|s| !s.is_empty())

@@ -30,8 +30,8 @@ pub use error::{Error, Result};
 pub use idfile::{decode_ids, encode_ids};
 pub use idset::{IdSet, IdSetBuilder, IntIdSet, StringIdSet, StringMode};
 pub use layout::{
-    COMMITTED_SUFFIX, CheckpointFile, DATA_DELIMITER, DATA_DELIMITERS, LEASE_FILE, PENDING_SUFFIX,
-    RunId, UnitName, classify,
+    COMMITTED_SUFFIX, COMPLETE_FILE, CheckpointFile, DATA_DELIMITER, DATA_DELIMITERS, LEASE_FILE,
+    PENDING_SUFFIX, RunId, UnitName, classify,
 };
 pub use lease::{Lease, LeaseKeeper, LeaseRecord};
 pub use load::{CommittedState, infer_id_column, load_committed};

@@ -25,6 +25,9 @@ pub struct CommittedState {
     pub pending: Vec<UnitName>,
     /// Whether a lease file is present.
     pub has_lease: bool,
+    /// Whether the completion marker is present: a run finished and its
+    /// clean-up was interrupted. Nothing is left to do but finish it.
+    pub complete: bool,
     /// Names that are not the protocol's; never read, never deleted.
     pub foreign: Vec<String>,
 }
@@ -91,6 +94,7 @@ pub async fn load_committed(
         committed: Vec::new(),
         pending: Vec::new(),
         has_lease: false,
+        complete: false,
         foreign: Vec::new(),
     };
     let mut committed_paths = Vec::new();
@@ -103,6 +107,7 @@ pub async fn load_committed(
             }
             CheckpointFile::Pending(unit) => state.pending.push(unit),
             CheckpointFile::Lease => state.has_lease = true,
+            CheckpointFile::Complete => state.complete = true,
             CheckpointFile::Temporary(_) => {}
             CheckpointFile::Other(name) => state.foreign.push(name),
         }

@@ -33,6 +33,12 @@ impl CheckpointDir {
         state: &CommittedState,
     ) -> Result<RecoveryReport> {
         let mut report = RecoveryReport::default();
+        if state.complete {
+            // Every unit was committed before an interrupted clean-up: a
+            // pending record may have outlived its committed twin, and its
+            // data must stay.
+            return Ok(report);
+        }
         let output_dir = output_dir.trim_end_matches('/');
         for unit in &state.pending {
             if state.committed.binary_search(unit).is_err() {

@@ -92,3 +92,53 @@ async fn bad_configuration_and_a_file_as_checkpoint_path() {
         .unwrap_err();
     assert!(err.to_string().contains("known schemes"), "{err}");
 }
+
+/// Clean-up killed halfway: the completion marker is there, unit `a`'s
+/// committed record is already gone but its pending record is not. The next
+/// open must not roll `a` back (its data is part of the finished output),
+/// and clean-up must finish.
+#[tokio::test]
+async fn an_interrupted_clean_up_is_finished_not_rolled_back() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().display().to_string();
+    let config = CheckpointConfig::new("id", &format!("{root}/ckpt"));
+    let fs = FileSystem::new("file", &StorageOptions::new()).unwrap();
+    let out = format!("{root}/out");
+    let dir = config.dir().unwrap();
+    let run = RunId::new();
+    let (a, b) = (UnitName::new(&run, 0), UnitName::new(&run, 1));
+    for (unit, values) in [(&a, [1, 2]), (&b, [3, 4])] {
+        dir.write_pending(unit, ids(&values)).await.unwrap();
+        fs.pipe(
+            &format!("{out}/{}0.parquet", unit.data_prefix()),
+            encode_ids("id", ids(&values)).unwrap(),
+            WriteMode::Overwrite,
+        )
+        .await
+        .unwrap();
+        dir.commit(unit, ids(&values)).await.unwrap();
+    }
+    // What a clean-up killed after its first deletion leaves.
+    fs.pipe(
+        &format!("{root}/ckpt/{}", cairn_checkpoint::COMPLETE_FILE),
+        bytes::Bytes::new(),
+        WriteMode::Overwrite,
+    )
+    .await
+    .unwrap();
+    fs.rm(&format!("{root}/ckpt/{}", a.committed_file()), false, None)
+        .await
+        .unwrap();
+
+    let open = config.open(&fs, &out).await.unwrap();
+    assert!(open.state.complete);
+    assert!(open.recovery.rolled_back.is_empty());
+    assert_eq!(
+        fs.find(&out, None, false).await.unwrap().len(),
+        2,
+        "the finished output is intact"
+    );
+    open.dir.clean_up().await.unwrap();
+    assert!(!fs.exists(&format!("{root}/ckpt")).await.unwrap());
+    assert_eq!(fs.find(&out, None, false).await.unwrap().len(), 2);
+}

@@ -163,6 +163,15 @@ pub async fn run(command: CkptCommand, options: &StorageOptions) -> CliResult<u8
                 .acquire_lease(&RunId::new(), std::time::Duration::from_secs(120))
                 .await?;
             let state = dir.load(StringMode::default()).await?;
+            if state.complete {
+                let cleaned = dir.clean_up().await?;
+                writeln!(
+                    out,
+                    "the run had finished and its clean-up was interrupted; finished it ({} files deleted)",
+                    cleaned.deleted
+                )?;
+                return Ok(0);
+            }
             let (out_fs, _) = FileSystem::from_url(&output, options)?;
             let report = dir.recover(&out_fs, &output, &state).await;
             dir.release_lease(lease).await?;

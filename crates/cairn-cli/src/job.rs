@@ -364,7 +364,12 @@ fn report(
         summary.bytes_written as f64 / (1 << 20) as f64,
         summary.elapsed.as_secs_f64()
     )?;
-    if summary.all_already_committed() {
+    if summary.completed_before {
+        writeln!(
+            err,
+            "a previous run had finished this job; its clean-up was interrupted and is now done: nothing was written"
+        )?;
+    } else if summary.all_already_committed() {
         let kept = checkpoint.is_some_and(|c| !c.delete_checkpoint_on_success);
         writeln!(
             err,

@@ -93,6 +93,16 @@ pub(crate) async fn run(dataset: Dataset, ctx: &JobContext, sink: Sink) -> Resul
             config.storage_options = ctx.storage_options.clone();
         }
         let open = config.open(&out_fs, &out_dir).await?;
+        if open.state.complete {
+            // The previous run finished; only its clean-up was cut short.
+            let keeper = LeaseKeeper::start(open.dir.clone(), open.lease);
+            keeper.stop().await?;
+            open.dir.clean_up().await?;
+            summary.completed_before = true;
+            summary.checkpoint_removed = true;
+            summary.elapsed = started.elapsed();
+            return Ok(summary);
+        }
         summary.units_rolled_back = open.recovery.rolled_back.len() as u64;
         summary.data_files_rolled_back = open.recovery.data_files_deleted as u64;
         committed = open.state.ids;

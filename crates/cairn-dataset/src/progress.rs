@@ -95,6 +95,9 @@ pub struct JobSummary {
     pub data_files_rolled_back: u64,
     /// Whether the checkpoint was removed at the end.
     pub checkpoint_removed: bool,
+    /// Whether the checkpoint said a previous run had finished (its clean-up
+    /// was interrupted): this run only finished the clean-up.
+    pub completed_before: bool,
     /// Wall time.
     #[serde(serialize_with = "seconds")]
     pub elapsed: Duration,
@@ -112,6 +115,6 @@ impl JobSummary {
     /// assert!(s.all_already_committed());
     /// ```
     pub fn all_already_committed(&self) -> bool {
-        self.rows_skipped > 0 && self.units_committed == 0
+        self.completed_before || (self.rows_skipped > 0 && self.units_committed == 0)
     }
 }

@@ -37,12 +37,32 @@ pub struct IntIdSet {
     len: u64,
 }
 
+/// Below this many keys a sort stays on one thread.
+const PARALLEL_SORT_MIN: usize = 1 << 18;
+
+/// Sorts `keys` in place on up to `threads` threads: split at the median
+/// (a linear selection), sort the halves at once, recursively.
+fn sort_in_parallel(keys: &mut [u64], threads: usize) {
+    if threads < 2 || keys.len() < PARALLEL_SORT_MIN {
+        keys.sort_unstable();
+        return;
+    }
+    let mid = keys.len() / 2;
+    keys.select_nth_unstable(mid);
+    let (low, high) = keys.split_at_mut(mid);
+    std::thread::scope(|scope| {
+        scope.spawn(|| sort_in_parallel(low, threads / 2));
+        sort_in_parallel(high, threads - threads / 2);
+    });
+}
+
 impl IntIdSet {
     /// Builds the set from keys in any order, with duplicates. The vector's
     /// memory is reused for the singles, so building needs little more than
     /// the keys themselves.
     pub fn from_keys(mut keys: Vec<u64>) -> Self {
-        keys.sort_unstable();
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        sort_in_parallel(&mut keys, threads.min(8));
         keys.dedup();
         let len = keys.len() as u64;
         let mut ranges: Vec<(u64, u64)> = Vec::new();
@@ -128,6 +148,26 @@ fn push_runs(ranges: &mut Vec<(u64, u64)>, group: &[u64]) {
             Some(last) if last.1.checked_add(1) == Some(key) => last.1 = key,
             _ => ranges.push((key, key)),
         }
+    }
+}
+
+#[cfg(test)]
+mod parallel_sort_tests {
+    #[test]
+    fn sorts_like_the_standard_sort() {
+        let mut state = 42u64;
+        let mut keys: Vec<u64> = (0..(super::PARALLEL_SORT_MIN * 3))
+            .map(|_| {
+                state = state
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                state >> (state % 40)
+            })
+            .collect();
+        let mut expected = keys.clone();
+        expected.sort_unstable();
+        super::sort_in_parallel(&mut keys, 4);
+        assert_eq!(keys, expected);
     }
 }
 
