@@ -20,10 +20,6 @@ mkdir -p target
 set +e
 cargo test --workspace "$@" 2>&1 | tee target/test.log
 status=${PIPESTATUS[0]}
-# cairn-fs alone, built without its `tclake` feature (the workspace build
-# turns it on): tclake:// must then say how to enable it.
-cargo test -p cairn-fs --lib tclake 2>&1 | tee -a target/test.log
-[ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 set -e
 
 echo

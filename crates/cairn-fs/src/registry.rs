@@ -6,7 +6,7 @@ use std::sync::{Arc, OnceLock, RwLock};
 use crate::backend::BackendFactory;
 use crate::backend::{
     cos::CosFactory, gcs::GcsFactory, local::LocalFactory, memory::MemoryFactory, oss::OssFactory,
-    s3::S3Factory, tclake::TclakeFactory,
+    s3::S3Factory,
 };
 use crate::error::{Error, ErrorKind, Result};
 
@@ -46,7 +46,10 @@ impl Registry {
         registry.register(Arc::new(CosFactory));
         registry.register(Arc::new(OssFactory));
         registry.register(Arc::new(GcsFactory));
-        registry.register(Arc::new(TclakeFactory));
+        #[cfg(feature = "tclake")]
+        registry.register(Arc::new(crate::backend::tclake::TclakeFactory));
+        #[cfg(not(feature = "tclake"))]
+        registry.register(Arc::new(crate::backend::tclake::TclakeUnavailable));
         registry
     }
 

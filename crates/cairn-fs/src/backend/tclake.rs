@@ -6,25 +6,27 @@
 //! shortly before they expire. Without the `tclake` feature, the scheme is
 //! known but refuses with how to enable it.
 
-#[cfg(not(feature = "tclake"))]
-use {
-    super::{Backend, BackendFactory, Layout},
-    crate::error::{Error, ErrorKind, Result},
-    crate::options::{BackendOptions, Environment},
-    std::sync::Arc,
-};
+use std::sync::Arc;
 
-/// The factory of `tclake://`.
+use super::{Backend, BackendFactory, Layout};
+use crate::error::{Error, ErrorKind, Result};
+use crate::options::{BackendOptions, Environment};
+
+/// What serves `tclake://` in a build without the `tclake` feature: every
+/// use is an error that says how to enable it.
 ///
 /// ```
-/// use cairn_fs::backend::{BackendFactory, Layout, tclake::TclakeFactory};
-/// assert_eq!(TclakeFactory.layout(), Layout::Rooted(4));
+/// use std::sync::Arc;
+/// use cairn_fs::backend::tclake::TclakeUnavailable;
+/// let registry = cairn_fs::Registry::empty();
+/// registry.register(Arc::new(TclakeUnavailable));
+/// let err = cairn_fs::FileSystemBuilder::new("tclake").registry(&registry).build().unwrap_err();
+/// assert!(err.to_string().contains("cargo feature `tclake`"));
 /// ```
 #[derive(Debug, Default, Clone, Copy)]
-pub struct TclakeFactory;
+pub struct TclakeUnavailable;
 
-#[cfg(not(feature = "tclake"))]
-impl BackendFactory for TclakeFactory {
+impl BackendFactory for TclakeUnavailable {
     fn protocol(&self) -> &str {
         "tclake"
     }
@@ -43,7 +45,7 @@ impl BackendFactory for TclakeFactory {
 }
 
 #[cfg(feature = "tclake")]
-pub use enabled::TclakeBackend;
+pub use enabled::{TclakeBackend, TclakeFactory};
 
 #[cfg(feature = "tclake")]
 mod enabled {
@@ -57,7 +59,15 @@ mod enabled {
 
     use super::super::flat::{FlatConfig, Kind, Spec, text_names};
     use super::super::{Backend, BackendFactory, ConditionalWrites, Layout, open_operator};
-    use super::TclakeFactory;
+
+    /// The factory of `tclake://` (feature `tclake`).
+    ///
+    /// ```
+    /// use cairn_fs::backend::{BackendFactory, Layout, tclake::TclakeFactory};
+    /// assert_eq!(TclakeFactory.layout(), Layout::Rooted(4));
+    /// ```
+    #[derive(Debug, Default, Clone, Copy)]
+    pub struct TclakeFactory;
     use crate::error::{Error, ErrorKind, Result};
     use crate::hooks::{ContentMd5OnMultiDelete, RequestHook};
     use crate::options::{BackendOptions, ConfigLine, Environment};
@@ -273,20 +283,29 @@ mod enabled {
     }
 }
 
-#[cfg(all(test, not(feature = "tclake")))]
+#[cfg(test)]
 mod tests {
-    use crate::{FileSystem, StorageOptions};
+    use std::sync::Arc;
 
-    /// Run by `scripts/test.sh` as `cargo test -p cairn-fs --lib tclake`,
-    /// which builds cairn-fs without the feature.
+    use super::TclakeUnavailable;
+    use crate::{FileSystemBuilder, Registry};
+
+    /// The registry of a build without the feature: tclake refuses with how
+    /// to enable it, and every other scheme keeps working.
     #[test]
     fn without_the_feature_tclake_says_how_to_enable_it() {
-        let err =
-            FileSystem::from_url("tclake://volume/c/s/v/x", &StorageOptions::new()).unwrap_err();
+        let registry = Registry::with_builtins();
+        registry.register(Arc::new(TclakeUnavailable));
+        let err = FileSystemBuilder::new("tclake")
+            .registry(&registry)
+            .build()
+            .unwrap_err();
         assert!(err.to_string().contains("cargo feature `tclake`"), "{err}");
-        // Every other scheme keeps working.
         for other in ["s3", "gcs", "file", "memory"] {
-            FileSystem::new(other, &StorageOptions::new()).unwrap();
+            FileSystemBuilder::new(other)
+                .registry(&registry)
+                .build()
+                .unwrap();
         }
     }
 }
