@@ -1,0 +1,269 @@
+//! Parquet input: footers read in parallel, one schema for all files, row
+//! groups as pieces, and the row groups a resume can skip unread (all
+//! `row_hash` IDs committed, or an integer ID range from the statistics
+//! entirely committed); ranged reads through the cairn filesystem.
+
+use std::ops::Range;
+use std::sync::Arc;
+
+use arrow_schema::{DataType, Field, Schema, SchemaRef};
+use bytes::Bytes;
+use cairn_checkpoint::IdSet;
+use cairn_fs::{FileSystem, StorageOptions};
+use futures::future::BoxFuture;
+use futures::{FutureExt, StreamExt, TryStreamExt, stream};
+use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions};
+use parquet::arrow::async_reader::AsyncFileReader;
+use parquet::errors::ParquetError;
+use parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
+
+use super::listing::list_inputs;
+use super::{
+    FileFormat, InputFile, PARALLEL_FOOTERS, Piece, PlannedSource, Skip, describe_fields,
+    with_extra_fields,
+};
+use crate::error::{Error, Result};
+use crate::row_hash::{ROW_HASH_COLUMN, row_hash_column, row_hash_seed};
+
+pub(super) async fn plan_parquet(
+    urls: &[String],
+    options: &StorageOptions,
+    include_row_hash: bool,
+    include_paths: bool,
+    skip: Option<Skip<'_>>,
+) -> Result<PlannedSource> {
+    let listed = list_inputs(urls, options, &["parquet"]).await?;
+    let files: Vec<Arc<InputFile>> = stream::iter(listed)
+        .map(|(fs, path, size)| async move { open_parquet(fs, path, size).await })
+        .buffered(PARALLEL_FOOTERS)
+        .try_collect()
+        .await?;
+    let file_schema = same_schema(&files)?;
+    let schema = with_extra_fields(&file_schema, include_row_hash, include_paths, urls)?;
+    let by_hash = include_row_hash
+        && skip
+            .as_ref()
+            .is_some_and(|s| s.id_column == ROW_HASH_COLUMN);
+    let skip_by_hash = if by_hash { skip.as_ref() } else { None };
+    let mut planned = PlannedSource {
+        schema,
+        pieces: Vec::new(),
+        total_rows: Some(0),
+        rows_skipped_unread: 0,
+        row_groups_skipped: 0,
+        files: files.len(),
+        files_skipped: 0,
+        include_row_hash,
+        include_paths,
+        json_schema: None,
+        id_range: None,
+    };
+    // The ID column's range over all row groups, known only while every row
+    // group has exact statistics.
+    let mut id_range: Option<(i64, i64)> = None;
+    let mut id_range_known = skip.is_some();
+    for file in files {
+        let FileFormat::Parquet(meta) = &file.format else {
+            unreachable!("opened as Parquet")
+        };
+        let seed = row_hash_seed(&file.path);
+        let mut first_row = 0u64;
+        let mut kept_any = false;
+        let id_leaf = skip
+            .as_ref()
+            .and_then(|s| integer_id_leaf(meta, s.id_column));
+        for (index, group) in meta.metadata().row_groups().iter().enumerate() {
+            let rows = group.num_rows() as u64;
+            if id_range_known {
+                match id_leaf.and_then(|leaf| exact_int_range(group.column(leaf).statistics())) {
+                    None => id_range_known = false,
+                    Some((a, b)) => {
+                        id_range = Some(id_range.map_or((a, b), |(lo, hi)| (lo.min(a), hi.max(b))))
+                    }
+                }
+            }
+            let committed = match (skip_by_hash, &skip, id_leaf) {
+                (Some(skip), _, _) if rows > 0 => {
+                    let hashes = row_hash_column(seed, first_row, rows as usize);
+                    let mask = skip.ids.contains_array(&hashes)?;
+                    mask.true_count() as u64 == rows
+                }
+                (None, Some(skip), Some(leaf)) if rows > 0 => {
+                    range_committed(group.column(leaf).statistics(), rows, skip.ids)?
+                }
+                _ => false,
+            };
+            if committed {
+                planned.rows_skipped_unread += rows;
+                planned.row_groups_skipped += 1;
+            } else {
+                kept_any = true;
+                planned.pieces.push(Piece::RowGroup {
+                    file: file.clone(),
+                    row_group: index,
+                    first_row,
+                });
+            }
+            first_row += rows;
+        }
+        if !kept_any && first_row > 0 {
+            planned.files_skipped += 1;
+        }
+        *planned.total_rows.as_mut().expect("set above") += first_row;
+    }
+    planned.id_range = id_range.filter(|_| id_range_known);
+    Ok(planned)
+}
+
+/// The leaf index of the ID column when it is a signed integer column (whose
+/// Parquet statistics order like its values).
+fn integer_id_leaf(meta: &ArrowReaderMetadata, id_column: &str) -> Option<usize> {
+    let field = meta.schema().field_with_name(id_column).ok()?;
+    if !matches!(
+        field.data_type(),
+        DataType::Int8 | DataType::Int16 | DataType::Int32 | DataType::Int64
+    ) {
+        return None;
+    }
+    meta.metadata()
+        .file_metadata()
+        .schema_descr()
+        .columns()
+        .iter()
+        .position(|c| c.path().string() == id_column)
+}
+
+/// The exact `(min, max)` of a signed integer column chunk with no nulls,
+/// from its statistics.
+fn exact_int_range(
+    statistics: Option<&parquet::file::statistics::Statistics>,
+) -> Option<(i64, i64)> {
+    use parquet::file::statistics::Statistics;
+    let stats = statistics?;
+    if stats.null_count_opt() != Some(0) || !stats.min_is_exact() || !stats.max_is_exact() {
+        return None;
+    }
+    let (min, max) = match stats {
+        Statistics::Int32(v) => (i64::from(*v.min_opt()?), i64::from(*v.max_opt()?)),
+        Statistics::Int64(v) => (*v.min_opt()?, *v.max_opt()?),
+        _ => return None,
+    };
+    (min <= max).then_some((min, max))
+}
+
+/// Whether a row group's integer IDs are all committed, known from its
+/// statistics alone: every integer from its min to its max is committed
+/// (then every value in the group is, whatever the values are). Checked
+/// only when the range is at most 4× the row count.
+fn range_committed(
+    statistics: Option<&parquet::file::statistics::Statistics>,
+    rows: u64,
+    ids: &IdSet,
+) -> Result<bool> {
+    let Some((min, max)) = exact_int_range(statistics) else {
+        return Ok(false);
+    };
+    let span = (max as i128 - min as i128 + 1) as u128;
+    if span > 4 * u128::from(rows) {
+        return Ok(false);
+    }
+    let range = arrow_array::Int64Array::from_iter_values(min..=max);
+    Ok(ids.contains_array(&range)?.true_count() as u128 == span)
+}
+
+async fn open_parquet(fs: FileSystem, path: String, size: u64) -> Result<Arc<InputFile>> {
+    let url = fs.url(&path);
+    let not_parquet = |e: ParquetError| Error::Input {
+        file: url.clone(),
+        reason: format!("not a readable Parquet file ({e})"),
+    };
+    let mut reader = FileReader {
+        fs: fs.clone(),
+        path: path.clone(),
+        metadata: None,
+    };
+    let metadata = ParquetMetaDataReader::new()
+        .with_prefetch_hint(Some(64 * 1024))
+        .load_and_finish(&mut reader, size)
+        .await
+        .map_err(not_parquet)?;
+    let meta = ArrowReaderMetadata::try_new(Arc::new(metadata), ArrowReaderOptions::new())
+        .map_err(not_parquet)?;
+    Ok(Arc::new(InputFile {
+        fs,
+        url,
+        path,
+        format: FileFormat::Parquet(meta),
+    }))
+}
+
+/// The schema all files share (same column names and types, in order; a
+/// column is nullable if it is in any file), or an error naming the first
+/// file that differs.
+fn same_schema(files: &[Arc<InputFile>]) -> Result<SchemaRef> {
+    let schema_of = |file: &InputFile| match &file.format {
+        FileFormat::Parquet(meta) => meta.schema().clone(),
+        FileFormat::Json => unreachable!("Parquet only"),
+    };
+    let shape = |schema: &Schema| -> Vec<(String, DataType)> {
+        schema
+            .fields()
+            .iter()
+            .map(|f| (f.name().clone(), f.data_type().clone()))
+            .collect()
+    };
+    let first = schema_of(&files[0]);
+    let mut nullable: Vec<bool> = first.fields().iter().map(|f| f.is_nullable()).collect();
+    for file in &files[1..] {
+        let schema = schema_of(file);
+        if shape(&schema) != shape(&first) {
+            return Err(Error::Input {
+                file: file.url.clone(),
+                reason: format!(
+                    "its schema ({}) differs from that of {} ({}); every input file of a job must have the same columns and types",
+                    describe_fields(&schema),
+                    files[0].url,
+                    describe_fields(&first)
+                ),
+            });
+        }
+        for (n, field) in nullable.iter_mut().zip(schema.fields()) {
+            *n |= field.is_nullable();
+        }
+    }
+    let fields: Vec<Field> = first
+        .fields()
+        .iter()
+        .zip(nullable)
+        .map(|(f, n)| f.as_ref().clone().with_nullable(n))
+        .collect();
+    Ok(Arc::new(Schema::new(fields)))
+}
+
+/// Parquet's view of a file on a cairn filesystem: ranged reads.
+pub(super) struct FileReader {
+    pub(super) fs: FileSystem,
+    pub(super) path: String,
+    pub(super) metadata: Option<Arc<ParquetMetaData>>,
+}
+
+impl AsyncFileReader for FileReader {
+    fn get_bytes(&mut self, range: Range<u64>) -> BoxFuture<'_, parquet::errors::Result<Bytes>> {
+        async move {
+            self.fs
+                .cat_range(&self.path, range.start, Some(range.end))
+                .await
+                .map_err(|e| ParquetError::External(Box::new(e)))
+        }
+        .boxed()
+    }
+
+    fn get_metadata<'a>(
+        &'a mut self,
+        _options: Option<&'a ArrowReaderOptions>,
+    ) -> BoxFuture<'a, parquet::errors::Result<Arc<ParquetMetaData>>> {
+        let metadata = self.metadata.clone();
+        async move { metadata.ok_or_else(|| ParquetError::General("footer not read yet".into())) }
+            .boxed()
+    }
+}
