@@ -13,18 +13,19 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use arrow_array::{Array, ArrayRef, BooleanArray, RecordBatch};
-use arrow_schema::{DataType, SchemaRef};
+use arrow_schema::SchemaRef;
 use cairn_checkpoint::{CheckpointDir, IdSet, LeaseKeeper, RunId, UnitName};
 use cairn_fs::{ErrorKind, FileSystem, WriteMode};
 use futures::StreamExt;
 
+use crate::checks;
 use crate::dataset::{DEFAULT_ROWS_PER_FILE, Dataset, JobContext};
 use crate::error::{Error, Result};
-use crate::ops::{Op, Pipeline, column_names, validate_plan};
+use crate::ops::{Op, Pipeline, validate_plan};
 use crate::progress::{JobSummary, Progress};
 use crate::row_hash::ROW_HASH_COLUMN;
 use crate::seen::SeenIds;
-use crate::sink::{OutputFormat, SaveMode, Sink, encode};
+use crate::sink::{OutputFormat, Sink, encode};
 use crate::source::{Piece, PlannedSource, Skip};
 
 /// A unit also commits once its transformed rows take this much memory, so
@@ -79,7 +80,7 @@ pub(crate) async fn run(dataset: Dataset, ctx: &JobContext, sink: Sink) -> Resul
     let started = Instant::now();
     let Dataset { source, ops } = dataset;
     let (out_fs, out_dir) = FileSystem::from_url(&sink.url, &ctx.storage_options)?;
-    check_output_outside_inputs(&source, &out_fs, &out_dir, ctx)?;
+    checks::output_outside_inputs(&source, &out_fs, &out_dir, &ctx.storage_options)?;
     let id_column = ctx.checkpoint.as_ref().map(|c| c.id_column.clone());
 
     // Checkpoint: lease, recovery, committed IDs (before planning, so the
@@ -152,46 +153,24 @@ async fn prepare_and_run(
 ) -> Result<()> {
     // Everything that can be refused is checked before the first write.
     let checked = async {
-        if sink.mode == SaveMode::Overwrite
-            && !committed.is_empty() {
-                return Err(Error::Plan {
-                    reason: format!(
-                        "mode overwrite would delete {} while the checkpoint holds {} committed IDs, whose rows would then be skipped and lost. Use append to resume, or remove the checkpoint to start over",
-                        out_fs.url(&out_dir),
-                        committed.len()
-                    ),
-                });
-            }
+        checks::overwrite_keeps_committed_rows(sink.mode, &committed, &out_fs.url(&out_dir))?;
         let skip = id_column.as_deref().map(|id| Skip {
             ids: &committed,
             id_column: id,
         });
         let planned = source.plan(&ctx.storage_options, skip).await?;
         if let Some(id) = &id_column {
-            check_id_column(&planned.schema, id, &source)?;
+            checks::id_column(&planned.schema, id)?;
         }
         validate_plan(&ops, &planned.schema, id_column.as_deref())?;
-        match sink.mode {
-            SaveMode::Overwrite if out_fs.exists(&out_dir).await? => {
-                out_fs.rm(&out_dir, true, None).await?
-            }
-            SaveMode::ErrorIfExists if committed.is_empty() => {
-                if let Some(first) = first_file(&out_fs, &out_dir).await? {
-                    return Err(Error::Plan {
-                        reason: format!(
-                            "the output {} already holds files ({first}, ...) and there is no checkpoint to resume{}. Writing now would add every row again: write somewhere else, or choose mode append (add anyway) or overwrite (replace)",
-                            out_fs.url(&out_dir),
-                            if id_column.is_some() {
-                                " (a finished run removes its checkpoint)"
-                            } else {
-                                ""
-                            }
-                        ),
-                    });
-                }
-            }
-            _ => {}
-        }
+        checks::prepare_output(
+            &out_fs,
+            &out_dir,
+            sink.mode,
+            committed.is_empty(),
+            id_column.is_some(),
+        )
+        .await?;
         Ok(planned)
     }
     .await;
@@ -288,15 +267,6 @@ async fn prepare_and_run(
     Ok(())
 }
 
-/// The name of some file under `dir`, if it holds any.
-async fn first_file(fs: &FileSystem, dir: &str) -> Result<Option<String>> {
-    match fs.ls(dir).await {
-        Ok(entries) => Ok(entries.into_iter().next().map(|e| e.name)),
-        Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(e.into()),
-    }
-}
-
 /// Gives the lease back after a failed run, so the next run need not wait
 /// for it to expire. The checkpoint itself is kept.
 async fn release(dir: &CheckpointDir, keeper: LeaseKeeper) {
@@ -305,76 +275,6 @@ async fn release(dir: &CheckpointDir, keeper: LeaseKeeper) {
     {
         tracing::warn!("could not release the checkpoint lease: {e}");
     }
-}
-
-/// The ID column must be in the input with a type IDs can have.
-fn check_id_column(schema: &SchemaRef, id: &str, source: &crate::source::Source) -> Result<()> {
-    let Ok(field) = schema.field_with_name(id) else {
-        let hint = if id == ROW_HASH_COLUMN {
-            "; row_hash IDs need include_row_hash (--include-row-hash) on a Parquet input"
-        } else {
-            ""
-        };
-        return Err(Error::Plan {
-            reason: format!(
-                "the ID column {id:?} is not in the input (columns: {}){hint}",
-                column_names(schema)
-            ),
-        });
-    };
-    let _ = source;
-    match field.data_type() {
-        DataType::Int8
-        | DataType::Int16
-        | DataType::Int32
-        | DataType::Int64
-        | DataType::UInt8
-        | DataType::UInt16
-        | DataType::UInt32
-        | DataType::UInt64
-        | DataType::Utf8
-        | DataType::LargeUtf8
-        | DataType::Binary
-        | DataType::LargeBinary => Ok(()),
-        other => Err(Error::Plan {
-            reason: format!(
-                "the ID column {id:?} has type {other}; IDs must be integers or strings"
-            ),
-        }),
-    }
-}
-
-/// A job that writes into a directory it reads would read its own output
-/// on the next run.
-fn check_output_outside_inputs(
-    source: &crate::source::Source,
-    out_fs: &FileSystem,
-    out_dir: &str,
-    ctx: &JobContext,
-) -> Result<()> {
-    let urls = match source {
-        crate::source::Source::Parquet { urls, .. } | crate::source::Source::Json { urls, .. } => {
-            urls
-        }
-        crate::source::Source::Items(_) => return Ok(()),
-    };
-    for url in urls {
-        let Ok((fs, path)) = FileSystem::from_url(url, &ctx.storage_options) else {
-            continue;
-        };
-        let input = path.trim_end_matches('/');
-        let output = out_dir.trim_end_matches('/');
-        let nested = output == input || output.starts_with(&format!("{input}/"));
-        if fs.protocol() == out_fs.protocol() && nested {
-            return Err(Error::Plan {
-                reason: format!(
-                    "the output {} is inside the input {url}; a later run would read this job's own output. Write somewhere else",
-                    out_fs.url(out_dir)
-                ),
-            });
-        }
-    }
-    Ok(())
 }
 
 async fn worker(shared: Arc<Shared>) -> Result<()> {

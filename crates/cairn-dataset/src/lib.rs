@@ -8,6 +8,7 @@
 //! job skips the rows already committed (whole row groups unread when the
 //! IDs are Ray's `row_hash`).
 
+mod checks;
 mod command;
 mod dataset;
 mod error;
