@@ -138,32 +138,21 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    if let Command::Ckpt(command) = cli.command {
-        let result = storage_options(&cli.options)
-            .map_err(|e| Box::new(e) as Box<dyn std::error::Error>)
-            .map(|options| runtime.block_on(ckpt::run(command, &options)));
-        return match result.and_then(|r| r) {
-            Ok(code) => ExitCode::from(code),
-            Err(e) => {
-                eprintln!("cairn: {e}");
-                ExitCode::FAILURE
-            }
-        };
-    }
-    if let Command::Job(command) = cli.command {
-        let result = storage_options(&cli.options)
-            .map_err(|e| Box::new(e) as Box<dyn std::error::Error>)
-            .map(|options| runtime.block_on(job::run(command, &options)));
-        return match result.and_then(|r| r) {
-            Ok(code) => ExitCode::from(code),
-            Err(e) => {
-                eprintln!("cairn: {e}");
-                ExitCode::FAILURE
-            }
-        };
-    }
-    match runtime.block_on(run(cli)) {
-        Ok(()) => ExitCode::SUCCESS,
+    let Cli { options, command } = cli;
+    let coded = match command {
+        Command::Ckpt(command) => storage_options(&options)
+            .map_err(Into::into)
+            .and_then(|o| runtime.block_on(ckpt::run(command, &o))),
+        Command::Job(command) => storage_options(&options)
+            .map_err(Into::into)
+            .and_then(|o| runtime.block_on(job::run(command, &o))),
+        command => runtime
+            .block_on(run(Cli { options, command }))
+            .map(|()| 0)
+            .map_err(Into::into),
+    };
+    match coded {
+        Ok(code) => ExitCode::from(code),
         Err(e) => {
             eprintln!("cairn: {e}");
             ExitCode::FAILURE
