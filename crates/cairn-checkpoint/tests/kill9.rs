@@ -15,7 +15,7 @@ use arrow_array::{Array, ArrayRef, Int64Array};
 use cairn_checkpoint::{CheckpointDir, RunId, StringMode, UnitName, decode_ids, encode_ids};
 use cairn_fs::{StorageOptions, WriteMode, build_checkpoint_filesystem};
 
-const ROWS: i64 = 1500;
+const ROWS: i64 = 5000;
 const UNIT_ROWS: usize = 7;
 const KILLS: usize = 50;
 const CHILD_ENV: &str = "CAIRN_KILL9_CHILD_ROOT";
