@@ -2,7 +2,7 @@
 //! there or cannot identify rows, an output inside an input, an overwrite
 //! that would lose committed rows, and a fresh run into a full output.
 
-use arrow_schema::{DataType, SchemaRef};
+use arrow_schema::SchemaRef;
 use cairn_checkpoint::IdSet;
 use cairn_fs::{ErrorKind, FileSystem, StorageOptions};
 
@@ -27,25 +27,12 @@ pub(crate) fn id_column(schema: &SchemaRef, id: &str) -> Result<()> {
             ),
         });
     };
-    match field.data_type() {
-        DataType::Int8
-        | DataType::Int16
-        | DataType::Int32
-        | DataType::Int64
-        | DataType::UInt8
-        | DataType::UInt16
-        | DataType::UInt32
-        | DataType::UInt64
-        | DataType::Utf8
-        | DataType::LargeUtf8
-        | DataType::Binary
-        | DataType::LargeBinary => Ok(()),
-        other => Err(Error::Plan {
-            reason: format!(
-                "the ID column {id:?} has type {other}; IDs must be integers or strings"
-            ),
-        }),
-    }
+    cairn_checkpoint::idset::check_id_type(field.data_type()).map_err(|_| Error::Plan {
+        reason: format!(
+            "the ID column {id:?} has type {}; IDs must be integers or strings",
+            field.data_type()
+        ),
+    })
 }
 
 /// A job that writes into a directory it reads would read its own output

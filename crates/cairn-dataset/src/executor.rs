@@ -21,7 +21,7 @@ use futures::StreamExt;
 use crate::checks;
 use crate::dataset::{DEFAULT_ROWS_PER_FILE, Dataset, JobContext};
 use crate::error::{Error, Result};
-use crate::ops::{Op, Pipeline, validate_plan};
+use crate::ops::{Op, Pipeline, describe_fields, validate_plan};
 use crate::progress::{JobSummary, Progress};
 use crate::row_hash::ROW_HASH_COLUMN;
 use crate::seen::SeenIds;
@@ -32,6 +32,14 @@ use crate::source::{Piece, PlannedSource, Skip};
 /// wide rows (embeddings, images) do not make a commit interval of rows
 /// exhaust memory.
 pub const UNIT_MAX_BYTES: usize = 64 << 20;
+
+/// The checkpoint of this run, once opened: lease kept alive, run identity.
+struct RunCheckpoint {
+    dir: CheckpointDir,
+    keeper: LeaseKeeper,
+    run: RunId,
+    config: cairn_checkpoint::CheckpointConfig,
+}
 
 /// Everything the workers share.
 struct Shared {
@@ -96,8 +104,7 @@ pub(crate) async fn run(dataset: Dataset, ctx: &JobContext, sink: Sink) -> Resul
         let open = config.open(&out_fs, &out_dir).await?;
         if open.state.complete {
             // The previous run finished; only its clean-up was cut short.
-            let keeper = LeaseKeeper::start(open.dir.clone(), open.lease);
-            keeper.stop().await?;
+            // Clean-up removes the lease this run just took, too.
             open.dir.clean_up().await?;
             summary.completed_before = true;
             summary.checkpoint_removed = true;
@@ -114,7 +121,12 @@ pub(crate) async fn run(dataset: Dataset, ctx: &JobContext, sink: Sink) -> Resul
             );
         }
         let keeper = LeaseKeeper::start(open.dir.clone(), open.lease);
-        checkpoint = Some((open.dir, keeper, open.run, config));
+        checkpoint = Some(RunCheckpoint {
+            dir: open.dir,
+            keeper,
+            run: open.run,
+            config,
+        });
     }
     let result = prepare_and_run(
         source,
@@ -143,12 +155,7 @@ async fn prepare_and_run(
     out_dir: String,
     id_column: Option<String>,
     committed: IdSet,
-    checkpoint: Option<(
-        CheckpointDir,
-        LeaseKeeper,
-        RunId,
-        cairn_checkpoint::CheckpointConfig,
-    )>,
+    checkpoint: Option<RunCheckpoint>,
     summary: &mut JobSummary,
 ) -> Result<()> {
     // Everything that can be refused is checked before the first write.
@@ -174,11 +181,11 @@ async fn prepare_and_run(
         Ok(planned)
     }
     .await;
-    let planned = match checked {
+    let mut planned = match checked {
         Ok(planned) => planned,
         Err(e) => {
-            if let Some((dir, keeper, _, _)) = checkpoint {
-                release(&dir, keeper).await;
+            if let Some(c) = checkpoint {
+                release(&c.dir, c.keeper).await;
             }
             return Err(e);
         }
@@ -192,16 +199,16 @@ async fn prepare_and_run(
     ctx.progress.add_done(planned.rows_skipped_unread);
 
     let (unit_rows, unit_interval) = match &checkpoint {
-        Some((_, _, _, config)) => (config.commit_rows, Some(config.commit_interval)),
+        Some(c) => (c.config.commit_rows, Some(c.config.commit_interval)),
         None => (DEFAULT_ROWS_PER_FILE, None),
     };
     let check_duplicates =
         ctx.check_duplicate_ids && id_column.as_deref().is_some_and(|id| id != ROW_HASH_COLUMN);
     let (run, config, checkpoint) = match checkpoint {
-        Some((dir, keeper, run, config)) => (run, Some(config), Some((dir, keeper))),
+        Some(c) => (c.run, Some(c.config), Some((c.dir, c.keeper))),
         None => (RunId::new(), None, None),
     };
-    let pieces: VecDeque<Piece> = planned.pieces.iter().cloned().collect();
+    let pieces = VecDeque::from(std::mem::take(&mut planned.pieces));
     let seen = check_duplicates.then(|| SeenIds::new(planned.id_range, planned.total_rows));
     let shared = Arc::new(Shared {
         queue: Mutex::new(pieces),
@@ -500,19 +507,10 @@ fn output_schema(shared: &Shared, outputs: &[RecordBatch], file: &str) -> Result
             file: file.to_string(),
             reason: format!(
                 "the transforms produced rows with columns ({}) after rows with columns ({}); every output row of a job must have one schema",
-                describe(&other.schema()),
-                describe(&schema)
+                describe_fields(&other.schema()),
+                describe_fields(&schema)
             ),
         });
     }
     Ok(schema)
-}
-
-fn describe(schema: &SchemaRef) -> String {
-    schema
-        .fields()
-        .iter()
-        .map(|f| format!("{}: {}", f.name(), f.data_type()))
-        .collect::<Vec<_>>()
-        .join(", ")
 }

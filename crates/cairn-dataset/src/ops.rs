@@ -286,6 +286,16 @@ pub(crate) fn column_names(schema: &Schema) -> String {
         .join(", ")
 }
 
+/// The columns of a schema with their types (`uid: Int64, text: Utf8`), for messages.
+pub(crate) fn describe_fields(schema: &Schema) -> String {
+    schema
+        .fields()
+        .iter()
+        .map(|f| format!("{}: {}", f.name(), f.data_type()))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// `batch` with `column` set to `values` (replaced in place, or appended).
 fn with_column(
     batch: &RecordBatch,

@@ -28,7 +28,11 @@ pub fn row_hash_seed(path: &str) -> u64 {
 /// assert_eq!(cairn_dataset::row_hash(seed, 1_000_000), 12895775054419180647);
 /// ```
 pub fn row_hash(seed: u64, position: u64) -> u64 {
-    let mut k = seed.wrapping_add(position);
+    splitmix64(seed.wrapping_add(position))
+}
+
+/// SplitMix64's finalizer: a fast, well-mixing bijection of 64-bit values.
+pub(crate) fn splitmix64(mut k: u64) -> u64 {
     k ^= k >> 30;
     k = k.wrapping_mul(0xBF58_476D_1CE4_E5B9);
     k ^= k >> 27;

@@ -12,6 +12,7 @@ use arrow_array::{Array, ArrayRef};
 use arrow_schema::DataType;
 
 use crate::error::{Error, Result};
+use crate::row_hash::splitmix64;
 
 const SHARDS: usize = 16;
 
@@ -33,14 +34,8 @@ impl Hasher for KeyHasher {
 
     fn write_u128(&mut self, key: u128) {
         let folded = (key as u64) ^ ((key >> 64) as u64).rotate_left(29);
-        self.0 = mix(folded);
+        self.0 = splitmix64(folded);
     }
-}
-
-fn mix(mut z: u64) -> u64 {
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
 }
 
 type KeySet = HashSet<u128, BuildHasherDefault<KeyHasher>>;
@@ -105,7 +100,7 @@ impl SeenIds {
                 }
             }
             if let Some(key) = key {
-                let shard = (mix(key as u64 ^ (key >> 64) as u64) >> 60) as usize % SHARDS;
+                let shard = (splitmix64(key as u64 ^ (key >> 64) as u64) >> 60) as usize % SHARDS;
                 per_shard[shard].push((key, row));
             }
         }

@@ -150,6 +150,18 @@ fn for_each_bytes(array: &dyn Array, mut f: impl FnMut(Option<&[u8]>)) {
     }
 }
 
+/// Whether values of `data_type` can identify rows (integers, strings,
+/// binary); the error names the type and what to use instead.
+///
+/// ```
+/// use arrow_schema::DataType;
+/// assert!(cairn_checkpoint::idset::check_id_type(&DataType::Utf8).is_ok());
+/// assert!(cairn_checkpoint::idset::check_id_type(&DataType::Float64).is_err());
+/// ```
+pub fn check_id_type(data_type: &DataType) -> Result<()> {
+    Kind::of(data_type).map(|_| ())
+}
+
 /// A 128-bit key per row of an ID array, equal exactly when the IDs are equal
 /// (integers exactly, strings by their MD5 fingerprint; see [`StringMode`]),
 /// `None` for a null: what duplicate detection compares.

@@ -16,6 +16,7 @@ use parquet::arrow::arrow_reader::ArrowReaderMetadata;
 use parquet::errors::ParquetError;
 
 use crate::error::{Error, Result};
+use crate::ops::describe_fields;
 use crate::row_hash::{ROW_HASH_COLUMN, row_hash_column, row_hash_seed};
 
 mod json_lines;
@@ -219,15 +220,6 @@ fn plan_items(batches: &[RecordBatch]) -> Result<PlannedSource> {
     })
 }
 
-fn describe_fields(schema: &Schema) -> String {
-    schema
-        .fields()
-        .iter()
-        .map(|f| format!("{}: {}", f.name(), f.data_type()))
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
 fn with_extra_fields(
     schema: &SchemaRef,
     row_hash: bool,
@@ -390,9 +382,9 @@ impl Source {
     /// # })
     /// ```
     pub async fn collect(&self, options: &StorageOptions) -> Result<Vec<RecordBatch>> {
-        let planned = self.plan(options, None).await?;
+        let mut planned = self.plan(options, None).await?;
         let mut out = Vec::new();
-        for piece in planned.pieces.clone() {
+        for piece in std::mem::take(&mut planned.pieces) {
             let mut batches = planned.read(piece, crate::DEFAULT_BATCH_SIZE);
             while let Some(batch) = batches.next().await {
                 out.push(batch?);

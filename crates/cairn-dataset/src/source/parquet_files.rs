@@ -19,10 +19,10 @@ use parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
 
 use super::listing::list_inputs;
 use super::{
-    FileFormat, InputFile, PARALLEL_FOOTERS, Piece, PlannedSource, Skip, describe_fields,
-    with_extra_fields,
+    FileFormat, InputFile, PARALLEL_FOOTERS, Piece, PlannedSource, Skip, with_extra_fields,
 };
 use crate::error::{Error, Result};
+use crate::ops::describe_fields;
 use crate::row_hash::{ROW_HASH_COLUMN, row_hash_column, row_hash_seed};
 
 pub(super) async fn plan_parquet(
