@@ -10,7 +10,7 @@ use arrow_array::{ArrayRef, Int64Array, RecordBatch, StringArray};
 use cairn_checkpoint::{CheckpointConfig, idset::id_keys};
 use cairn_dataset::{Dataset, JobContext, JobSummary, SaveMode, Sink, Source};
 use cairn_fs::{FileSystem, StorageOptions, WriteMode};
-use clap::{Subcommand, ValueEnum};
+use clap::{Args, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use parquet::arrow::ArrowWriter;
 use parquet::file::properties::WriterProperties;
@@ -37,22 +37,50 @@ pub enum Mode {
     Overwrite,
 }
 
+/// The input of a job, as `run` and `verify` take it.
+#[derive(Args, Debug)]
+pub struct InputArgs {
+    /// Input files, directories or globs (any cairn URL); repeatable.
+    #[arg(long = "input", required = true, num_args = 1..)]
+    inputs: Vec<String>,
+    /// Input format.
+    #[arg(long, value_enum, default_value = "parquet")]
+    format: Format,
+    /// Add Ray Data's row_hash column (Parquet input); use it as the ID
+    /// column when the input has no ID of its own.
+    #[arg(long)]
+    include_row_hash: bool,
+}
+
+impl InputArgs {
+    /// The source these arguments name.
+    fn source(self) -> CliResult<Source> {
+        match (self.format, self.include_row_hash) {
+            (Format::Json, true) => Err("--include-row-hash needs Parquet input (Ray's row_hash is defined for read_parquet)".into()),
+            (Format::Parquet, true) => Ok(Source::parquet(self.inputs).with_row_hash()),
+            (format, false) => Ok(format.source(self.inputs)),
+        }
+    }
+}
+
+impl Format {
+    /// A source of files in this format at `urls`.
+    fn source(self, urls: Vec<String>) -> Source {
+        match self {
+            Format::Parquet => Source::parquet(urls),
+            Format::Json => Source::json(urls),
+        }
+    }
+}
+
 /// The `cairn job` subcommands.
 #[derive(Subcommand, Debug)]
 pub enum JobCommand {
     /// Read, transform, write; with --checkpoint, re-running the same command
     /// after a failure skips the rows already written.
     Run {
-        /// Input files, directories or globs (any cairn URL); repeatable.
-        #[arg(long = "input", required = true, num_args = 1..)]
-        inputs: Vec<String>,
-        /// Input format.
-        #[arg(long, value_enum, default_value = "parquet")]
-        format: Format,
-        /// Add Ray Data's row_hash column (Parquet input); use it as the ID
-        /// column when the input has no ID of its own.
-        #[arg(long)]
-        include_row_hash: bool,
+        #[command(flatten)]
+        input: InputArgs,
         /// Add a `path` column naming each row's input file.
         #[arg(long)]
         include_paths: bool,
@@ -118,12 +146,8 @@ pub enum JobCommand {
     /// Check that OUTPUT holds every ID of INPUT exactly once (for 1:1 jobs);
     /// exits 1 when rows are missing, duplicated or unknown.
     Verify {
-        #[arg(long = "input", required = true, num_args = 1..)]
-        inputs: Vec<String>,
-        #[arg(long, value_enum, default_value = "parquet")]
-        format: Format,
-        #[arg(long)]
-        include_row_hash: bool,
+        #[command(flatten)]
+        input: InputArgs,
         #[arg(long)]
         output: String,
         #[arg(long, value_enum, default_value = "parquet")]
@@ -139,9 +163,7 @@ pub enum JobCommand {
 pub async fn run(command: JobCommand, options: &StorageOptions) -> CliResult<u8> {
     match command {
         JobCommand::Run {
-            inputs,
-            format,
-            include_row_hash,
+            input,
             include_paths,
             output,
             output_format,
@@ -158,18 +180,7 @@ pub async fn run(command: JobCommand, options: &StorageOptions) -> CliResult<u8>
             json,
             quiet,
         } => {
-            let mut source = match format {
-                Format::Parquet => Source::parquet(inputs),
-                Format::Json => {
-                    if include_row_hash {
-                        return Err("--include-row-hash needs Parquet input (Ray's row_hash is defined for read_parquet)".into());
-                    }
-                    Source::json(inputs)
-                }
-            };
-            if include_row_hash {
-                source = source.with_row_hash();
-            }
+            let mut source = input.source()?;
             if include_paths {
                 source = source.with_paths();
             }
@@ -228,23 +239,14 @@ pub async fn run(command: JobCommand, options: &StorageOptions) -> CliResult<u8>
             Ok(0)
         }
         JobCommand::Verify {
-            inputs,
-            format,
-            include_row_hash,
+            input,
             output,
             output_format,
             id_column,
             json,
         } => {
-            let input = match format {
-                Format::Parquet if include_row_hash => Source::parquet(inputs).with_row_hash(),
-                Format::Parquet => Source::parquet(inputs),
-                Format::Json => Source::json(inputs),
-            };
-            let output_source = match output_format {
-                Format::Parquet => Source::parquet([output.clone()]),
-                Format::Json => Source::json([output.clone()]),
-            };
+            let input = input.source()?;
+            let output_source = output_format.source(vec![output.clone()]);
             let expected = count_ids(&input, &id_column, options).await?;
             let found = match count_ids(&output_source, &id_column, options).await {
                 Ok(found) => found,
