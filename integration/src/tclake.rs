@@ -37,32 +37,33 @@ impl Catalog {
         serde_json::from_str(&text).expect("stats are JSON")
     }
 
+    /// The `tclake` settings of this catalog, with `sk` as the SecretKey.
+    fn settings<'a>(&'a self, sk: &'a str) -> [(&'static str, &'a str); 6] {
+        [
+            ("region", self.s3.region.as_str()),
+            ("sid", TCLAKE_SID),
+            ("sk", sk),
+            ("endpoint", self.endpoint.as_str()),
+            ("cos_endpoint", self.s3.endpoint.as_str()),
+            ("addressing_style", "path"),
+        ]
+    }
+
     /// `tclake` storage options for this catalog, with `sk` as the SecretKey.
     pub fn options(&self, sk: &str) -> StorageOptions {
         let mut options = StorageOptions::new();
-        options
-            .set("tclake", "region", self.s3.region.clone().into())
-            .set("tclake", "sid", TCLAKE_SID.into())
-            .set("tclake", "sk", sk.into())
-            .set("tclake", "endpoint", self.endpoint.clone().into())
-            .set("tclake", "cos_endpoint", self.s3.endpoint.clone().into())
-            .set("tclake", "addressing_style", "path".into());
+        for (key, value) in self.settings(sk) {
+            options.set("tclake", key, value.into());
+        }
         options
     }
 
     /// The same options as `-o` arguments of the `cairn` command.
     pub fn cli_options(&self) -> Vec<String> {
-        [
-            ("region", self.s3.region.as_str()),
-            ("sid", TCLAKE_SID),
-            ("sk", TCLAKE_SK),
-            ("endpoint", self.endpoint.as_str()),
-            ("cos_endpoint", self.s3.endpoint.as_str()),
-            ("addressing_style", "path"),
-        ]
-        .iter()
-        .flat_map(|(k, v)| ["-o".to_string(), format!("tclake.{k}={v}")])
-        .collect()
+        self.settings(TCLAKE_SK)
+            .iter()
+            .flat_map(|(k, v)| ["-o".to_string(), format!("tclake.{k}={v}")])
+            .collect()
     }
 }
 

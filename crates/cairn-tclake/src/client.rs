@@ -7,6 +7,7 @@ use serde_json::{Value, json};
 
 use crate::error::{Error, Result};
 use crate::sign::{CONTENT_TYPE, authorization};
+use crate::volume::VolumeRef;
 
 /// The API version the calls use.
 pub const API_VERSION: &str = "2024-10-24";
@@ -187,18 +188,8 @@ impl CatalogClient {
     }
 
     /// `DescribeVolume`: the volume's `StorageLocation`.
-    pub async fn volume_location(
-        &self,
-        catalog: &str,
-        schema: &str,
-        volume: &str,
-    ) -> Result<String> {
-        let answer = self
-            .call(
-                "DescribeVolume",
-                json!({ "CatalogName": catalog, "SchemaName": schema, "VolumeName": volume }),
-            )
-            .await?;
+    pub async fn volume_location(&self, volume: &VolumeRef) -> Result<String> {
+        let answer = self.call("DescribeVolume", volume.params()).await?;
         answer["Volume"]["StorageLocation"]
             .as_str()
             .map(str::to_string)
@@ -210,18 +201,8 @@ impl CatalogClient {
     }
 
     /// `DescribeCredentials`: temporary COS credentials for the volume.
-    pub async fn volume_credentials(
-        &self,
-        catalog: &str,
-        schema: &str,
-        volume: &str,
-    ) -> Result<TemporaryCredentials> {
-        let answer = self
-            .call(
-                "DescribeCredentials",
-                json!({ "CatalogName": catalog, "SchemaName": schema, "VolumeName": volume }),
-            )
-            .await?;
+    pub async fn volume_credentials(&self, volume: &VolumeRef) -> Result<TemporaryCredentials> {
+        let answer = self.call("DescribeCredentials", volume.params()).await?;
         let missing = |what: &str| Error::Transport {
             action: "DescribeCredentials".into(),
             endpoint: self.settings.endpoint.clone(),

@@ -47,10 +47,7 @@ impl VolumeCredentialProvider {
             return Ok(creds.clone());
         }
         let v = &self.volume;
-        let creds = self
-            .client
-            .volume_credentials(&v.catalog, &v.schema, &v.volume)
-            .await?;
+        let creds = self.client.volume_credentials(v).await?;
         let remaining = (creds.expires_at_ms - now).max(0);
         let margin = (REFRESH_MARGIN.as_millis() as i64)
             .min(remaining / 2)

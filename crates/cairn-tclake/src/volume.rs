@@ -25,6 +25,15 @@ pub struct VolumeRef {
 }
 
 impl VolumeRef {
+    /// The request fields naming this volume in the catalog's API.
+    pub(crate) fn params(&self) -> serde_json::Value {
+        serde_json::json!({
+            "CatalogName": self.catalog,
+            "SchemaName": self.schema,
+            "VolumeName": self.volume,
+        })
+    }
+
     /// Parses the root of a tclake path: `volume/<catalog>/<schema>/<volume>`.
     pub fn parse(root: &str) -> Result<Self> {
         let parts: Vec<&str> = root.split('/').collect();
@@ -99,8 +108,6 @@ pub async fn resolve_volume(client: &CatalogClient, volume: &VolumeRef) -> Resul
             volume.catalog
         )));
     }
-    let location = client
-        .volume_location(&volume.catalog, &volume.schema, &volume.volume)
-        .await?;
+    let location = client.volume_location(volume).await?;
     VolumeLocation::parse(&location)
 }

@@ -179,11 +179,13 @@ mod enabled {
                 .text_value("cos_endpoint")
                 .map(str::to_string)
                 .unwrap_or_else(|| format!("https://cos.{region}.myqcloud.com"));
-            // Checks the endpoint now, so a bad one is a configuration error.
-            CatalogClient::new(settings.clone(), reqwest::Client::new()).map_err(tclake_error)?;
+            // Built now, so a bad endpoint is a configuration error; the
+            // credential providers of every volume send through it.
+            let client =
+                CatalogClient::new(settings, reqwest::Client::new()).map_err(tclake_error)?;
             Ok(Arc::new(TclakeBackend {
                 config,
-                settings,
+                client,
                 region,
                 cos_endpoint,
                 virtual_host,
@@ -195,7 +197,7 @@ mod enabled {
     #[derive(Debug)]
     pub struct TclakeBackend {
         config: FlatConfig,
-        settings: CatalogSettings,
+        client: CatalogClient,
         region: String,
         cos_endpoint: String,
         virtual_host: bool,
@@ -240,7 +242,7 @@ mod enabled {
     impl Backend for TclakeBackend {
         fn operator(&self, root: &str) -> Result<Operator> {
             let volume = VolumeRef::parse(root).map_err(tclake_error)?;
-            let settings = self.settings.clone();
+            let settings = self.client.settings().clone();
             let lookup = volume.clone();
             let location = run_detached(async move {
                 // A client of this thread's runtime: its connections must
@@ -249,9 +251,7 @@ mod enabled {
                 resolve_volume(&client, &lookup).await
             })
             .map_err(tclake_error)?;
-            let client = CatalogClient::new(self.settings.clone(), reqwest::Client::new())
-                .map_err(tclake_error)?;
-            let credentials = VolumeCredentialProvider::new(client, volume);
+            let credentials = VolumeCredentialProvider::new(self.client.clone(), volume);
             let mut builder = opendal::services::S3::default()
                 .bucket(&location.bucket)
                 .root(&format!("/{}", location.prefix))
