@@ -9,6 +9,9 @@ use std::time::{Duration, Instant};
 
 use cairn_conformance::{s3_server, tools_python};
 
+mod common;
+use common::{cairn, embed_transform, run_ok};
+
 /// splitmix64: the kill instants replay from the seed.
 fn mix(state: &mut u64) -> u64 {
     *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
@@ -37,11 +40,8 @@ struct Scenario {
 
 impl Scenario {
     fn command(&self, args: &[&str]) -> Command {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_cairn"));
-        command.args(args).env("CAIRN_LOG", "error");
-        for (k, v) in &self.env {
-            command.env(k, v);
-        }
+        let mut command = cairn(&[], args);
+        command.envs(self.env.iter().map(|(k, v)| (k, v)));
         command
     }
 
@@ -83,14 +83,7 @@ impl Scenario {
     }
 
     fn ok(&self, args: &[&str]) -> String {
-        let out = self.command(args).output().expect("run cairn");
-        assert!(
-            out.status.success(),
-            "cairn {args:?} failed: {}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stderr).to_string() + &String::from_utf8_lossy(&out.stdout)
+        run_ok(&mut self.command(args))
     }
 
     /// Kills the job `kills` times at random instants; returns how many
@@ -161,13 +154,6 @@ impl Scenario {
     }
 }
 
-fn embed_command(python: &str) -> String {
-    format!(
-        "{python} {}/../../examples/embed_transform.py",
-        env!("CARGO_MANIFEST_DIR")
-    )
-}
-
 #[test]
 fn local_job_survives_kill9() {
     let mut seed = seed();
@@ -201,7 +187,7 @@ fn local_job_survives_kill9() {
         env: vec![("EMBED_SLEEP_MS".into(), "15".into())],
         output: format!("{root}/out-embed"),
         checkpoint: format!("{root}/ckpt-embed"),
-        extra: vec!["--map-cmd".into(), embed_command(&python)],
+        extra: vec!["--map-cmd".into(), embed_transform(&python)],
         input: plain.input.clone(),
     };
     let (landed_embed, finished) = transformed.kill_repeatedly(10, 700, &mut seed);
@@ -244,7 +230,7 @@ fn garage_job_with_transform_survives_kill9() {
         input: format!("{prefix}/in"),
         output: format!("{prefix}/out"),
         checkpoint: format!("{prefix}/ckpt"),
-        extra: vec!["--map-cmd".into(), embed_command(&python)],
+        extra: vec!["--map-cmd".into(), embed_transform(&python)],
     };
     scenario.ok(&[
         "job",

@@ -6,13 +6,16 @@
 //! resuming system must roll back. Exactly-once is checked with `cairn job verify`.
 
 use std::collections::HashMap;
-use std::process::{Command, Output};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Int64Type, UInt64Type};
 use cairn_conformance::{ray_python, s3_server};
 use cairn_dataset::Source;
+
+mod common;
+use common::{cairn, run_ok, sample, verify_exactly_once};
 
 fn script() -> String {
     format!(
@@ -21,25 +24,8 @@ fn script() -> String {
     )
 }
 
-fn run(command: &mut Command) -> String {
-    let out: Output = command.output().expect("start process");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(out.status.success(), "{command:?} failed:\n{text}");
-    text
-}
-
-fn cairn(args: &[&str]) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_cairn"));
-    command.args(args).env("CAIRN_LOG", "error");
-    command
-}
-
 fn ray(python: &str, args: &[&str]) -> String {
-    let out = run(Command::new(python).arg(script()).args(args));
+    let out = run_ok(Command::new(python).arg(script()).args(args));
     out.lines()
         .rev()
         .find(|l| l.starts_with('{'))
@@ -69,18 +55,18 @@ async fn hashes(url: &str, options: &cairn_fs::StorageOptions) -> HashMap<i64, u
     out
 }
 
-fn verify_exactly_once(input: &str, output: &str) {
-    let report = run(&mut cairn(&[
-        "job",
-        "verify",
-        "--input",
-        input,
-        "--output",
-        output,
-        "--id-column",
-        "uid",
-    ]));
-    assert!(report.contains("exactly once:"), "{report}");
+/// A temporary directory with 200,000 sample rows in `in/` (10 files, row
+/// groups of 5,000), and the job's `out` and `ckpt` paths beside it.
+fn sampled_job() -> (tempfile::TempDir, String, String, String) {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().display().to_string();
+    let (input, output, checkpoint) = (
+        format!("{root}/in"),
+        format!("{root}/out"),
+        format!("{root}/ckpt"),
+    );
+    sample(&[], &input, 200_000, 10, 5000);
+    (tmp, input, output, checkpoint)
 }
 
 /// Turns one committed unit back into a pending one: the state a crash
@@ -122,32 +108,25 @@ async fn row_hash_matches_ray_on_local_files_and_s3() {
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path().display().to_string();
     let input = format!("{root}/in");
-    run(&mut cairn(&[
-        "job",
-        "sample",
-        &input,
-        "--rows",
-        "30000",
-        "--files",
-        "3",
-        "--row-group-rows",
-        "4000",
-    ]));
+    sample(&[], &input, 30000, 3, 4000);
     ray(
         &python,
         &["row-hash", &input, &format!("{root}/ray.parquet")],
     );
     let theirs = hashes(&format!("{root}/ray.parquet"), &Default::default()).await;
-    run(&mut cairn(&[
-        "job",
-        "run",
-        "--input",
-        &input,
-        "--include-row-hash",
-        "--output",
-        &format!("{root}/ours"),
-        "--quiet",
-    ]));
+    run_ok(&mut cairn(
+        &[],
+        &[
+            "job",
+            "run",
+            "--input",
+            &input,
+            "--include-row-hash",
+            "--output",
+            &format!("{root}/ours"),
+            "--quiet",
+        ],
+    ));
     let ours = hashes(&format!("{root}/ours"), &Default::default()).await;
     assert_eq!(theirs.len(), 30000);
     assert_eq!(ours, theirs, "row_hash differs from Ray's on local files");
@@ -168,35 +147,47 @@ async fn row_hash_matches_ray_on_local_files_and_s3() {
         ("AWS_ENDPOINT_URL", settings.endpoint.as_str()),
         ("AWS_REGION", settings.region.as_str()),
     ];
-    run(cairn(&[
-        "job",
-        "sample",
-        &format!("{prefix}/in"),
-        "--rows",
-        "5000",
-        "--files",
-        "2",
-    ])
-    .envs(env));
-    run(Command::new(&python)
-        .arg(script())
-        .args([
-            "row-hash",
-            &format!("{prefix}/in"),
-            &format!("{root}/ray-s3.parquet"),
-        ])
-        .envs(env));
-    run(cairn(&[
-        "job",
-        "run",
-        "--input",
-        &format!("{prefix}/in"),
-        "--include-row-hash",
-        "--output",
-        &format!("{prefix}/ours"),
-        "--quiet",
-    ])
-    .envs(env));
+    run_ok(
+        cairn(
+            &[],
+            &[
+                "job",
+                "sample",
+                &format!("{prefix}/in"),
+                "--rows",
+                "5000",
+                "--files",
+                "2",
+            ],
+        )
+        .envs(env),
+    );
+    run_ok(
+        Command::new(&python)
+            .arg(script())
+            .args([
+                "row-hash",
+                &format!("{prefix}/in"),
+                &format!("{root}/ray-s3.parquet"),
+            ])
+            .envs(env),
+    );
+    run_ok(
+        cairn(
+            &[],
+            &[
+                "job",
+                "run",
+                "--input",
+                &format!("{prefix}/in"),
+                "--include-row-hash",
+                "--output",
+                &format!("{prefix}/ours"),
+                "--quiet",
+            ],
+        )
+        .envs(env),
+    );
     let theirs = hashes(&format!("{root}/ray-s3.parquet"), &Default::default()).await;
     let ours = hashes(&format!("{prefix}/ours"), &options).await;
     assert_eq!(theirs.len(), 5000);
@@ -208,24 +199,7 @@ fn a_ray_job_interrupted_midway_is_resumed_by_cairn() {
     let Some(python) = ray_python("a_ray_job_interrupted_midway_is_resumed_by_cairn") else {
         return;
     };
-    let tmp = tempfile::tempdir().unwrap();
-    let root = tmp.path().display().to_string();
-    let (input, output, checkpoint) = (
-        format!("{root}/in"),
-        format!("{root}/out"),
-        format!("{root}/ckpt"),
-    );
-    run(&mut cairn(&[
-        "job",
-        "sample",
-        &input,
-        "--rows",
-        "200000",
-        "--files",
-        "10",
-        "--row-group-rows",
-        "5000",
-    ]));
+    let (_tmp, input, output, checkpoint) = sampled_job();
     let outcome = ray(
         &python,
         &[
@@ -250,18 +224,21 @@ fn a_ray_job_interrupted_midway_is_resumed_by_cairn() {
         "Ray names data files <unit>-<n>"
     );
 
-    let summary = run(&mut cairn(&[
-        "job",
-        "run",
-        "--input",
-        &input,
-        "--output",
-        &output,
-        "--checkpoint",
-        &checkpoint,
-        "--id-column",
-        "uid",
-    ]));
+    let summary = run_ok(&mut cairn(
+        &[],
+        &[
+            "job",
+            "run",
+            "--input",
+            &input,
+            "--output",
+            &output,
+            "--checkpoint",
+            &checkpoint,
+            "--id-column",
+            "uid",
+        ],
+    ));
     eprintln!("{summary}");
     assert!(
         summary.contains("rolled back 1 unfinished units of an earlier run (1 data files deleted)"),
@@ -276,7 +253,7 @@ fn a_ray_job_interrupted_midway_is_resumed_by_cairn() {
         !std::path::Path::new(&checkpoint).exists(),
         "checkpoint removed on success"
     );
-    verify_exactly_once(&input, &output);
+    verify_exactly_once(&[], &input, &output);
 }
 
 #[test]
@@ -284,43 +261,29 @@ fn a_cairn_job_killed_midway_is_resumed_by_ray() {
     let Some(python) = ray_python("a_cairn_job_killed_midway_is_resumed_by_ray") else {
         return;
     };
-    let tmp = tempfile::tempdir().unwrap();
-    let root = tmp.path().display().to_string();
-    let (input, output, checkpoint) = (
-        format!("{root}/in"),
-        format!("{root}/out"),
-        format!("{root}/ckpt"),
-    );
-    run(&mut cairn(&[
-        "job",
-        "sample",
-        &input,
-        "--rows",
-        "200000",
-        "--files",
-        "10",
-        "--row-group-rows",
-        "5000",
-    ]));
-    let mut job = cairn(&[
-        "job",
-        "run",
-        "--input",
-        &input,
-        "--output",
-        &output,
-        "--checkpoint",
-        &checkpoint,
-        "--id-column",
-        "uid",
-        "--commit-every-rows",
-        "500",
-        "--batch-size",
-        "500",
-        "--workers",
-        "1",
-        "--quiet",
-    ])
+    let (_tmp, input, output, checkpoint) = sampled_job();
+    let mut job = cairn(
+        &[],
+        &[
+            "job",
+            "run",
+            "--input",
+            &input,
+            "--output",
+            &output,
+            "--checkpoint",
+            &checkpoint,
+            "--id-column",
+            "uid",
+            "--commit-every-rows",
+            "500",
+            "--batch-size",
+            "500",
+            "--workers",
+            "1",
+            "--quiet",
+        ],
+    )
     .spawn()
     .unwrap();
     // Kill once a few units are committed.
@@ -355,5 +318,5 @@ fn a_cairn_job_killed_midway_is_resumed_by_ray() {
         0,
         "Ray rolled back the pending unit"
     );
-    verify_exactly_once(&input, &output);
+    verify_exactly_once(&[], &input, &output);
 }

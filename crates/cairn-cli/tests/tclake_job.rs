@@ -3,27 +3,13 @@
 //! resumed while the volume's credentials are replaced (they last 20 s and
 //! are renewed 15 s before expiry); and `cairn config` on a tclake URL.
 
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use cairn_conformance::{tclake_catalog, tools_python};
 
-fn cairn(options: &[String], args: &[&str]) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_cairn"));
-    command.args(options).args(args).env("CAIRN_LOG", "error");
-    command
-}
-
-fn ok(options: &[String], args: &[&str]) -> String {
-    let out = cairn(options, args).output().unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(out.status.success(), "cairn {args:?}: {text}");
-    text
-}
+mod common;
+use common::{cairn, embed_transform, run_ok, sample, verify_exactly_once};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn checkpointed_job_on_a_volume_resumes_across_credential_renewals() {
@@ -43,24 +29,8 @@ async fn checkpointed_job_on_a_volume_resumes_across_credential_renewals() {
             .as_millis()
     );
     let (output, checkpoint) = (format!("{root}/out"), format!("{root}/ckpt"));
-    ok(
-        &[],
-        &[
-            "job",
-            "sample",
-            &input,
-            "--rows",
-            "6000",
-            "--files",
-            "3",
-            "--row-group-rows",
-            "500",
-        ],
-    );
-    let transform = format!(
-        "{python} {}/../../examples/embed_transform.py",
-        env!("CARGO_MANIFEST_DIR")
-    );
+    sample(&[], &input, 6000, 3, 500);
+    let transform = embed_transform(&python);
     let job = [
         "job",
         "run",
@@ -138,20 +108,7 @@ async fn checkpointed_job_on_a_volume_resumes_across_credential_renewals() {
         issued >= 3,
         "credentials issued {issued} times over {elapsed:?}"
     );
-    let verified = ok(
-        &options,
-        &[
-            "job",
-            "verify",
-            "--input",
-            &input,
-            "--output",
-            &output,
-            "--id-column",
-            "uid",
-        ],
-    );
-    assert!(verified.contains("exactly once:"), "{verified}");
+    verify_exactly_once(&options, &input, &output);
     let left = cairn(&options, &["ls", &checkpoint]).output().unwrap();
     assert!(
         left.stdout.is_empty(),
@@ -165,10 +122,10 @@ fn config_shows_tclake_options_with_secrets_hidden() {
     let Some(catalog) = tclake_catalog("config_shows_tclake_options_with_secrets_hidden") else {
         return;
     };
-    let shown = ok(
+    let shown = run_ok(&mut cairn(
         &catalog.cli_options(),
         &["config", "tclake://volume/lake/raw/files/x", "--json"],
-    );
+    ));
     assert!(
         shown.contains("\"sid\"") && shown.contains("\"endpoint\""),
         "{shown}"
