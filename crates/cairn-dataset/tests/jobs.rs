@@ -70,6 +70,25 @@ async fn output_counts(dir: &std::path::Path) -> HashMap<i64, usize> {
     counts
 }
 
+/// A temporary directory and a job's `in`, `out` and `ckpt` paths in it.
+struct Dirs {
+    tmp: tempfile::TempDir,
+    input: std::path::PathBuf,
+    output: std::path::PathBuf,
+    ckpt: std::path::PathBuf,
+}
+
+fn dirs() -> Dirs {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = |name: &str| tmp.path().join(name);
+    Dirs {
+        input: path("in"),
+        output: path("out"),
+        ckpt: path("ckpt"),
+        tmp,
+    }
+}
+
 fn ctx(ckpt: &std::path::Path, commit_rows: usize) -> JobContext {
     let mut config = CheckpointConfig::new("uid", ckpt.to_str().unwrap());
     config.commit_rows = commit_rows;
@@ -81,12 +100,12 @@ fn ctx(ckpt: &std::path::Path, commit_rows: usize) -> JobContext {
 
 #[tokio::test]
 async fn a_failed_transform_resumes_exactly_once() {
-    let tmp = tempfile::tempdir().unwrap();
-    let (input, output, ckpt) = (
-        tmp.path().join("in"),
-        tmp.path().join("out"),
-        tmp.path().join("ckpt"),
-    );
+    let Dirs {
+        tmp: _tmp,
+        input,
+        output,
+        ckpt,
+    } = dirs();
     write_input(&input, 4, 500);
     let seen = Arc::new(AtomicUsize::new(0));
     let counter = seen.clone();
@@ -128,12 +147,12 @@ async fn a_failed_transform_resumes_exactly_once() {
 
 #[tokio::test]
 async fn flat_map_outputs_of_one_row_commit_together() {
-    let tmp = tempfile::tempdir().unwrap();
-    let (input, output, ckpt) = (
-        tmp.path().join("in"),
-        tmp.path().join("out"),
-        tmp.path().join("ckpt"),
-    );
+    let Dirs {
+        tmp: _tmp,
+        input,
+        output,
+        ckpt,
+    } = dirs();
     write_input(&input, 2, 300);
     let explode = |fail_at: Option<i64>| {
         move |row: Row| {
@@ -172,12 +191,12 @@ async fn flat_map_outputs_of_one_row_commit_together() {
 
 #[tokio::test]
 async fn row_hash_resume_skips_committed_row_groups_unread() {
-    let tmp = tempfile::tempdir().unwrap();
-    let (input, output, ckpt) = (
-        tmp.path().join("in"),
-        tmp.path().join("out"),
-        tmp.path().join("ckpt"),
-    );
+    let Dirs {
+        tmp: _tmp,
+        input,
+        output,
+        ckpt,
+    } = dirs();
     write_input(&input, 3, 1000);
     let mut config = CheckpointConfig::new("row_hash", ckpt.to_str().unwrap());
     config.commit_rows = 100;
@@ -217,12 +236,12 @@ async fn row_hash_resume_skips_committed_row_groups_unread() {
 
 #[tokio::test]
 async fn a_finished_run_with_a_kept_checkpoint_writes_nothing_and_says_so() {
-    let tmp = tempfile::tempdir().unwrap();
-    let (input, output, ckpt) = (
-        tmp.path().join("in"),
-        tmp.path().join("out"),
-        tmp.path().join("ckpt"),
-    );
+    let Dirs {
+        tmp: _tmp,
+        input,
+        output,
+        ckpt,
+    } = dirs();
     write_input(&input, 1, 200);
     let mut config = CheckpointConfig::new("uid", ckpt.to_str().unwrap());
     config.delete_checkpoint_on_success = false;
@@ -256,12 +275,12 @@ async fn a_finished_run_with_a_kept_checkpoint_writes_nothing_and_says_so() {
 
 #[tokio::test]
 async fn plan_errors_come_before_any_write() {
-    let tmp = tempfile::tempdir().unwrap();
-    let (input, output, ckpt) = (
-        tmp.path().join("in"),
-        tmp.path().join("out"),
-        tmp.path().join("ckpt"),
-    );
+    let Dirs {
+        tmp,
+        input,
+        output,
+        ckpt,
+    } = dirs();
     write_input(&input, 1, 10);
     let ctx = ctx(&ckpt, 100);
     let input_url = input.to_str().unwrap();
@@ -310,12 +329,12 @@ async fn plan_errors_come_before_any_write() {
 
 #[tokio::test]
 async fn bad_input_is_a_clear_error() {
-    let tmp = tempfile::tempdir().unwrap();
-    let (input, output, ckpt) = (
-        tmp.path().join("in"),
-        tmp.path().join("out"),
-        tmp.path().join("ckpt"),
-    );
+    let Dirs {
+        tmp,
+        input,
+        output,
+        ckpt,
+    } = dirs();
     write_input(&input, 2, 10);
     // A duplicated ID: a resume could skip the second copy, so it is an error.
     write_batch(
@@ -443,12 +462,12 @@ async fn json_lines_in_and_out_with_paths() {
 
 #[tokio::test]
 async fn running_a_finished_job_again_is_refused_instead_of_duplicating() {
-    let tmp = tempfile::tempdir().unwrap();
-    let (input, output, ckpt) = (
-        tmp.path().join("in"),
-        tmp.path().join("out"),
-        tmp.path().join("ckpt"),
-    );
+    let Dirs {
+        tmp: _tmp,
+        input,
+        output,
+        ckpt,
+    } = dirs();
     write_input(&input, 1, 50);
     let job = || Dataset::read_parquet([input.to_str().unwrap()]);
     job()
