@@ -4,11 +4,30 @@
 use std::sync::Arc;
 
 use arrow_array::{ArrayRef, Int64Array};
-use cairn_checkpoint::{CheckpointConfig, Error, RunId, UnitName, encode_ids};
+use cairn_checkpoint::{CheckpointConfig, CheckpointDir, Error, RunId, UnitName, encode_ids};
 use cairn_fs::{FileSystem, StorageOptions, WriteMode};
 
 fn ids(v: &[i64]) -> ArrayRef {
     Arc::new(Int64Array::from(v.to_vec()))
+}
+
+/// Steps 1 and 2 of a unit holding `values`: its pending record and one
+/// data file in `out`.
+async fn write_unit(
+    dir: &CheckpointDir,
+    fs: &FileSystem,
+    out: &str,
+    unit: &UnitName,
+    values: &[i64],
+) {
+    dir.write_pending(unit, ids(values)).await.unwrap();
+    fs.pipe(
+        &format!("{out}/{}0.parquet", unit.data_prefix()),
+        encode_ids("id", ids(values)).unwrap(),
+        WriteMode::Overwrite,
+    )
+    .await
+    .unwrap();
 }
 
 #[tokio::test]
@@ -22,23 +41,9 @@ async fn open_takes_the_lease_recovers_and_loads() {
     let dir = config.dir().unwrap();
     let run = RunId::new();
     let (done, dead) = (UnitName::new(&run, 0), UnitName::new(&run, 1));
-    dir.write_pending(&done, ids(&[1, 2])).await.unwrap();
-    fs.pipe(
-        &format!("{out}/{}0.parquet", done.data_prefix()),
-        encode_ids("id", ids(&[1, 2])).unwrap(),
-        WriteMode::Overwrite,
-    )
-    .await
-    .unwrap();
+    write_unit(&dir, &fs, &out, &done, &[1, 2]).await;
     dir.commit(&done, ids(&[1, 2])).await.unwrap();
-    dir.write_pending(&dead, ids(&[3])).await.unwrap();
-    fs.pipe(
-        &format!("{out}/{}0.parquet", dead.data_prefix()),
-        encode_ids("id", ids(&[3])).unwrap(),
-        WriteMode::Overwrite,
-    )
-    .await
-    .unwrap();
+    write_unit(&dir, &fs, &out, &dead, &[3]).await;
 
     let open = config.open(&fs, &out).await.unwrap();
     assert_eq!(open.recovery.rolled_back, [dead]);
@@ -108,14 +113,7 @@ async fn an_interrupted_clean_up_is_finished_not_rolled_back() {
     let run = RunId::new();
     let (a, b) = (UnitName::new(&run, 0), UnitName::new(&run, 1));
     for (unit, values) in [(&a, [1, 2]), (&b, [3, 4])] {
-        dir.write_pending(unit, ids(&values)).await.unwrap();
-        fs.pipe(
-            &format!("{out}/{}0.parquet", unit.data_prefix()),
-            encode_ids("id", ids(&values)).unwrap(),
-            WriteMode::Overwrite,
-        )
-        .await
-        .unwrap();
+        write_unit(&dir, &fs, &out, unit, &values).await;
         dir.commit(unit, ids(&values)).await.unwrap();
     }
     // What a clean-up killed after its first deletion leaves.
