@@ -28,20 +28,16 @@ impl CheckpointDir {
     pub async fn clean_up(&self) -> Result<CleanupReport> {
         let mut report = CleanupReport::default();
         let marker = self.file(COMPLETE_FILE);
-        match self.fs.ls(&self.dir).await {
-            Ok(_) => {
-                self.fs
-                    .pipe(&marker, bytes::Bytes::new(), cairn_fs::WriteMode::Overwrite)
-                    .await?
-            }
-            Err(e) if e.kind() == cairn_fs::ErrorKind::NotFound => return Ok(report),
-            Err(e) => return Err(e.into()),
-        }
         let entries = match self.fs.ls(&self.dir).await {
             Ok(entries) => entries,
             Err(e) if e.kind() == cairn_fs::ErrorKind::NotFound => return Ok(report),
             Err(e) => return Err(e.into()),
         };
+        // The run holds the lease and its workers are done: the listing is
+        // complete without the marker, which is skipped below anyway.
+        self.fs
+            .pipe(&marker, bytes::Bytes::new(), cairn_fs::WriteMode::Overwrite)
+            .await?;
         let mut ours = Vec::new();
         for entry in entries {
             let base = entry
