@@ -38,6 +38,7 @@ impl CheckpointDir {
         self.fs
             .pipe(&marker, bytes::Bytes::new(), cairn_fs::WriteMode::Overwrite)
             .await?;
+        crate::failpoint::crash_point("clean-up-after-marker");
         let mut ours = Vec::new();
         for entry in entries {
             let base = entry
@@ -58,6 +59,7 @@ impl CheckpointDir {
             self.fs.rm_list(&paths, false, None).await?;
         }
         report.deleted = paths.len();
+        crate::failpoint::crash_point("clean-up-before-marker-delete");
         crate::commit::remove_if_present(&self.fs, &marker).await?;
         if report.kept_foreign.is_empty() {
             match self.fs.rmdir(&self.dir).await {

@@ -7,7 +7,7 @@ use arrow_array::ArrayRef;
 use cairn_fs::{ErrorKind, FileSystem, WriteMode};
 
 use crate::error::Result;
-use crate::idfile::encode_ids;
+use crate::idfile::{encode_ids, encode_unit_ids};
 use crate::layout::UnitName;
 
 /// A checkpoint directory on a cairn filesystem (use a checkpoint filesystem:
@@ -47,6 +47,16 @@ impl CheckpointDir {
         }
     }
 
+    /// The filesystem the directory is on.
+    pub fn fs(&self) -> &FileSystem {
+        &self.fs
+    }
+
+    /// The directory's URL or path, as given.
+    pub fn path(&self) -> &str {
+        &self.dir
+    }
+
     /// The URL of a file in the directory.
     pub(crate) fn file(&self, name: &str) -> String {
         format!("{}/{name}", self.dir)
@@ -70,7 +80,18 @@ impl CheckpointDir {
     /// store honours it, a plain PUT where it does not). A commit that finds
     /// the unit already committed (a retried step) succeeds: it holds the same IDs.
     pub async fn commit(&self, unit: &UnitName, ids: ArrayRef) -> Result<()> {
-        let bytes = encode_ids(&self.id_column, ids)?;
+        self.commit_unit(unit, ids, None).await
+    }
+
+    /// [`CheckpointDir::commit`], recording how many data files the unit
+    /// wrote when known.
+    pub(crate) async fn commit_unit(
+        &self,
+        unit: &UnitName,
+        ids: ArrayRef,
+        data_files: Option<usize>,
+    ) -> Result<()> {
+        let bytes = encode_unit_ids(&self.id_column, ids, data_files)?;
         match self
             .fs
             .pipe(&self.file(&unit.committed_file()), bytes, WriteMode::Create)

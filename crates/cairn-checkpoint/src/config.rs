@@ -9,6 +9,7 @@ use crate::commit::CheckpointDir;
 use crate::error::{Error, Result};
 use crate::idset::StringMode;
 use crate::layout::RunId;
+use crate::job::JobRecord;
 use crate::lease::Lease;
 use crate::load::CommittedState;
 use crate::recover::RecoveryReport;
@@ -117,10 +118,13 @@ impl CheckpointConfig {
     }
 
     /// Opens the checkpoint for a run that writes to `output_dir` on
-    /// `output_fs`: takes the lease, recovers pending units, loads the
-    /// committed IDs.
+    /// `output_fs`: refuses a checkpoint that overlaps the output, takes the
+    /// lease, refuses a checkpoint whose job record names another output
+    /// (and records this output in a new checkpoint), recovers pending
+    /// units, loads the committed IDs.
     pub async fn open(&self, output_fs: &FileSystem, output_dir: &str) -> Result<OpenCheckpoint> {
         let dir = self.dir()?;
+        crate::job::refuse_overlap(&dir.fs, &dir.dir, output_fs, output_dir, "output")?;
         if dir.fs.isfile(&dir.dir).await? {
             return Err(Error::CheckpointPathIsFile {
                 path: dir.fs.url(&dir.fs.strip(&dir.dir)?),
@@ -128,29 +132,66 @@ impl CheckpointConfig {
         }
         let run = RunId::new();
         let lease = dir.acquire_lease(&run, self.lease_ttl).await?;
-        let mut state = dir.load(self.string_mode).await?;
-        if state.complete {
-            // A finished run's clean-up was interrupted: every unit was
-            // committed, so there is nothing to roll back.
-            return Ok(OpenCheckpoint {
+        let output_url = output_fs.url(&output_fs.strip(output_dir)?);
+        let opened = self.open_held(&dir, &output_url, output_fs, output_dir).await;
+        match opened {
+            Ok((state, recovery, job)) => Ok(OpenCheckpoint {
                 dir,
                 run,
                 lease,
                 state,
-                recovery: RecoveryReport::default(),
+                recovery,
+                job,
+            }),
+            Err(e) => {
+                if let Err(release) = dir.release_lease(lease).await {
+                    tracing::warn!("could not release the checkpoint lease: {release}");
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// The part of [`CheckpointConfig::open`] done while holding the lease.
+    async fn open_held(
+        &self,
+        dir: &CheckpointDir,
+        output_url: &str,
+        output_fs: &FileSystem,
+        output_dir: &str,
+    ) -> Result<(CommittedState, RecoveryReport, JobRecord)> {
+        let recorded = dir.check_output(output_url).await?;
+        if let Some(record) = &recorded
+            && record.id_column != self.id_column
+        {
+            return Err(Error::JobMismatch {
+                checkpoint: dir.fs.url(&dir.fs.strip(&dir.dir)?),
+                what: "ID column".into(),
+                recorded: record.id_column.clone(),
+                given: self.id_column.clone(),
             });
+        }
+        let mut state = dir.load(self.string_mode).await?;
+        let job = match recorded {
+            Some(record) => record,
+            None => {
+                // First open (or a checkpoint Ray Data wrote): bind it to
+                // this output before any unit is written or rolled back.
+                let record = JobRecord::new(output_url, &self.id_column);
+                dir.write_job_record(&record).await?;
+                record
+            }
+        };
+        if state.complete {
+            // A finished run's clean-up was interrupted: every unit was
+            // committed, so there is nothing to roll back.
+            return Ok((state, RecoveryReport::default(), job));
         }
         let recovery = dir.recover(output_fs, output_dir, &state).await?;
         // Recovery only removes pending records and uncommitted data; the
         // committed IDs it leaves are the ones just loaded.
         state.pending.clear();
-        Ok(OpenCheckpoint {
-            dir,
-            run,
-            lease,
-            state,
-            recovery,
-        })
+        Ok((state, recovery, job))
     }
 }
 
@@ -167,4 +208,6 @@ pub struct OpenCheckpoint {
     pub state: CommittedState,
     /// What recovery did.
     pub recovery: RecoveryReport,
+    /// What the checkpoint belongs to (written at the first open).
+    pub job: JobRecord,
 }

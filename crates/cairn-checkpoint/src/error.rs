@@ -82,6 +82,66 @@ pub enum Error {
         /// The new holder, if any.
         holder: Option<String>,
     },
+    /// This run held the lease past its deadline without renewing it.
+    #[error(
+        "checkpoint {path}: this run could not renew its lease within three quarters of its {ttl_secs} s lifetime, so another run may take the checkpoint over; it stopped before committing more. Run the same command again to resume"
+    )]
+    LeaseExpired {
+        /// The checkpoint directory.
+        path: String,
+        /// The lease lifetime.
+        ttl_secs: u64,
+    },
+    /// The checkpoint belongs to a job with another output.
+    #[error(
+        "checkpoint {checkpoint} belongs to the output {recorded}, not {given}; nothing was changed. Give the same output as the run that made it (check for a typo), or use another checkpoint path for a new job"
+    )]
+    OutputMismatch {
+        /// The checkpoint.
+        checkpoint: String,
+        /// The output in its job record.
+        recorded: String,
+        /// The output given now.
+        given: String,
+    },
+    /// The checkpoint belongs to a job with other settings.
+    #[error(
+        "checkpoint {checkpoint} was made by a job whose {what} is {recorded}, not {given}; nothing was changed. Run the job as it was, or use another checkpoint path for a new job"
+    )]
+    JobMismatch {
+        /// The checkpoint.
+        checkpoint: String,
+        /// The setting.
+        what: String,
+        /// The recorded value.
+        recorded: String,
+        /// The value given now.
+        given: String,
+    },
+    /// An input a row_hash checkpoint depends on changed.
+    #[error(
+        "checkpoint {checkpoint} uses row_hash IDs, which come from each input file's path and row positions, and the input {file} changed since it was read: {change}. Its rows would no longer match what was committed and would be written again. Restore the file, or start over with a fresh checkpoint path (and output)"
+    )]
+    InputChanged {
+        /// The checkpoint.
+        checkpoint: String,
+        /// The input file's URL.
+        file: String,
+        /// What changed.
+        change: String,
+    },
+    /// The checkpoint directory overlaps the output or an input.
+    #[error(
+        "the checkpoint {checkpoint} and the {role} {other} overlap (one is, or is inside, the other); nothing was written. Clean-up and recovery would delete the {role}'s files. Put the checkpoint in a directory of its own"
+    )]
+    Overlap {
+        /// The checkpoint.
+        checkpoint: String,
+        /// The other directory.
+        other: String,
+        /// `output` or `input`.
+        role: String,
+    },
     /// The checkpoint settings are wrong.
     #[error("invalid checkpoint configuration: {reason}")]
     InvalidConfig {

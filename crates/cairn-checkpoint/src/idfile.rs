@@ -23,6 +23,22 @@ use crate::error::{Error, Result};
 /// assert_eq!(back.iter().map(|a| a.len()).sum::<usize>(), 3);
 /// ```
 pub fn encode_ids(id_column: &str, ids: ArrayRef) -> Result<Bytes> {
+    encode_unit_ids(id_column, ids, None)
+}
+
+/// The key, in an ID file's Parquet key-value metadata, under which cairn
+/// records how many data files its unit wrote (readers that do not know it,
+/// Ray Data among them, ignore it).
+pub const DATA_FILES_KEY: &str = "cairn.data_files";
+
+/// [`encode_ids`], recording that the unit wrote `data_files` data files
+/// (0 when a filter dropped all of its rows), so `cairn ckpt verify` can
+/// tell a unit without output from one whose data is missing.
+pub(crate) fn encode_unit_ids(
+    id_column: &str,
+    ids: ArrayRef,
+    data_files: Option<usize>,
+) -> Result<Bytes> {
     let schema = Arc::new(Schema::new(vec![Field::new(
         id_column,
         ids.data_type().clone(),
@@ -36,6 +52,12 @@ pub fn encode_ids(id_column: &str, ids: ArrayRef) -> Result<Bytes> {
     let props = WriterProperties::builder()
         .set_compression(Compression::SNAPPY)
         .set_dictionary_enabled(false)
+        .set_key_value_metadata(data_files.map(|n| {
+            vec![parquet::file::metadata::KeyValue::new(
+                DATA_FILES_KEY.to_string(),
+                n.to_string(),
+            )]
+        }))
         .build();
     let mut out = Vec::new();
     let mut writer =
@@ -52,8 +74,39 @@ pub fn encode_ids(id_column: &str, ids: ArrayRef) -> Result<Bytes> {
 }
 
 /// Decodes the IDs of the ID file `file` (named in errors). The file must
-/// hold exactly one column, named `id_column`.
+/// hold exactly one column, named `id_column`. A file damaged so that the
+/// Parquet decoder panics is an error naming it, like any other damage.
 pub fn decode_ids(file: &str, bytes: Bytes, id_column: &str) -> Result<Vec<ArrayRef>> {
+    decode_unit_ids(file, bytes, id_column).map(|(ids, _)| ids)
+}
+
+/// [`decode_ids`], with the number of data files the unit recorded, if any.
+pub(crate) fn decode_unit_ids(
+    file: &str,
+    bytes: Bytes,
+    id_column: &str,
+) -> Result<(Vec<ArrayRef>, Option<usize>)> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        decode_checked(file, bytes, id_column)
+    }))
+    .unwrap_or_else(|panic| {
+        let reason = panic
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| panic.downcast_ref::<&str>().copied())
+            .unwrap_or("the decoder failed");
+        Err(Error::CorruptIdFile {
+            file: file.to_string(),
+            reason: format!("the Parquet decoder gave up on it ({reason})"),
+        })
+    })
+}
+
+fn decode_checked(
+    file: &str,
+    bytes: Bytes,
+    id_column: &str,
+) -> Result<(Vec<ArrayRef>, Option<usize>)> {
     let corrupt = |reason: String| Error::CorruptIdFile {
         file: file.to_string(),
         reason,
@@ -73,14 +126,21 @@ pub fn decode_ids(file: &str, bytes: Bytes, id_column: &str) -> Result<Vec<Array
             found: columns,
         });
     }
+    let data_files = builder
+        .metadata()
+        .file_metadata()
+        .key_value_metadata()
+        .and_then(|kv| kv.iter().find(|e| e.key == DATA_FILES_KEY))
+        .and_then(|e| e.value.as_deref()?.parse().ok());
     let reader = builder
         .build()
         .map_err(|e| corrupt(format!("cannot read its row groups ({e})")))?;
-    reader
+    let ids = reader
         .map(|batch| {
             batch
                 .map(|b| b.column(0).clone())
                 .map_err(|e| corrupt(format!("damaged data ({e})")))
         })
-        .collect()
+        .collect::<Result<_>>()?;
+    Ok((ids, data_files))
 }

@@ -7,8 +7,34 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub const COMMITTED_SUFFIX: &str = ".parquet";
 /// Suffix of a pending unit's ID file.
 pub const PENDING_SUFFIX: &str = ".pending.parquet";
-/// The lease file (hidden: PyArrow and Ray skip names starting with `.`).
+/// The lease file of cairn before lease generations (hidden: PyArrow and
+/// Ray skip names starting with `.`); read as generation 0.
 pub const LEASE_FILE: &str = ".cairn-lease.json";
+/// What every lease file's name starts with: `.cairn-lease.<generation>.json`.
+pub const LEASE_PREFIX: &str = ".cairn-lease";
+/// The job record: what the checkpoint belongs to (see [`crate::JobRecord`]).
+pub const JOB_FILE: &str = ".cairn-job.json";
+
+/// The name of lease generation `generation` (20 digits, so names sort).
+///
+/// ```
+/// assert_eq!(cairn_checkpoint::lease_file(7), ".cairn-lease.00000000000000000007.json");
+/// assert_eq!(cairn_checkpoint::lease_generation(&cairn_checkpoint::lease_file(7)), Some(7));
+/// assert_eq!(cairn_checkpoint::lease_generation(".cairn-lease.x.json"), None);
+/// ```
+pub fn lease_file(generation: u64) -> String {
+    format!("{LEASE_PREFIX}.{generation:020}.json")
+}
+
+/// The generation a lease file's name holds.
+pub fn lease_generation(file_name: &str) -> Option<u64> {
+    file_name
+        .strip_prefix(LEASE_PREFIX)?
+        .strip_prefix('.')?
+        .strip_suffix(".json")?
+        .parse()
+        .ok()
+}
 /// The marker clean-up writes first and deletes last: while it exists, the
 /// run finished and every unit was committed, whatever else is still there.
 pub const COMPLETE_FILE: &str = ".cairn-complete";
@@ -136,6 +162,8 @@ impl Default for RunId {
 /// assert_eq!(classify("a_b_000001.pending.parquet"), CheckpointFile::Pending(UnitName::from_stem("a_b_000001")));
 /// assert_eq!(classify(".cairn-lease.json"), CheckpointFile::Lease);
 /// assert_eq!(classify(".cairn-complete"), CheckpointFile::Complete);
+/// assert_eq!(classify(".cairn-lease.00000000000000000003.json"), CheckpointFile::Lease);
+/// assert_eq!(classify(".cairn-job.json"), CheckpointFile::Job);
 /// assert_eq!(classify("notes.txt"), CheckpointFile::Other("notes.txt".into()));
 /// let temp = ".a_b_000001.parquet.cairn-tmp-12-34";
 /// assert_eq!(classify(temp), CheckpointFile::Temporary(temp.into()));
@@ -150,6 +178,8 @@ pub enum CheckpointFile {
     Lease,
     /// The completion marker of an interrupted clean-up.
     Complete,
+    /// The job record.
+    Job,
     /// A temporary file cairn-fs left while writing one of the above on local
     /// disk (`.<name>.cairn-tmp-...`) when the process died; clean-up removes it.
     Temporary(String),
@@ -172,8 +202,10 @@ pub fn classify(file_name: &str) -> CheckpointFile {
     {
         return CheckpointFile::Temporary(file_name.to_string());
     }
-    if file_name == LEASE_FILE {
+    if file_name == LEASE_FILE || lease_generation(file_name).is_some() {
         CheckpointFile::Lease
+    } else if file_name == JOB_FILE {
+        CheckpointFile::Job
     } else if file_name == COMPLETE_FILE {
         CheckpointFile::Complete
     } else if let Some(stem) = file_name

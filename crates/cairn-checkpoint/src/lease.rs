@@ -1,17 +1,38 @@
-//! Step 5 of the protocol, the lease: one run per checkpoint path.
+//! Step 5 of the protocol, the lease: one writer per checkpoint, fenced.
 //!
-//! The lease is the file `.cairn-lease.json` in the checkpoint directory,
-//! created with create-if-absent. A second run finds it and is refused, with
-//! the holder and the expiry in the error, unless the lease has expired or its
-//! holder is a process of this host that is gone. The holder renews it (a
-//! heartbeat) well before it expires and deletes it when the run ends.
+//! A lease is a numbered file, `.cairn-lease.<generation>.json`, in the
+//! checkpoint directory; the current lease is the one with the highest
+//! generation. A run takes generation `g + 1` by creating its file with
+//! create-if-absent, so of several runs that find generation `g` free (absent,
+//! expired, released, or held by a process of this host that is gone)
+//! exactly one wins, on every store whose create-if-absent works (local
+//! disks: link; S3 `If-None-Match`; COS/OSS forbid-overwrite; GCS generation
+//! match). A second run finds a live lease and is refused, naming the holder.
 //!
-//! Race-free only where the store has a working create-if-absent (local
-//! disks, S3 with If-None-Match, COS, OSS, GCS); on a store without one
-//! (Garage) two runs starting at the same instant could both believe they
-//! hold it, and [`Lease::race_free`] says so.
+//! Only the holder ever writes its own generation's file (to renew it or to
+//! mark it released), so renewal needs no compare-and-swap: a renewal that
+//! lands after another run took a newer generation changes nothing, and the
+//! holder learns from the listing that it lost.
+//!
+//! Fencing: the holder stops writing once three quarters of the lifetime
+//! have passed since its last successful renewal began, whether or not a
+//! renewal is still hanging ([`LeaseKeeper::check`]); a taker waits for the
+//! whole lifetime. Before each commit the holder lists the lease files and
+//! checks that its generation is still the newest and that its own pending
+//! record is still there ([`CheckpointDir::commit_fenced`]): a run that lost
+//! its lease, and whose pending unit the new holder's recovery rolled back,
+//! cannot commit. What remains is a commit request that leaves before the
+//! deadline and lands more than a quarter of the lifetime later (or clocks
+//! of the two hosts apart by as much): the protocol bounds it, the store
+//! cannot fence it, and docs/checkpoint-protocol.md says so.
+//!
+//! Holders are told apart by a random token, never by host name alone (every
+//! container may be called `localhost`); host, boot and PID namespace are
+//! kept only so a run can free at once the lease of a killed process of its
+//! own machine.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use cairn_fs::backend::ConditionalWrites;
 use cairn_fs::{ErrorKind, WriteMode};
@@ -19,19 +40,38 @@ use serde::{Deserialize, Serialize};
 
 use crate::commit::CheckpointDir;
 use crate::error::{Error, Result};
-use crate::layout::{LEASE_FILE, RunId};
+use crate::layout::{LEASE_FILE, LEASE_PREFIX, RunId, UnitName, lease_file};
 
 /// The lease file's content.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LeaseRecord {
-    /// The holder's host name.
+    /// The holder's random token (32 hex digits): who holds the lease.
+    #[serde(default)]
+    pub holder: String,
+    /// The lease's generation (the fencing token): each taker adds one.
+    #[serde(default)]
+    pub generation: u64,
+    /// The holder's host name (for messages and the local check).
     pub host: String,
     /// The holder's process ID.
     pub pid: u32,
+    /// The holder's kernel boot ID (the local check: same machine, same boot).
+    #[serde(default)]
+    pub boot_id: String,
+    /// The holder's PID namespace (the local check: PIDs are comparable).
+    #[serde(default)]
+    pub pid_namespace: String,
+    /// The holder process's start time in clock ticks since boot (a reused
+    /// PID is another process).
+    #[serde(default)]
+    pub process_start: u64,
     /// The holder's run.
     pub run: String,
     /// When the lease ends unless renewed, seconds since the Unix epoch.
     pub expires_at: u64,
+    /// The holder gave the lease up.
+    #[serde(default)]
+    pub released: bool,
 }
 
 /// A held lease.
@@ -40,6 +80,8 @@ pub struct Lease {
     record: LeaseRecord,
     ttl: Duration,
     race_free: bool,
+    /// When the last successful renewal (or the taking) began.
+    renewed_at: Instant,
 }
 
 fn now_secs() -> u64 {
@@ -49,34 +91,107 @@ fn now_secs() -> u64 {
         .unwrap_or_default()
 }
 
+fn read_trimmed(path: &str) -> String {
+    std::fs::read_to_string(path)
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
+}
+
 fn host_name() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|h| h.trim().to_string())
-        .unwrap_or_else(|_| "unknown-host".to_string())
+    Some(read_trimmed("/proc/sys/kernel/hostname"))
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "unknown-host".to_string())
+}
+
+fn pid_namespace() -> String {
+    std::fs::read_link("/proc/self/ns/pid")
+        .map(|p| p.display().to_string())
+        .unwrap_or_default()
+}
+
+/// Field 22 of `/proc/<pid>/stat` (start time), and whether the process is
+/// running (not a zombie: killed but not yet reaped).
+fn process_state(pid: u32) -> Option<(bool, u64)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (_, rest) = stat.rsplit_once(')')?;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let running = !matches!(fields.first(), Some(&("Z" | "X" | "x")));
+    // `rest` starts at field 3 (state), so field 22 is index 19.
+    let start = fields.get(19).and_then(|f| f.parse().ok()).unwrap_or(0);
+    Some((running, start))
+}
+
+/// A random 128-bit token: the standard library's randomly keyed hasher,
+/// fed the time, the process and a counter.
+fn random_token() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let half = || {
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u128(
+            SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map(|d| d.as_nanos())
+                .unwrap_or_default(),
+        );
+        h.write_u32(std::process::id());
+        h.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
+        h.finish()
+    };
+    format!("{:016x}{:016x}", half(), half())
 }
 
 impl LeaseRecord {
-    /// Whether the holder is known to be gone: a process of this host that no
-    /// longer exists or is a zombie (killed, not yet reaped by its parent).
-    /// Linux only; elsewhere only expiry frees a lease.
-    fn holder_is_gone(&self) -> bool {
-        self.host == host_name()
-            && self.pid != std::process::id()
-            && std::path::Path::new("/proc/self").exists()
-            && !process_is_running(self.pid)
+    /// A record for this process holding `generation` for `run`.
+    fn ours(run: &RunId, generation: u64, ttl: Duration) -> Self {
+        let pid = std::process::id();
+        Self {
+            holder: random_token(),
+            generation,
+            host: host_name(),
+            pid,
+            boot_id: read_trimmed("/proc/sys/kernel/random/boot_id"),
+            pid_namespace: pid_namespace(),
+            process_start: process_state(pid).map_or(0, |(_, start)| start),
+            run: run.as_str().to_string(),
+            expires_at: now_secs() + ttl.as_secs().max(1),
+            released: false,
+        }
     }
-}
 
-/// Whether `pid` is a live process: `/proc/<pid>/stat` exists and its state
-/// (the field after the parenthesised command name) is not zombie or dead.
-fn process_is_running(pid: u32) -> bool {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return false;
-    };
-    let state = stat
-        .rsplit_once(')')
-        .and_then(|(_, rest)| rest.trim_start().chars().next());
-    !matches!(state, Some('Z' | 'X' | 'x'))
+    /// Whether the holder is known to be gone: a process of this machine
+    /// (same boot, same PID namespace) that no longer runs, is a zombie, or
+    /// whose PID now belongs to a younger process. Without the boot ID and
+    /// namespace (another machine, a container, an older record) only expiry
+    /// frees a lease.
+    fn holder_is_gone(&self) -> bool {
+        let boot = read_trimmed("/proc/sys/kernel/random/boot_id");
+        if self.boot_id.is_empty()
+            || self.boot_id != boot
+            || self.pid_namespace.is_empty()
+            || self.pid_namespace != pid_namespace()
+            || self.pid == std::process::id()
+        {
+            return false;
+        }
+        match process_state(self.pid) {
+            None => true,
+            Some((running, start)) => !running || (self.process_start != 0 && start != self.process_start),
+        }
+    }
+
+    /// Whether the lease still keeps other runs out.
+    fn is_live(&self) -> bool {
+        !self.released && self.expires_at > now_secs() && !self.holder_is_gone()
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "{} pid {} (run {}, lease generation {})",
+            self.host, self.pid, self.run, self.generation
+        )
+    }
 }
 
 impl Lease {
@@ -94,32 +209,71 @@ impl Lease {
     pub fn ttl(&self) -> Duration {
         self.ttl
     }
+
+    /// The instant after which this holder must not write: three quarters of
+    /// the lifetime after its last renewal began (the last quarter absorbs
+    /// clock skew and request latency; a taker waits the whole lifetime).
+    pub fn deadline(&self) -> Instant {
+        self.renewed_at + self.ttl * 3 / 4
+    }
 }
 
 impl CheckpointDir {
-    /// The current lease record, if any (who holds the checkpoint).
-    pub async fn read_lease(&self) -> Result<Option<LeaseRecord>> {
-        match self.fs.cat(&self.file(LEASE_FILE)).await {
-            Ok(bytes) => serde_json::from_slice(&bytes).map(Some).map_err(|e| Error::CorruptIdFile {
-                file: self.file(LEASE_FILE),
-                reason: format!("the lease is not valid JSON ({e}); delete it if no run uses this checkpoint"),
+    /// The lease files present: `(generation, stripped path)`, newest last.
+    /// A lease file of cairn before generations counts as generation 0.
+    async fn lease_files(&self) -> Result<Vec<(u64, String)>> {
+        let prefix = self.file(LEASE_PREFIX);
+        let found = match self.fs.find_prefix(&prefix).await {
+            Ok(found) => found,
+            Err(e) if e.kind() == ErrorKind::NotFound => Vec::new(),
+            Err(e) => return Err(e.into()),
+        };
+        let mut files: Vec<(u64, String)> = found
+            .into_iter()
+            .filter_map(|f| {
+                let base = f.name.rsplit('/').next().unwrap_or(&f.name);
+                let generation = if base == LEASE_FILE {
+                    0
+                } else {
+                    crate::layout::lease_generation(base)?
+                };
+                Some((generation, f.name))
+            })
+            .collect();
+        files.sort();
+        Ok(files)
+    }
+
+    async fn read_lease_file(&self, path: &str) -> Result<Option<LeaseRecord>> {
+        match self.fs.cat(path).await {
+            Ok(bytes) => serde_json::from_slice(&bytes).map(Some).map_err(|e| {
+                Error::CorruptIdFile {
+                    file: self.fs.url(path),
+                    reason: format!(
+                        "the lease is not valid JSON ({e}); delete it if no run uses this checkpoint"
+                    ),
+                }
             }),
             Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
             Err(e) => Err(e.into()),
         }
     }
 
+    /// The current lease record (the newest generation), if any: who holds
+    /// or last held the checkpoint.
+    pub async fn read_lease(&self) -> Result<Option<LeaseRecord>> {
+        match self.lease_files().await?.last() {
+            Some((_, path)) => self.read_lease_file(path).await,
+            None => Ok(None),
+        }
+    }
+
     /// Step 5: takes the lease for `run`, valid for `ttl` unless renewed.
+    /// Refused with [`Error::LeaseHeld`] naming the holder while another run
+    /// holds it.
     pub async fn acquire_lease(&self, run: &RunId, ttl: Duration) -> Result<Lease> {
-        let record = LeaseRecord {
-            host: host_name(),
-            pid: std::process::id(),
-            run: run.as_str().to_string(),
-            expires_at: now_secs() + ttl.as_secs().max(1),
-        };
-        let body = serde_json::to_vec(&record).expect("the record serializes");
-        let url = self.file(LEASE_FILE);
-        let race_free = self.fs.conditional_writes(&url).await? == ConditionalWrites::Native;
+        let race_free = self.fs.conditional_writes(&self.file(LEASE_FILE)).await?
+            == ConditionalWrites::Native;
         if !race_free {
             tracing::warn!(
                 checkpoint = %self.dir,
@@ -127,81 +281,204 @@ impl CheckpointDir {
                  two runs started at the same instant on this path are not reliably told apart"
             );
         }
-        match self
-            .fs
-            .pipe(&url, body.clone().into(), WriteMode::Create)
-            .await
-        {
-            Ok(()) => {}
-            Err(e) if e.kind() == ErrorKind::AlreadyExists => {
-                let current = self.read_lease().await?;
-                if let Some(held) =
-                    current.filter(|h| h.expires_at > now_secs() && !h.holder_is_gone())
+        // A few rounds: each lost race means another run took a newer
+        // generation, which the next round finds live.
+        for _ in 0..4 {
+            let files = self.lease_files().await?;
+            let mut generation = 1;
+            if let Some((newest, path)) = files.last() {
+                generation = newest + 1;
+                if let Some(current) = self.read_lease_file(path).await?
+                    && current.is_live()
                 {
-                    return Err(Error::LeaseHeld {
-                        path: self.dir.clone(),
-                        holder: format!("{} pid {} (run {})", held.host, held.pid, held.run),
-                        expires_in_secs: held.expires_at.saturating_sub(now_secs()),
-                    });
-                }
-                // Expired or abandoned: take it over, then check we hold it.
-                self.fs
-                    .pipe(&url, body.into(), WriteMode::Overwrite)
-                    .await?;
-                if self.read_lease().await?.as_ref() != Some(&record) {
-                    return Err(Error::LeaseHeld {
-                        path: self.dir.clone(),
-                        holder: "another run that took the expired lease at the same time".into(),
-                        expires_in_secs: ttl.as_secs(),
-                    });
+                    return Err(self.held_by(&current));
                 }
             }
-            Err(e) => return Err(e.into()),
+            let record = LeaseRecord::ours(run, generation, ttl);
+            let started = Instant::now();
+            let path = self.file(&lease_file(generation));
+            let body = serde_json::to_vec(&record).expect("the record serializes");
+            let created = self.fs.pipe(&path, body.into(), WriteMode::Create).await;
+            let created = match created {
+                // A test's stand-in for a lost answer: the first attempt
+                // landed, the retry finds the file and must know it as its own.
+                Ok(()) if crate::failpoint::triggered("lease-create-retried") => {
+                    let body = serde_json::to_vec(&record).expect("the record serializes");
+                    self.fs.pipe(&path, body.into(), WriteMode::Create).await
+                }
+                other => other,
+            };
+            match created {
+                Ok(()) => {
+                    let lease = Lease {
+                        record,
+                        ttl,
+                        race_free,
+                        renewed_at: started,
+                    };
+                    self.drop_old_generations(generation, &files).await;
+                    return Ok(lease);
+                }
+                Err(e) if e.kind() == ErrorKind::AlreadyExists => {
+                    match self.claimed(&path, record, ttl, race_free, started).await {
+                        Ok(lease) => return Ok(lease),
+                        Err(Error::LeaseHeld { .. }) => continue,
+                        Err(e) => return Err(e),
+                    }
+                }
+                Err(e) => return Err(e.into()),
+            }
         }
-        Ok(Lease {
-            record,
-            ttl,
-            race_free,
-        })
-    }
-
-    /// The heartbeat: pushes the lease's expiry forward. Fails if another run
-    /// took the lease meanwhile (this run must stop).
-    pub async fn renew_lease(&self, lease: &mut Lease) -> Result<()> {
         match self.read_lease().await? {
-            Some(current) if current.run == lease.record.run => {}
-            other => {
-                return Err(Error::LeaseLost {
-                    path: self.dir.clone(),
-                    holder: other.map(|h| format!("{} pid {} (run {})", h.host, h.pid, h.run)),
-                });
+            Some(current) => Err(self.held_by(&current)),
+            None => Err(Error::LeaseHeld {
+                path: self.dir.clone(),
+                holder: "other runs starting at the same time".into(),
+                expires_in_secs: ttl.as_secs(),
+            }),
+        }
+    }
+
+    /// After a create of `path` found it there: ours if it holds our token
+    /// (a retried create whose first attempt landed), else another run's.
+    async fn claimed(
+        &self,
+        path: &str,
+        record: LeaseRecord,
+        ttl: Duration,
+        race_free: bool,
+        started: Instant,
+    ) -> Result<Lease> {
+        match self.read_lease_file(path).await? {
+            Some(found) if found.holder == record.holder => Ok(Lease {
+                record,
+                ttl,
+                race_free,
+                renewed_at: started,
+            }),
+            Some(found) => Err(self.held_by(&found)),
+            None => Err(Error::LeaseHeld {
+                path: self.dir.clone(),
+                holder: "a run that took the lease and gave it up at once".into(),
+                expires_in_secs: 0,
+            }),
+        }
+    }
+
+    fn held_by(&self, current: &LeaseRecord) -> Error {
+        Error::LeaseHeld {
+            path: self.dir.clone(),
+            holder: current.describe(),
+            expires_in_secs: current.expires_at.saturating_sub(now_secs()),
+        }
+    }
+
+    /// Older generations are history once a newer one is taken; deleting them
+    /// keeps the directory small. Best-effort: a leftover is harmless.
+    async fn drop_old_generations(&self, taken: u64, files: &[(u64, String)]) {
+        for (generation, path) in files {
+            if *generation < taken
+                && let Err(e) = crate::commit::remove_if_present(&self.fs, path).await
+            {
+                tracing::debug!("could not delete an old lease file {path}: {e}");
             }
         }
-        lease.record.expires_at = now_secs() + lease.ttl.as_secs().max(1);
-        let body = serde_json::to_vec(&lease.record).expect("the record serializes");
+    }
+
+    /// Fails with [`Error::LeaseLost`] unless `lease` is still the newest
+    /// generation and holds its token.
+    pub async fn check_lease(&self, lease: &LeaseRecord) -> Result<()> {
+        let files = self.lease_files().await?;
+        let lost = |holder: Option<String>| Error::LeaseLost {
+            path: self.dir.clone(),
+            holder,
+        };
+        match files.last() {
+            Some((generation, _)) if *generation == lease.generation => Ok(()),
+            Some((_, path)) => Err(lost(
+                self.read_lease_file(path).await?.map(|r| r.describe()),
+            )),
+            None => Err(lost(None)),
+        }
+    }
+
+    /// The heartbeat: pushes the lease's expiry forward. Fails with
+    /// [`Error::LeaseLost`] if another run took a newer generation (this run
+    /// must stop).
+    pub async fn renew_lease(&self, lease: &mut Lease) -> Result<()> {
+        let started = Instant::now();
+        self.check_lease(&lease.record).await?;
+        let mut record = lease.record.clone();
+        record.expires_at = now_secs() + lease.ttl.as_secs().max(1);
+        let body = serde_json::to_vec(&record).expect("the record serializes");
+        if crate::failpoint::triggered("lease-renew-hangs") {
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+        }
         self.fs
-            .pipe(&self.file(LEASE_FILE), body.into(), WriteMode::Overwrite)
+            .pipe(
+                &self.file(&lease_file(record.generation)),
+                body.into(),
+                WriteMode::Overwrite,
+            )
             .await?;
+        lease.record = record;
+        lease.renewed_at = started;
         Ok(())
     }
 
-    /// Gives the lease up at the end of a run (only if still ours).
+    /// Gives the lease up at the end of a run: marks this generation
+    /// released, so the next run starts at once. A lease another run took
+    /// meanwhile is left alone.
     pub async fn release_lease(&self, lease: Lease) -> Result<()> {
-        if self
-            .read_lease()
-            .await?
-            .is_some_and(|current| current.run == lease.record.run)
-        {
-            crate::commit::remove_if_present(&self.fs, &self.file(LEASE_FILE)).await?;
+        if self.check_lease(&lease.record).await.is_ok() {
+            let mut record = lease.record;
+            record.released = true;
+            let body = serde_json::to_vec(&record).expect("the record serializes");
+            self.fs
+                .pipe(
+                    &self.file(&lease_file(record.generation)),
+                    body.into(),
+                    WriteMode::Overwrite,
+                )
+                .await?;
         }
         Ok(())
+    }
+
+    /// Step 3 behind the fence: commits `unit` only while `keeper`'s lease
+    /// is valid by the local deadline, is still the newest generation, and
+    /// the unit's own pending record is still there (a new holder's recovery
+    /// deletes it when it rolls the unit back).
+    /// `data_files` is how many data files the unit wrote; it is recorded
+    /// in the committed ID file.
+    pub async fn commit_fenced(
+        &self,
+        keeper: &LeaseKeeper,
+        unit: &UnitName,
+        ids: arrow_array::ArrayRef,
+        data_files: usize,
+    ) -> Result<()> {
+        keeper.check()?;
+        let record = keeper.record();
+        self.check_lease(&record).await?;
+        if !self.fs.exists(&self.file(&unit.pending_file())).await? {
+            return Err(Error::LeaseLost {
+                path: self.dir.clone(),
+                holder: Some(format!(
+                    "another run, which rolled back this run's unit {unit} (its pending record is gone)"
+                )),
+            });
+        }
+        keeper.check()?;
+        self.commit_unit(unit, ids, Some(data_files)).await
     }
 }
 
 /// Keeps a lease alive in the background: renews it every third of its
-/// lifetime until stopped. If the lease is lost (another run took it) or a
-/// renewal fails, [`LeaseKeeper::check`] reports it so the run stops before
-/// committing anything more.
+/// lifetime until stopped. [`LeaseKeeper::check`] fails once a renewal found
+/// the lease taken, or once the local deadline passed without a successful
+/// renewal (a renewal that hangs does not extend it), so the run stops
+/// before committing anything more.
 ///
 /// ```
 /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
@@ -216,54 +493,93 @@ impl CheckpointDir {
 /// # })
 /// ```
 pub struct LeaseKeeper {
-    task: tokio::task::JoinHandle<Result<Lease>>,
+    task: tokio::task::JoinHandle<()>,
     stop: tokio::sync::watch::Sender<bool>,
-    failed: std::sync::Arc<std::sync::Mutex<Option<LostLease>>>,
+    state: Arc<Mutex<KeeperState>>,
 }
 
-/// Why a kept lease ended: the checkpoint path and the new holder, if known.
-type LostLease = (String, Option<String>);
+struct KeeperState {
+    lease: Lease,
+    /// Set when a renewal found the lease taken: the new holder, if known.
+    lost: Option<Option<String>>,
+    path: String,
+}
+
+impl KeeperState {
+    fn check(&self) -> Result<()> {
+        if let Some(holder) = &self.lost {
+            return Err(Error::LeaseLost {
+                path: self.path.clone(),
+                holder: holder.clone(),
+            });
+        }
+        if Instant::now() >= self.lease.deadline() {
+            return Err(Error::LeaseExpired {
+                path: self.path.clone(),
+                ttl_secs: self.lease.ttl.as_secs(),
+            });
+        }
+        Ok(())
+    }
+}
 
 impl LeaseKeeper {
     /// Starts renewing `lease` of `dir`.
-    pub fn start(dir: CheckpointDir, mut lease: Lease) -> Self {
+    pub fn start(dir: CheckpointDir, lease: Lease) -> Self {
         let (stop, mut stopped) = tokio::sync::watch::channel(false);
-        let failed = std::sync::Arc::new(std::sync::Mutex::new(None));
-        let report = failed.clone();
         let period = (lease.ttl / 3).max(Duration::from_millis(100));
+        let state = Arc::new(Mutex::new(KeeperState {
+            lease,
+            lost: None,
+            path: dir.dir.clone(),
+        }));
+        let shared = state.clone();
         let task = tokio::spawn(async move {
             loop {
                 tokio::select! {
                     _ = tokio::time::sleep(period) => {}
-                    _ = stopped.changed() => return Ok(lease),
+                    _ = stopped.changed() => return,
                 }
-                if let Err(e) = dir.renew_lease(&mut lease).await {
-                    let lost = match &e {
-                        Error::LeaseLost { path, holder } => (path.clone(), holder.clone()),
-                        other => {
-                            tracing::error!(checkpoint = %dir.dir, "cannot renew the lease: {other}");
-                            (dir.dir.clone(), None)
-                        }
-                    };
-                    *report.lock().expect("keeper state") = Some(lost);
-                    return Err(e);
+                let mut lease = shared.lock().expect("keeper state").lease.clone();
+                let renewal = tokio::select! {
+                    r = dir.renew_lease(&mut lease) => r,
+                    _ = stopped.changed() => return,
+                };
+                let mut state = shared.lock().expect("keeper state");
+                match renewal {
+                    Ok(()) => state.lease = lease,
+                    Err(Error::LeaseLost { holder, .. }) => {
+                        state.lost = Some(holder);
+                        return;
+                    }
+                    // A failed renewal is retried next period; the deadline
+                    // stops the run if none succeeds in time.
+                    Err(e) => tracing::warn!(checkpoint = %dir.dir, "cannot renew the lease: {e}"),
                 }
             }
         });
-        Self { task, stop, failed }
+        Self { task, stop, state }
     }
 
-    /// Whether the lease is still held; an error once a renewal failed.
+    /// Whether this run may still write: an error once the lease was found
+    /// taken, or once its deadline passed without a successful renewal.
     pub fn check(&self) -> Result<()> {
-        match self.failed.lock().expect("keeper state").clone() {
-            None => Ok(()),
-            Some((path, holder)) => Err(Error::LeaseLost { path, holder }),
-        }
+        self.state.lock().expect("keeper state").check()
     }
 
-    /// Stops renewing and gives the lease back (to release it).
+    /// The lease as last renewed.
+    pub fn record(&self) -> LeaseRecord {
+        self.state.lock().expect("keeper state").lease.record.clone()
+    }
+
+    /// Stops renewing and gives the lease back (to release it); an error if
+    /// the lease was lost or expired meanwhile.
     pub async fn stop(self) -> Result<Lease> {
         let _ = self.stop.send(true);
-        self.task.await.expect("the keeper task does not panic")
+        let LeaseKeeper { task, state, .. } = self;
+        let _ = task.await;
+        let state = state.lock().expect("keeper state");
+        state.check()?;
+        Ok(state.lease.clone())
     }
 }

@@ -13,7 +13,9 @@ mod cleanup;
 mod commit;
 mod config;
 mod error;
+pub mod failpoint;
 mod idfile;
+mod job;
 pub mod idset;
 mod layout;
 mod lease;
@@ -28,10 +30,12 @@ pub use config::{
 };
 pub use error::{Error, Result};
 pub use idfile::{decode_ids, encode_ids};
+pub use job::{InputFingerprint, JobRecord, refuse_overlap};
 pub use idset::{IdSet, IdSetBuilder, IntIdSet, StringIdSet, StringMode};
 pub use layout::{
-    COMMITTED_SUFFIX, COMPLETE_FILE, CheckpointFile, DATA_DELIMITER, DATA_DELIMITERS, LEASE_FILE,
-    PENDING_SUFFIX, RunId, UnitName, classify,
+    COMMITTED_SUFFIX, COMPLETE_FILE, CheckpointFile, DATA_DELIMITER, DATA_DELIMITERS, JOB_FILE,
+    LEASE_FILE, LEASE_PREFIX, PENDING_SUFFIX, RunId, UnitName, classify, lease_file,
+    lease_generation,
 };
 pub use lease::{Lease, LeaseKeeper, LeaseRecord};
 pub use load::{CommittedState, infer_id_column, load_committed};

@@ -7,7 +7,7 @@ use futures::{StreamExt, TryStreamExt, stream};
 use cairn_fs::{ErrorKind, FileSystem};
 
 use crate::error::{Error, Result};
-use crate::idfile::decode_ids;
+use crate::idfile::decode_unit_ids;
 use crate::idset::{IdSet, IdSetBuilder, StringMode};
 use crate::layout::{CheckpointFile, UnitName, classify};
 
@@ -30,6 +30,9 @@ pub struct CommittedState {
     pub complete: bool,
     /// Names that are not the protocol's; never read, never deleted.
     pub foreign: Vec<String>,
+    /// Committed units that recorded writing no data file (a filter dropped
+    /// all of their rows), sorted.
+    pub units_without_output: Vec<UnitName>,
 }
 
 /// The ID column of a checkpoint: the one column of its first ID file
@@ -96,18 +99,20 @@ pub async fn load_committed(
         has_lease: false,
         complete: false,
         foreign: Vec::new(),
+        units_without_output: Vec::new(),
     };
     let mut committed_paths = Vec::new();
     for entry in entries.iter().filter(|e| !e.is_dir()) {
         let base = entry.name.rsplit('/').next().unwrap_or(&entry.name);
         match classify(base) {
             CheckpointFile::Committed(unit) => {
-                committed_paths.push(entry.name.clone());
+                committed_paths.push((entry.name.clone(), unit.clone()));
                 state.committed.push(unit);
             }
             CheckpointFile::Pending(unit) => state.pending.push(unit),
             CheckpointFile::Lease => state.has_lease = true,
             CheckpointFile::Complete => state.complete = true,
+            CheckpointFile::Job => {}
             CheckpointFile::Temporary(_) => {}
             CheckpointFile::Other(name) => state.foreign.push(name),
         }
@@ -115,14 +120,15 @@ pub async fn load_committed(
     state.committed.sort();
     state.pending.sort();
 
-    let builders: Vec<IdSetBuilder> = stream::iter(committed_paths)
-        .map(|path| async move {
+    let loaded: Vec<(IdSetBuilder, Option<UnitName>)> = stream::iter(committed_paths)
+        .map(|(path, unit)| async move {
             let bytes = fs.cat(&path).await?;
             let url = fs.url(&path);
             let column = id_column.to_string();
-            tokio::task::spawn_blocking(move || -> Result<IdSetBuilder> {
+            tokio::task::spawn_blocking(move || -> Result<(IdSetBuilder, Option<UnitName>)> {
                 let mut builder = IdSetBuilder::new(mode);
-                for array in decode_ids(&url, bytes, &column)? {
+                let (arrays, data_files) = decode_unit_ids(&url, bytes, &column)?;
+                for array in arrays {
                     builder
                         .push_array(&array)
                         .map_err(|e| Error::CorruptIdFile {
@@ -130,17 +136,22 @@ pub async fn load_committed(
                             reason: e.to_string(),
                         })?;
                 }
-                Ok(builder)
+                Ok((builder, (data_files == Some(0)).then_some(unit)))
             })
             .await
-            .expect("ID decoding does not panic")
+            .expect("ID decoding catches its panics")
         })
         .buffer_unordered(PARALLEL_READS)
         .try_collect()
         .await?;
+    let mut builders = Vec::with_capacity(loaded.len());
+    for (builder, without_output) in loaded {
+        builders.push(builder);
+        state.units_without_output.extend(without_output);
+    }
+    state.units_without_output.sort();
     // Files of sequential IDs, merged in the order of their first ID, give
     // keys that are already sorted, which the set's sort then only checks.
-    let mut builders = builders;
     builders.sort_by_key(IdSetBuilder::first_int_key);
     let mut all = IdSetBuilder::new(mode);
     for builder in builders {

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use cairn_checkpoint::{CheckpointDir, Error, LEASE_FILE, LeaseRecord, RunId};
+use cairn_checkpoint::{CheckpointDir, Error, LeaseRecord, RunId, lease_file};
 use cairn_fs::{StorageOptions, WriteMode, build_checkpoint_filesystem};
 
 fn dir_on(root: &str) -> CheckpointDir {
@@ -51,11 +51,12 @@ async fn a_second_run_is_refused_until_the_first_releases() {
     dir.release_lease(again).await.unwrap();
 }
 
+/// Writes `record` as lease generation `record.generation`, as another run would.
 async fn write_record(dir_url: &str, record: &LeaseRecord) {
     let (fs, _) = build_checkpoint_filesystem(dir_url, &StorageOptions::new()).unwrap();
     let body = serde_json::to_vec(record).unwrap();
     fs.pipe(
-        &format!("{dir_url}/{LEASE_FILE}"),
+        &format!("{dir_url}/{}", lease_file(record.generation)),
         body.into(),
         WriteMode::Overwrite,
     )
@@ -63,57 +64,86 @@ async fn write_record(dir_url: &str, record: &LeaseRecord) {
     .unwrap();
 }
 
+fn this_machine(path: &str) -> String {
+    std::fs::read_to_string(path).unwrap().trim().to_string()
+}
+
+/// A lease record of another run.
+fn record(generation: u64, host: &str, pid: u32, run: &str, expires_at: u64) -> LeaseRecord {
+    LeaseRecord {
+        holder: format!("{run}-token"),
+        generation,
+        host: host.into(),
+        pid,
+        boot_id: String::new(),
+        pid_namespace: String::new(),
+        process_start: 0,
+        run: run.into(),
+        expires_at,
+        released: false,
+    }
+}
+
 #[tokio::test]
 async fn expired_or_abandoned_leases_are_taken_over() {
     let root = format!("memory:///lease-exp-{}", RunId::new().as_str());
     let dir = dir_on(&root);
-    let expired = LeaseRecord {
-        host: "elsewhere".into(),
-        pid: 1,
-        run: "old".into(),
-        expires_at: 1,
-    };
-    write_record(&root, &expired).await;
+    write_record(&root, &record(1, "elsewhere", 1, "old", 1)).await;
     let lease = dir
         .acquire_lease(&RunId::new(), Duration::from_secs(60))
         .await
         .unwrap();
+    assert_eq!(lease.record().generation, 2, "a taker adds one to the generation");
     dir.release_lease(lease).await.unwrap();
 
-    // A live lease of a process of this host that is gone (killed) is freed at once.
+    // A live lease of a process of this machine (same boot, same PID
+    // namespace) that is gone (killed) is freed at once.
     let mut child = std::process::Command::new("true").spawn().unwrap();
     let dead_pid = child.id();
     child.wait().unwrap();
-    let abandoned = LeaseRecord {
-        host: host(),
-        pid: dead_pid,
-        run: "killed".into(),
-        expires_at: u64::MAX / 2,
-    };
+    let mut abandoned = record(3, &host(), dead_pid, "killed", u64::MAX / 2);
+    abandoned.boot_id = this_machine("/proc/sys/kernel/random/boot_id");
+    abandoned.pid_namespace = std::fs::read_link("/proc/self/ns/pid")
+        .unwrap()
+        .display()
+        .to_string();
     write_record(&root, &abandoned).await;
     let lease = dir
         .acquire_lease(&RunId::new(), Duration::from_secs(60))
         .await
         .unwrap();
+    assert_eq!(lease.record().generation, 4);
     dir.release_lease(lease).await.unwrap();
 
+    // The same host name and a dead PID, but another PID namespace (another
+    // container called the same): not known to be gone, so respected.
+    let mut container = abandoned.clone();
+    container.generation = 5;
+    container.pid_namespace = "pid:[1]".into();
+    write_record(&root, &container).await;
+    let err = dir
+        .acquire_lease(&RunId::new(), Duration::from_secs(60))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::LeaseHeld { ref holder, .. } if holder.contains("killed")),
+        "{err}"
+    );
+
     // A live lease of another host is respected.
-    let live = LeaseRecord {
-        host: "elsewhere".into(),
-        pid: 1,
-        run: "live".into(),
-        expires_at: u64::MAX / 2,
-    };
-    write_record(&root, &live).await;
-    assert!(matches!(
-        dir.acquire_lease(&RunId::new(), Duration::from_secs(60))
-            .await,
-        Err(Error::LeaseHeld { .. })
-    ));
+    write_record(&root, &record(6, "elsewhere", 1, "live", u64::MAX / 2)).await;
+    let err = dir
+        .acquire_lease(&RunId::new(), Duration::from_secs(60))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::LeaseHeld { ref holder, .. } if holder.contains("elsewhere") && holder.contains("live")),
+        "{err}"
+    );
 }
 
 #[tokio::test]
-async fn a_run_that_lost_its_lease_is_told_so() {
+async fn a_run_that_lost_its_lease_is_told_so_and_cannot_commit() {
     let root = format!("memory:///lease-lost-{}", RunId::new().as_str());
     let dir = dir_on(&root);
     let mut lease = dir
@@ -121,15 +151,25 @@ async fn a_run_that_lost_its_lease_is_told_so() {
         .await
         .unwrap();
     dir.renew_lease(&mut lease).await.unwrap();
-    let thief = LeaseRecord {
-        host: "elsewhere".into(),
-        pid: 9,
-        run: "thief".into(),
-        expires_at: u64::MAX / 2,
-    };
-    write_record(&root, &thief).await;
+    let keeper = cairn_checkpoint::LeaseKeeper::start(dir.clone(), lease.clone());
+    let unit = cairn_checkpoint::UnitName::new(&RunId::new(), 0);
+    let ids: arrow_array::ArrayRef = std::sync::Arc::new(arrow_array::Int64Array::from(vec![1, 2]));
+    dir.write_pending(&unit, ids.clone()).await.unwrap();
+
+    write_record(&root, &record(2, "elsewhere", 9, "thief", u64::MAX / 2)).await;
     let err = dir.renew_lease(&mut lease).await.unwrap_err();
     assert!(matches!(err, Error::LeaseLost { .. }), "{err}");
+    // The fence: the commit is refused, and nothing is committed.
+    let err = dir
+        .commit_fenced(&keeper, &unit, ids.clone(), 1)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::LeaseLost { holder: Some(ref h), .. } if h.contains("thief")),
+        "{err}"
+    );
+    let state = dir.load(Default::default()).await.unwrap();
+    assert!(state.committed.is_empty());
     dir.release_lease(lease).await.unwrap();
     assert!(
         matches!(
@@ -137,8 +177,35 @@ async fn a_run_that_lost_its_lease_is_told_so() {
                 .await,
             Err(Error::LeaseHeld { .. })
         ),
-        "release must not delete another run's lease"
+        "release must not touch another run's lease"
     );
+    let _ = keeper.stop().await;
+}
+
+#[tokio::test]
+async fn a_commit_whose_pending_record_was_rolled_back_is_refused() {
+    let root = format!("memory:///lease-fence-{}", RunId::new().as_str());
+    let dir = dir_on(&root);
+    let lease = dir
+        .acquire_lease(&RunId::new(), Duration::from_secs(60))
+        .await
+        .unwrap();
+    let keeper = cairn_checkpoint::LeaseKeeper::start(dir.clone(), lease);
+    let unit = cairn_checkpoint::UnitName::new(&RunId::new(), 0);
+    let ids: arrow_array::ArrayRef = std::sync::Arc::new(arrow_array::Int64Array::from(vec![7]));
+    dir.write_pending(&unit, ids.clone()).await.unwrap();
+    dir.commit_fenced(&keeper, &unit, ids.clone(), 1).await.unwrap();
+    let next = cairn_checkpoint::UnitName::new(&RunId::new(), 1);
+    // No pending record (another run's recovery deleted it): refused.
+    let err = dir
+        .commit_fenced(&keeper, &next, ids, 1)
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("pending record is gone"), "{err}");
+    let state = dir.load(Default::default()).await.unwrap();
+    assert_eq!(state.committed, vec![unit]);
+    let lease = keeper.stop().await.unwrap();
+    dir.release_lease(lease).await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -208,13 +275,12 @@ async fn the_keeper_renews_and_notices_a_lost_lease() {
     );
 
     let keeper = cairn_checkpoint::LeaseKeeper::start(dir.clone(), lease);
-    let thief = LeaseRecord {
-        host: "elsewhere".into(),
-        pid: 9,
-        run: "thief".into(),
-        expires_at: u64::MAX / 2,
-    };
-    write_record(&root, &thief).await;
+    let generation = keeper.record().generation;
+    write_record(
+        &root,
+        &record(generation + 1, "elsewhere", 9, "thief", u64::MAX / 2),
+    )
+    .await;
     tokio::time::sleep(Duration::from_millis(1300)).await;
     let err = keeper.check().unwrap_err();
     assert!(

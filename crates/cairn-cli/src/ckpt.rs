@@ -49,6 +49,13 @@ async fn open(
     options: &StorageOptions,
 ) -> CliResult<(FileSystem, CheckpointDir, Option<String>)> {
     let (fs, _) = build_checkpoint_filesystem(path, options)?;
+    if !fs.exists(path).await? {
+        return Err(format!(
+            "no checkpoint at {}: nothing is there. Check the path (a finished run removes its checkpoint)",
+            fs.url(&fs.strip(path)?)
+        )
+        .into());
+    }
     let column = infer_id_column(&fs, path).await?;
     let dir = CheckpointDir::new(fs.clone(), path, column.as_deref().unwrap_or("id"));
     Ok((fs, dir, column))
@@ -114,8 +121,9 @@ pub async fn run(command: CkptCommand, options: &StorageOptions) -> CliResult<u8
         }
         CkptCommand::Verify { path, output, json } => {
             let (_, dir, _) = open(&path, options).await?;
-            let state = dir.load(StringMode::default()).await?;
             let (out_fs, out_path) = FileSystem::from_url(&output, options)?;
+            dir.check_output(&out_fs.url(&out_path)).await?;
+            let state = dir.load(StringMode::default()).await?;
             let files = out_fs.find(&out_path, Some(1), false).await?;
             let committed: BTreeSet<&UnitName> = state.committed.iter().collect();
             let mut with_data: BTreeSet<&UnitName> = BTreeSet::new();
@@ -129,14 +137,19 @@ pub async fn run(command: CkptCommand, options: &StorageOptions) -> CliResult<u8
                     None => orphans.push(base.to_string()),
                 }
             }
+            // A unit whose rows a filter dropped committed its IDs and no
+            // data file, and says so in its ID file.
             let missing: Vec<String> = committed
                 .iter()
-                .filter(|u| !with_data.contains(*u))
+                .filter(|u| {
+                    !with_data.contains(*u) && state.units_without_output.binary_search(u).is_err()
+                })
                 .map(|u| u.to_string())
                 .collect();
             if json {
                 let report = serde_json::json!({
                     "committed_units": committed.len(),
+                    "units_without_output": state.units_without_output.len(),
                     "units_without_data": missing,
                     "orphan_files": orphans,
                 });
@@ -148,6 +161,13 @@ pub async fn run(command: CkptCommand, options: &StorageOptions) -> CliResult<u8
                     with_data.len(),
                     committed.len()
                 )?;
+                if !state.units_without_output.is_empty() {
+                    writeln!(
+                        out,
+                        "units without output       {} (every row filtered out: no data expected)",
+                        state.units_without_output.len()
+                    )?;
+                }
                 for unit in &missing {
                     writeln!(out, "MISSING DATA  {unit}")?;
                 }
@@ -159,10 +179,21 @@ pub async fn run(command: CkptCommand, options: &StorageOptions) -> CliResult<u8
         }
         CkptCommand::Gc { path, output } => {
             let (_, dir, _) = open(&path, options).await?;
+            let (out_fs, out_path) = FileSystem::from_url(&output, options)?;
+            cairn_checkpoint::refuse_overlap(dir.fs(), &path, &out_fs, &out_path, "output")?;
+            // Refused before the lease is taken: a wrong output would roll
+            // back pending records while their data stays in the real one.
+            dir.check_output(&out_fs.url(&out_path)).await?;
             let lease = dir
                 .acquire_lease(&RunId::new(), std::time::Duration::from_secs(120))
                 .await?;
-            let state = dir.load(StringMode::default()).await?;
+            let state = match dir.load(StringMode::default()).await {
+                Ok(state) => state,
+                Err(e) => {
+                    dir.release_lease(lease).await?;
+                    return Err(e.into());
+                }
+            };
             if state.complete {
                 let cleaned = dir.clean_up().await?;
                 writeln!(
@@ -172,7 +203,6 @@ pub async fn run(command: CkptCommand, options: &StorageOptions) -> CliResult<u8
                 )?;
                 return Ok(0);
             }
-            let (out_fs, _) = FileSystem::from_url(&output, options)?;
             let report = dir.recover(&out_fs, &output, &state).await;
             dir.release_lease(lease).await?;
             let report = report?;
@@ -190,7 +220,8 @@ pub async fn run(command: CkptCommand, options: &StorageOptions) -> CliResult<u8
             let Some(column) = column else {
                 return Ok(0);
             };
-            for entry in fs.ls(&path).await.unwrap_or_default() {
+            // An unreadable directory is an error, never an empty list.
+            for entry in fs.ls(&path).await? {
                 let base = entry.name.rsplit('/').next().unwrap_or(&entry.name);
                 if !matches!(
                     classify(base),

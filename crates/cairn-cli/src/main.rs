@@ -120,6 +120,7 @@ struct Transfer {
 }
 
 fn main() -> ExitCode {
+    cairn_checkpoint::failpoint::setup_from_env();
     let cli = Cli::parse();
     tracing_subscriber::fmt()
         .with_env_filter(

@@ -66,6 +66,34 @@ pub(crate) fn output_outside_inputs(
     Ok(())
 }
 
+/// A checkpoint that is, contains or lies inside an input directory would
+/// have its files read as input, and its clean-up could delete input files.
+pub(crate) fn checkpoint_outside_inputs(
+    source: &Source,
+    checkpoint: &cairn_checkpoint::CheckpointDir,
+    options: &StorageOptions,
+) -> Result<()> {
+    let urls = match source {
+        Source::Parquet { urls, .. } | Source::Json { urls, .. } => urls,
+        Source::Items(_) => return Ok(()),
+    };
+    for url in urls {
+        let Ok((fs, path)) = FileSystem::from_url(url, options) else {
+            continue;
+        };
+        // A glob names the directory before its first wildcard.
+        let dir = match path.find(['*', '?', '[']) {
+            Some(at) => path[..at].rsplit_once('/').map_or("", |(d, _)| d).to_string(),
+            None => path,
+        };
+        if dir.is_empty() {
+            continue;
+        }
+        cairn_checkpoint::refuse_overlap(checkpoint.fs(), checkpoint.path(), &fs, &dir, "input")?;
+    }
+    Ok(())
+}
+
 /// Overwriting the output while the checkpoint holds committed IDs would
 /// delete rows that every later run skips.
 pub(crate) fn overwrite_keeps_committed_rows(

@@ -14,7 +14,8 @@ use std::time::{Duration, Instant};
 
 use arrow_array::{Array, ArrayRef, BooleanArray, RecordBatch};
 use arrow_schema::SchemaRef;
-use cairn_checkpoint::{CheckpointDir, IdSet, LeaseKeeper, RunId, UnitName};
+use cairn_checkpoint::failpoint::crash_point;
+use cairn_checkpoint::{CheckpointDir, IdSet, JobRecord, LeaseKeeper, RunId, UnitName};
 use cairn_fs::{ErrorKind, FileSystem, WriteMode};
 use futures::StreamExt;
 
@@ -39,6 +40,7 @@ struct RunCheckpoint {
     keeper: LeaseKeeper,
     run: RunId,
     config: cairn_checkpoint::CheckpointConfig,
+    job: JobRecord,
 }
 
 /// Everything the workers share.
@@ -87,6 +89,11 @@ struct Unit {
 pub(crate) async fn run(dataset: Dataset, ctx: &JobContext, sink: Sink) -> Result<JobSummary> {
     let started = Instant::now();
     let Dataset { source, ops } = dataset;
+    if ctx.batch_size == 0 {
+        return Err(Error::Plan {
+            reason: "batch_size is 0; give at least 1 row per batch (the default is 8192)".into(),
+        });
+    }
     let (out_fs, out_dir) = FileSystem::from_url(&sink.url, &ctx.storage_options)?;
     checks::output_outside_inputs(&source, &out_fs, &out_dir, &ctx.storage_options)?;
     let id_column = ctx.checkpoint.as_ref().map(|c| c.id_column.clone());
@@ -101,6 +108,9 @@ pub(crate) async fn run(dataset: Dataset, ctx: &JobContext, sink: Sink) -> Resul
         if config.storage_options.is_empty() {
             config.storage_options = ctx.storage_options.clone();
         }
+        // Before the lease is taken: nothing is written to a checkpoint
+        // that overlaps an input (the output is checked by open).
+        checks::checkpoint_outside_inputs(&source, &config.dir()?, &ctx.storage_options)?;
         let open = config.open(&out_fs, &out_dir).await?;
         if open.state.complete {
             // The previous run finished; only its clean-up was cut short.
@@ -114,18 +124,13 @@ pub(crate) async fn run(dataset: Dataset, ctx: &JobContext, sink: Sink) -> Resul
         summary.units_rolled_back = open.recovery.rolled_back.len() as u64;
         summary.data_files_rolled_back = open.recovery.data_files_deleted as u64;
         committed = open.state.ids;
-        if !open.lease.race_free() {
-            tracing::warn!(
-                "checkpoint {}: this store has no create-if-absent, so refusing a second concurrent run is best-effort",
-                config.checkpoint_path
-            );
-        }
         let keeper = LeaseKeeper::start(open.dir.clone(), open.lease);
         checkpoint = Some(RunCheckpoint {
             dir: open.dir,
             keeper,
             run: open.run,
             config,
+            job: open.job,
         });
     }
     let result = prepare_and_run(
@@ -170,6 +175,20 @@ async fn prepare_and_run(
             checks::id_column(&planned.schema, id)?;
         }
         validate_plan(&ops, &planned.schema, id_column.as_deref())?;
+        if let Some(c) = &checkpoint {
+            // The checkpoint's record of this job: refuses changed inputs
+            // under row_hash IDs, then records what this run reads.
+            let uses_row_hash = id_column.as_deref() == Some(ROW_HASH_COLUMN);
+            let record = c.job.check_run(
+                &c.dir.fs().url(&c.dir.fs().strip(c.dir.path())?),
+                sink.format.extension(),
+                uses_row_hash,
+                &planned.inputs,
+            )?;
+            if record != c.job {
+                c.dir.write_job_record(&record).await?;
+            }
+        }
         checks::prepare_output(
             &out_fs,
             &out_dir,
@@ -263,6 +282,7 @@ async fn prepare_and_run(
         release(&dir, keeper).await;
         return Err(e);
     }
+    crash_point("run-before-clean-up");
     let lease = keeper.stop().await?;
     let config = config.expect("a checkpoint has a config");
     if config.delete_checkpoint_on_success {
@@ -446,8 +466,10 @@ async fn flush(shared: &Shared, unit: &mut Unit) -> Result<()> {
     if let (Some((dir, keeper)), Some(ids)) = (&shared.checkpoint, &ids) {
         keeper.check()?;
         dir.write_pending(&name, ids.clone()).await?;
+        crash_point("unit-after-pending");
     }
     let mut bytes_written = 0;
+    let mut data_files = 0;
     if let Some(encoding) = encoding {
         let encoded = encoding.await.map_err(|e| Error::Output {
             file: file_url.clone(),
@@ -460,11 +482,13 @@ async fn flush(shared: &Shared, unit: &mut Unit) -> Result<()> {
                 .pipe(&file, bytes, WriteMode::Overwrite)
                 .await?;
             shared.counts.files_written.fetch_add(1, Ordering::Relaxed);
+            data_files += 1;
+            crash_point("unit-after-data");
         }
     }
     if let (Some((dir, keeper)), Some(ids)) = (&shared.checkpoint, ids) {
-        keeper.check()?;
-        dir.commit(&name, ids).await?;
+        dir.commit_fenced(keeper, &name, ids, data_files).await?;
+        crash_point("unit-after-commit");
         if let Err(e) = dir.release_pending(&name).await {
             // The unit is committed; a leftover pending record is settled
             // by the next run's recovery.

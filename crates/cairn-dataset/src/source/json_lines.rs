@@ -1,5 +1,8 @@
 //! JSON-lines input: one piece per file; the schema inferred from the first
 //! 1,000 lines of each file (at most 4 MiB read) and merged across files.
+//! Files are decoded as they stream in (memory: one read-ahead window and one
+//! batch per worker), and a field the schema sample did not see is an error
+//! naming the file and line, never dropped.
 
 use std::io::Cursor;
 use std::sync::Arc;
@@ -19,7 +22,8 @@ pub(super) async fn plan_json(
     let listed = list_inputs(urls, options, &["json", "jsonl", "ndjson"]).await?;
     let mut merged = Schema::empty();
     let mut files = Vec::new();
-    for (fs, path, size) in listed {
+    let inputs = listed.iter().map(|l| l.fingerprint.clone()).collect();
+    for super::listing::Listed { fs, path, size, .. } in listed {
         let url = fs.url(&path);
         let head = fs.cat_range(&path, 0, Some(size.min(4 << 20))).await?;
         let complete = if size <= 4 << 20 {
@@ -58,5 +62,135 @@ pub(super) async fn plan_json(
         include_paths,
         json_schema: Some(json_schema),
         id_range: None,
+        inputs,
     })
+}
+
+/// Bytes read from storage at a time.
+const READ_CHUNK: usize = 1 << 20;
+
+/// A JSON-lines file being decoded as it streams in.
+struct JsonStream {
+    reader: cairn_fs::FileReader,
+    decoder: arrow_json::reader::Decoder,
+    batch_size: usize,
+    /// Read but not yet given to the decoder.
+    buffer: Vec<u8>,
+    at: usize,
+    /// Given to the decoder since the last batch (to find a bad line).
+    fed: Vec<u8>,
+    /// The line number of the first line of `fed`.
+    fed_first_line: u64,
+    eof: bool,
+    url: String,
+    fields: Arc<Schema>,
+}
+
+/// The batches of the JSON-lines file `path` on `fs`, decoded with `schema`
+/// as the file streams in.
+pub(super) fn stream_json(
+    fs: cairn_fs::FileSystem,
+    path: String,
+    url: String,
+    schema: Arc<Schema>,
+    batch_size: usize,
+) -> futures::stream::BoxStream<'static, Result<arrow_array::RecordBatch>> {
+    use futures::{StreamExt, TryStreamExt};
+    let start = async move {
+        let reader = fs.open_read(&path).await?;
+        let decoder = arrow_json::ReaderBuilder::new(schema.clone())
+            .with_batch_size(batch_size)
+            .with_strict_mode(true)
+            .build_decoder()
+            .map_err(|e| Error::Input {
+                file: url.clone(),
+                reason: format!("cannot decode its JSON lines ({e})"),
+            })?;
+        Ok::<_, Error>(JsonStream {
+            reader,
+            decoder,
+            batch_size,
+            buffer: Vec::new(),
+            at: 0,
+            fed: Vec::new(),
+            fed_first_line: 1,
+            eof: false,
+            url,
+            fields: schema,
+        })
+    };
+    futures::stream::once(start)
+        .map_ok(|state| futures::stream::try_unfold(state, |mut s| async move { s.next_batch().await.map(|b| b.map(|b| (b, s))) }))
+        .try_flatten()
+        .boxed()
+}
+
+impl JsonStream {
+    async fn next_batch(&mut self) -> Result<Option<arrow_array::RecordBatch>> {
+        use futures::AsyncReadExt;
+        loop {
+            if self.at == self.buffer.len() && !self.eof {
+                self.buffer.resize(READ_CHUNK, 0);
+                let n = self.reader.read(&mut self.buffer).await.map_err(|e| Error::Input {
+                    file: self.url.clone(),
+                    reason: format!("cannot read it ({e})"),
+                })?;
+                self.buffer.truncate(n);
+                self.at = 0;
+                self.eof = n == 0;
+            }
+            let rest = &self.buffer[self.at..];
+            let consumed = match self.decoder.decode(rest) {
+                Ok(n) => n,
+                Err(e) => return Err(self.bad_line(e, rest.to_vec())),
+            };
+            self.fed.extend_from_slice(&rest[..consumed]);
+            self.at += consumed;
+            let drained = self.eof && self.at == self.buffer.len();
+            if self.decoder.len() >= self.batch_size || drained {
+                let batch = match self.decoder.flush() {
+                    Ok(batch) => batch,
+                    Err(e) => return Err(self.bad_line(e, Vec::new())),
+                };
+                self.fed_first_line += self.fed.iter().filter(|&&b| b == b'\n').count() as u64;
+                self.fed.clear();
+                match batch {
+                    Some(batch) => return Ok(Some(batch)),
+                    None if drained => return Ok(None),
+                    None => {}
+                }
+            }
+        }
+    }
+
+    /// The error for a decoding failure, naming the first line of the
+    /// current batch that has a field the schema lacks, or else the lines
+    /// the batch spans.
+    fn bad_line(&self, e: arrow_schema::ArrowError, unfed: Vec<u8>) -> Error {
+        let mut text = self.fed.clone();
+        text.extend_from_slice(&unfed);
+        for (offset, line) in text.split(|&b| b == b'\n').enumerate() {
+            let Ok(serde_json::Value::Object(object)) = serde_json::from_slice(line) else {
+                continue;
+            };
+            if let Some(field) = object.keys().find(|k| self.fields.field_with_name(k).is_err()) {
+                return Error::Input {
+                    file: self.url.clone(),
+                    reason: format!(
+                        "line {} has the field {field:?}, which the schema inferred from the first lines of the input files does not have ({}); put a line with that field among the first 1,000 lines, or give every line the same fields",
+                        self.fed_first_line + offset as u64,
+                        crate::ops::describe_fields(&self.fields)
+                    ),
+                };
+            }
+        }
+        let last = self.fed_first_line + text.iter().filter(|&&b| b == b'\n').count() as u64;
+        Error::Input {
+            file: self.url.clone(),
+            reason: format!(
+                "cannot decode its JSON lines ({e}), in lines {} to {last}",
+                self.fed_first_line
+            ),
+        }
+    }
 }

@@ -1,19 +1,34 @@
 //! The input files of a list of URLs: files as they are, directories'
-//! files with the format's extensions (hidden names skipped), globs' matches.
+//! files with the format's extensions (hidden names skipped), globs' matches;
+//! each file once, however many of the URLs name it.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
-use cairn_fs::{FileSystem, StorageOptions};
+use cairn_checkpoint::InputFingerprint;
+use cairn_fs::{FileInfo, FileSystem, StorageOptions};
 
 use crate::error::{Error, Result};
 
+/// One input file as listed.
+pub(super) struct Listed {
+    pub(super) fs: FileSystem,
+    /// The stripped path.
+    pub(super) path: String,
+    pub(super) size: u64,
+    /// What the job record keeps of it.
+    pub(super) fingerprint: InputFingerprint,
+}
+
 /// Every input file of `urls`: a file as is, a directory's files with one of
-/// `extensions` (hidden names skipped), a glob's matches. Sorted per URL.
+/// `extensions` (hidden names skipped), a glob's matches. Sorted per URL. A
+/// file that several URLs name (a directory and a file in it, a glob and a
+/// path, one URL twice) is listed once, where it first appears: reading it
+/// twice would write its rows twice.
 pub(super) async fn list_inputs(
     urls: &[String],
     options: &StorageOptions,
     extensions: &[&str],
-) -> Result<Vec<(FileSystem, String, u64)>> {
+) -> Result<Vec<Listed>> {
     if urls.is_empty() {
         return Err(Error::Plan {
             reason: "no input URLs; give at least one file, directory or glob".into(),
@@ -21,6 +36,7 @@ pub(super) async fn list_inputs(
     }
     let mut filesystems: HashMap<Option<String>, FileSystem> = HashMap::new();
     let mut out = Vec::new();
+    let mut seen: HashSet<String> = HashSet::new();
     for url in urls {
         let (scheme, _) = cairn_fs::split_protocol(url);
         let fs = match filesystems.get(&scheme) {
@@ -32,12 +48,12 @@ pub(super) async fn list_inputs(
             }
         };
         let path = fs.strip(url)?;
-        let mut found: Vec<(String, u64)> = Vec::new();
+        let mut found: Vec<FileInfo> = Vec::new();
         if path.contains(['*', '?', '[']) {
             for name in fs.glob(&path, None).await? {
                 let info = fs.info(&name).await?;
                 if !info.is_dir() {
-                    found.push((info.name, info.size));
+                    found.push(info);
                 }
             }
         } else {
@@ -49,11 +65,11 @@ pub(super) async fn list_inputs(
                         .iter()
                         .any(|ext| base.ends_with(&format!(".{ext}")));
                     if wanted && !base.starts_with(['.', '_']) {
-                        found.push((entry.name, entry.size));
+                        found.push(entry);
                     }
                 }
             } else {
-                found.push((info.name, info.size));
+                found.push(info);
             }
         }
         if found.is_empty() {
@@ -68,8 +84,25 @@ pub(super) async fn list_inputs(
                 ),
             });
         }
-        found.sort();
-        out.extend(found.into_iter().map(|(p, s)| (fs.clone(), p, s)));
+        found.sort_by(|a, b| a.name.cmp(&b.name));
+        for info in found {
+            let url = fs.url(&info.name);
+            if !seen.insert(url.clone()) {
+                tracing::info!("input {url} is named by more than one --input; it is read once");
+                continue;
+            }
+            out.push(Listed {
+                fs: fs.clone(),
+                size: info.size,
+                fingerprint: InputFingerprint {
+                    url,
+                    size: info.size,
+                    etag: info.etag.clone(),
+                    modified: info.last_modified.clone(),
+                },
+                path: info.name,
+            });
+        }
     }
     Ok(out)
 }

@@ -2,7 +2,6 @@
 //! (files, directories, globs), or batches in memory; planned into pieces
 //! (a Parquet row group, a JSON file, a batch) that workers read.
 
-use std::io::Cursor;
 use std::sync::Arc;
 
 use arrow_array::{ArrayRef, RecordBatch, StringArray};
@@ -10,7 +9,7 @@ use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use cairn_checkpoint::IdSet;
 use cairn_fs::{FileSystem, StorageOptions};
 use futures::stream::BoxStream;
-use futures::{StreamExt, TryFutureExt, stream};
+use futures::{StreamExt, stream};
 use parquet::arrow::ParquetRecordBatchStreamBuilder;
 use parquet::arrow::arrow_reader::ArrowReaderMetadata;
 use parquet::errors::ParquetError;
@@ -151,6 +150,8 @@ pub(crate) struct PlannedSource {
     /// The exact range of an integer ID column over every row group, when
     /// the Parquet statistics give it.
     pub(crate) id_range: Option<(i64, i64)>,
+    /// Every input file listed (skipped ones too), for the job record.
+    pub(crate) inputs: Vec<cairn_checkpoint::InputFingerprint>,
 }
 
 /// Committed IDs the planner may use to skip row groups.
@@ -217,6 +218,7 @@ fn plan_items(batches: &[RecordBatch]) -> Result<PlannedSource> {
         include_paths: false,
         json_schema: None,
         id_range: None,
+        inputs: Vec::new(),
     })
 }
 
@@ -312,21 +314,15 @@ impl PlannedSource {
             }
             Piece::JsonFile(file) => {
                 let json_schema = self.json_schema.clone().expect("JSON source has a schema");
-                async move {
-                    let bytes = file.fs.cat(&file.path).await?;
-                    let reader = arrow_json::ReaderBuilder::new(json_schema)
-                        .with_batch_size(batch_size)
-                        .build(Cursor::new(bytes))
-                        .map_err(|e| json_error(&file.url, e))?;
-                    let batches = reader
-                        .map(|b| {
-                            let batch = b.map_err(|e| json_error(&file.url, e))?;
-                            add_columns(&schema, batch, None, paths.then_some(&file.path))
-                        })
-                        .collect::<Vec<_>>();
-                    Ok::<_, Error>(stream::iter(batches))
-                }
-                .try_flatten_stream()
+                let path = file.path.clone();
+                json_lines::stream_json(
+                    file.fs.clone(),
+                    file.path.clone(),
+                    file.url.clone(),
+                    json_schema,
+                    batch_size,
+                )
+                .map(move |batch| add_columns(&schema, batch?, None, paths.then_some(&path)))
                 .boxed()
             }
         }
@@ -337,13 +333,6 @@ fn read_error(url: &str, e: ParquetError) -> Error {
     Error::Input {
         file: url.to_string(),
         reason: format!("cannot read it ({e})"),
-    }
-}
-
-fn json_error(url: &str, e: arrow_schema::ArrowError) -> Error {
-    Error::Input {
-        file: url.to_string(),
-        reason: format!("cannot decode its JSON lines ({e})"),
     }
 }
 

@@ -33,8 +33,9 @@ pub(super) async fn plan_parquet(
     skip: Option<Skip<'_>>,
 ) -> Result<PlannedSource> {
     let listed = list_inputs(urls, options, &["parquet"]).await?;
+    let inputs = listed.iter().map(|l| l.fingerprint.clone()).collect();
     let files: Vec<Arc<InputFile>> = stream::iter(listed)
-        .map(|(fs, path, size)| async move { open_parquet(fs, path, size).await })
+        .map(|l| async move { open_parquet(l.fs, l.path, l.size).await })
         .buffered(PARALLEL_FOOTERS)
         .try_collect()
         .await?;
@@ -57,6 +58,7 @@ pub(super) async fn plan_parquet(
         include_paths,
         json_schema: None,
         id_range: None,
+        inputs,
     };
     // The ID column's range over all row groups, known only while every row
     // group has exact statistics.

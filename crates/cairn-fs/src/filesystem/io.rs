@@ -132,7 +132,7 @@ impl FileWriter {
 fn durable_local_write(target: &std::path::Path, data: &[u8], mode: WriteMode) -> Result<()> {
     use std::io::Write;
     let dir = target.parent().unwrap_or(std::path::Path::new("/"));
-    if let Err(e) = std::fs::create_dir_all(dir) {
+    if let Err(e) = create_dirs_durably(dir) {
         let kind = if dir.ancestors().any(|a| a.is_file()) {
             ErrorKind::NotADirectory
         } else {
@@ -180,6 +180,31 @@ fn durable_local_write(target: &std::path::Path, data: &[u8], mode: WriteMode) -
         )),
         Err(e) => Err(e.into()),
     }
+}
+
+/// Creates `dir` and its missing ancestors, fsyncing the parent of each
+/// directory it creates, so a file later made durable inside `dir` is not
+/// lost with a directory entry still in a cache after a power cut. Returns
+/// the parents it synced, deepest last.
+pub(crate) fn create_dirs_durably(dir: &std::path::Path) -> std::io::Result<Vec<std::path::PathBuf>> {
+    let missing: Vec<&std::path::Path> = dir
+        .ancestors()
+        .take_while(|a| !a.as_os_str().is_empty() && !a.is_dir())
+        .collect();
+    let mut synced = Vec::new();
+    for new_dir in missing.into_iter().rev() {
+        match std::fs::create_dir(new_dir) {
+            Ok(()) => {}
+            // Another writer made it meanwhile; its parent is synced by that writer.
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && new_dir.is_dir() => continue,
+            Err(e) => return Err(e),
+        }
+        if let Some(parent) = new_dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::File::open(parent)?.sync_all()?;
+            synced.push(parent.to_path_buf());
+        }
+    }
+    Ok(synced)
 }
 
 /// A suffix that differs between calls in one process.
@@ -456,5 +481,28 @@ impl FileSystem {
             "the file exists and the write asked not to overwrite it",
         )
         .with_url(self.url(&loc.path))
+    }
+}
+
+#[cfg(test)]
+mod durable_dirs {
+    #[test]
+    fn every_created_directory_has_its_parent_synced_up_to_the_existing_root() {
+        let root = tempfile::tempdir().unwrap();
+        let deep = root.path().join("a/b/c");
+        let synced = super::create_dirs_durably(&deep).unwrap();
+        assert!(deep.is_dir());
+        assert_eq!(
+            synced,
+            vec![
+                root.path().to_path_buf(),
+                root.path().join("a"),
+                root.path().join("a/b")
+            ]
+        );
+        // Nothing new to create: nothing to sync.
+        assert!(super::create_dirs_durably(&deep).unwrap().is_empty());
+        std::fs::write(root.path().join("file"), b"x").unwrap();
+        assert!(super::create_dirs_durably(&root.path().join("file/sub")).is_err());
     }
 }

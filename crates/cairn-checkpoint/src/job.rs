@@ -1,0 +1,248 @@
+//! The job record, `.cairn-job.json`: what a checkpoint belongs to. Written
+//! at the first open (output and ID column) and completed by the job runner
+//! (format, `row_hash`, a fingerprint of every input file); every later run,
+//! `cairn ckpt gc` and `cairn ckpt verify` are checked against it, so a typo
+//! in an output URL or a rewritten input is refused instead of costing rows.
+//! Checkpoints written by Ray Data have no record and keep working.
+
+use cairn_fs::{ErrorKind, FileSystem, WriteMode};
+use serde::{Deserialize, Serialize};
+
+use crate::commit::CheckpointDir;
+use crate::error::{Error, Result};
+use crate::layout::JOB_FILE;
+
+/// What a checkpoint belongs to.
+///
+/// ```
+/// let record = cairn_checkpoint::JobRecord::new("s3://b/out", "uid");
+/// assert!(record.same_output("s3://b/out/"));
+/// assert!(!record.same_output("s3://b/out2"));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobRecord {
+    /// The output directory's URL.
+    pub output: String,
+    /// The ID column.
+    pub id_column: String,
+    /// The output format (`parquet`, `json`), once a job runner recorded it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub format: Option<String>,
+    /// Whether the IDs are Ray Data's `row_hash` (derived from each file's
+    /// path and row positions, so a changed input file changes them).
+    #[serde(default)]
+    pub row_hash: bool,
+    /// Every input file runs on this checkpoint have read.
+    #[serde(default)]
+    pub inputs: Vec<InputFingerprint>,
+}
+
+/// One input file as a run saw it.
+///
+/// ```
+/// let a = cairn_checkpoint::InputFingerprint { url: "s3://b/in/a.parquet".into(), size: 10, etag: Some("e1".into()), modified: None };
+/// let mut b = a.clone();
+/// assert_eq!(a.change_from(&b), None);
+/// b.etag = Some("e2".into());
+/// assert!(a.change_from(&b).unwrap().contains("ETag"));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InputFingerprint {
+    /// The file's URL.
+    pub url: String,
+    /// Its size in bytes.
+    pub size: u64,
+    /// The store's ETag, when it gives one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub etag: Option<String>,
+    /// Its last modification time, when the store gives one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub modified: Option<String>,
+}
+
+impl InputFingerprint {
+    /// How `now` differs from this earlier sight of the same file, if it does.
+    pub fn change_from(&self, now: &InputFingerprint) -> Option<String> {
+        if self.size != now.size {
+            return Some(format!("its size went from {} to {} bytes", self.size, now.size));
+        }
+        if let (Some(a), Some(b)) = (&self.etag, &now.etag)
+            && a != b
+        {
+            return Some(format!("its ETag went from {a} to {b}"));
+        }
+        if let (Some(a), Some(b)) = (&self.modified, &now.modified)
+            && a != b
+        {
+            return Some(format!("it was modified at {b} (was {a})"));
+        }
+        None
+    }
+}
+
+fn trimmed(url: &str) -> &str {
+    let t = url.trim_end_matches('/');
+    if t.is_empty() { url } else { t }
+}
+
+impl JobRecord {
+    /// A record of a job writing to `output` with IDs in `id_column`.
+    pub fn new(output: &str, id_column: &str) -> Self {
+        Self {
+            output: trimmed(output).to_string(),
+            id_column: id_column.to_string(),
+            format: None,
+            row_hash: false,
+            inputs: Vec::new(),
+        }
+    }
+
+    /// Whether `output` names the recorded output directory.
+    pub fn same_output(&self, output: &str) -> bool {
+        trimmed(&self.output) == trimmed(output)
+    }
+
+    /// Checks a run that writes `format` with `row_hash` IDs (or not) from
+    /// the input files `inputs` against this record, and returns the record
+    /// to write back (the new inputs added). With `row_hash` IDs a recorded
+    /// file that is gone or changed is refused: its rows' hashes no longer
+    /// match what was committed. New files are fine; with a real ID column
+    /// any input change is.
+    pub fn check_run(
+        &self,
+        checkpoint: &str,
+        format: &str,
+        row_hash: bool,
+        inputs: &[InputFingerprint],
+    ) -> Result<JobRecord> {
+        let mismatch = |what: &str, recorded: String, given: String| Error::JobMismatch {
+            checkpoint: checkpoint.to_string(),
+            what: what.to_string(),
+            recorded,
+            given,
+        };
+        if let Some(recorded) = &self.format
+            && recorded != format
+        {
+            return Err(mismatch("output format", recorded.clone(), format.into()));
+        }
+        if self.format.is_some() && self.row_hash != row_hash {
+            return Err(mismatch(
+                "use of row_hash IDs",
+                self.row_hash.to_string(),
+                row_hash.to_string(),
+            ));
+        }
+        let now: std::collections::HashMap<&str, &InputFingerprint> =
+            inputs.iter().map(|f| (f.url.as_str(), f)).collect();
+        if row_hash {
+            for before in &self.inputs {
+                let change = match now.get(before.url.as_str()) {
+                    None => Some("it is gone (deleted or renamed)".to_string()),
+                    Some(after) => before.change_from(after),
+                };
+                if let Some(change) = change {
+                    return Err(Error::InputChanged {
+                        checkpoint: checkpoint.to_string(),
+                        file: before.url.clone(),
+                        change,
+                    });
+                }
+            }
+        }
+        let mut next = self.clone();
+        next.format = Some(format.to_string());
+        next.row_hash = row_hash;
+        let known: std::collections::HashSet<String> =
+            self.inputs.iter().map(|f| f.url.clone()).collect();
+        next.inputs
+            .extend(inputs.iter().filter(|f| !known.contains(&f.url)).cloned());
+        if !row_hash {
+            // Only row_hash IDs depend on the files; keep what is there now.
+            next.inputs = inputs.to_vec();
+        }
+        Ok(next)
+    }
+}
+
+impl CheckpointDir {
+    /// The job record, if this checkpoint has one.
+    pub async fn read_job_record(&self) -> Result<Option<JobRecord>> {
+        let url = self.file(JOB_FILE);
+        match self.fs.cat(&url).await {
+            Ok(bytes) => serde_json::from_slice(&bytes).map(Some).map_err(|e| {
+                Error::CorruptIdFile {
+                    file: url.clone(),
+                    reason: format!(
+                        "the job record is not valid JSON ({e}); restore it, or move it away if you are sure which output this checkpoint belongs to"
+                    ),
+                }
+            }),
+            Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Writes the job record (the caller holds the lease).
+    pub async fn write_job_record(&self, record: &JobRecord) -> Result<()> {
+        let body = serde_json::to_vec_pretty(record).expect("the record serializes");
+        self.fs
+            .pipe(&self.file(JOB_FILE), body.into(), WriteMode::Overwrite)
+            .await?;
+        Ok(())
+    }
+
+    /// Refuses an output other than the recorded one, naming both URLs;
+    /// returns the record (`None` for a checkpoint without one, such as
+    /// Ray Data's).
+    pub async fn check_output(&self, output_url: &str) -> Result<Option<JobRecord>> {
+        let record = self.read_job_record().await?;
+        if let Some(record) = &record
+            && !record.same_output(output_url)
+        {
+            return Err(Error::OutputMismatch {
+                checkpoint: self.fs.url(&self.fs.strip(&self.dir)?),
+                recorded: record.output.clone(),
+                given: trimmed(output_url).to_string(),
+            });
+        }
+        Ok(record)
+    }
+}
+
+/// Refuses a checkpoint directory that is, contains or lies inside `other`
+/// (the output, or an input), before anything is written: clean-up and
+/// recovery would then touch the other's files.
+///
+/// ```
+/// let (fs, _) = cairn_fs::FileSystem::from_url("/tmp", &Default::default()).unwrap();
+/// assert!(cairn_checkpoint::refuse_overlap(&fs, "/data/ckpt", &fs, "/data/out", "output").is_ok());
+/// assert!(cairn_checkpoint::refuse_overlap(&fs, "/data/out/ckpt", &fs, "/data/out", "output").is_err());
+/// assert!(cairn_checkpoint::refuse_overlap(&fs, "/data", &fs, "/data/out", "output").is_err());
+/// assert!(cairn_checkpoint::refuse_overlap(&fs, "/data/out/", &fs, "/data/out", "output").is_err());
+/// ```
+pub fn refuse_overlap(
+    checkpoint_fs: &FileSystem,
+    checkpoint: &str,
+    other_fs: &FileSystem,
+    other: &str,
+    role: &str,
+) -> Result<()> {
+    if checkpoint_fs.protocol() != other_fs.protocol() {
+        return Ok(());
+    }
+    let a = checkpoint_fs.strip(checkpoint)?;
+    let b = other_fs.strip(other)?;
+    let within = |inner: &str, outer: &str| {
+        let outer = outer.trim_end_matches('/');
+        inner == outer || outer.is_empty() || inner.starts_with(&format!("{outer}/"))
+    };
+    if within(&a, &b) || within(&b, &a) {
+        return Err(Error::Overlap {
+            checkpoint: checkpoint_fs.url(&a),
+            other: other_fs.url(&b),
+            role: role.to_string(),
+        });
+    }
+    Ok(())
+}

@@ -1,0 +1,63 @@
+//! Faults inside the lease code, through its failpoints: a renewal that
+//! hangs, and a create whose first attempt landed but whose answer was lost.
+//! One test function: failpoints are global to the process.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use cairn_checkpoint::{CheckpointDir, Error, LeaseKeeper, RunId, UnitName};
+use cairn_fs::{StorageOptions, build_checkpoint_filesystem};
+
+fn dir_on(root: &str) -> CheckpointDir {
+    let (fs, _) = build_checkpoint_filesystem(root, &StorageOptions::new()).unwrap();
+    CheckpointDir::new(fs, root, "id")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lease_faults() {
+    let scenario = fail::FailScenario::setup();
+
+    // A retried create-if-absent whose first attempt landed finds the file:
+    // the lease is still this run's (its token is in it), not another's.
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().display().to_string();
+    let dir = dir_on(&root);
+    fail::cfg("lease-create-retried", "1*return").unwrap();
+    let lease = dir
+        .acquire_lease(&RunId::new(), Duration::from_secs(60))
+        .await
+        .expect("a retried create of our own lease holds it");
+    fail::remove("lease-create-retried");
+    assert_eq!(lease.record().generation, 1);
+    assert!(matches!(
+        dir.acquire_lease(&RunId::new(), Duration::from_secs(60))
+            .await,
+        Err(Error::LeaseHeld { .. })
+    ));
+    dir.release_lease(lease).await.unwrap();
+
+    // A renewal that hangs does not keep the run writing: past three
+    // quarters of the lifetime without a successful renewal, the keeper
+    // says stop and a commit is refused.
+    let root = format!("memory:///lease-hang-{}", RunId::new().as_str());
+    let dir = dir_on(&root);
+    let lease = dir
+        .acquire_lease(&RunId::new(), Duration::from_secs(3))
+        .await
+        .unwrap();
+    fail::cfg("lease-renew-hangs", "return").unwrap();
+    let keeper = LeaseKeeper::start(dir.clone(), lease);
+    let unit = UnitName::new(&RunId::new(), 0);
+    let ids: arrow_array::ArrayRef = Arc::new(arrow_array::Int64Array::from(vec![1]));
+    dir.write_pending(&unit, ids.clone()).await.unwrap();
+    keeper.check().unwrap();
+    tokio::time::sleep(Duration::from_millis(2400)).await;
+    let err = keeper.check().unwrap_err();
+    assert!(matches!(err, Error::LeaseExpired { .. }), "{err}");
+    let err = dir.commit_fenced(&keeper, &unit, ids, 1).await.unwrap_err();
+    assert!(matches!(err, Error::LeaseExpired { .. }), "{err}");
+    assert!(dir.load(Default::default()).await.unwrap().committed.is_empty());
+    fail::remove("lease-renew-hangs");
+    assert!(keeper.stop().await.is_err());
+    scenario.teardown();
+}
