@@ -1,0 +1,589 @@
+//! Exactly-once against crashes, misuse and concurrency, on the real
+//! `cairn job run` (issue: fenced leases, checkpoints bound to their job):
+//!
+//! - crashes injected by failpoints inside the executor's own unit commit
+//!   path and inside clean-up (the process aborts on the spot), then a
+//!   resume; the test checks which units were rolled back;
+//! - 8 runs started at once on one checkpoint, 20 rounds;
+//! - a checkpoint bound to its output and (with row_hash IDs) its inputs;
+//! - a checkpoint overlapping the output or an input, in every mode;
+//! - the same input named twice.
+//!
+//! Every outcome is checked by an oracle that does not use cairn: the
+//! parquet crate on local disk, pyarrow with s3fs on S3
+//! (scripts/oracle_ids.py). The S3 variants are `#[ignore]`d so a run without
+//! servers shows them as ignored; scripts/test.sh runs them with the servers.
+
+mod common;
+
+use std::collections::HashMap;
+use std::process::{Command, Output};
+
+use cairn_conformance::{S3Settings, s3_server, tools_python};
+
+/// Where a scenario runs: a temporary local directory or a fresh S3 prefix.
+struct Place {
+    root: String,
+    env: Vec<(String, String)>,
+    s3: Option<S3Settings>,
+    _tmp: Option<tempfile::TempDir>,
+}
+
+impl Place {
+    fn local() -> Self {
+        let tmp = tempfile::tempdir().unwrap();
+        Place {
+            root: tmp.path().display().to_string(),
+            env: Vec::new(),
+            s3: None,
+            _tmp: Some(tmp),
+        }
+    }
+
+    fn s3(server: &str, test: &str) -> Self {
+        let (_, settings) = s3_server(server, test)
+            .unwrap_or_else(|| panic!("{test} needs the {server} server (scripts/test.sh)"));
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos();
+        Place {
+            root: format!("s3://{}/{test}-{nanos}", settings.bucket),
+            env: vec![
+                ("AWS_ACCESS_KEY_ID".into(), settings.key.clone()),
+                ("AWS_SECRET_ACCESS_KEY".into(), settings.secret.clone()),
+                ("AWS_ENDPOINT_URL".into(), settings.endpoint.clone()),
+                ("AWS_REGION".into(), settings.region.clone()),
+            ],
+            s3: Some(settings),
+            _tmp: None,
+        }
+    }
+
+    fn url(&self, name: &str) -> String {
+        format!("{}/{name}", self.root)
+    }
+
+    fn cairn(&self, args: &[&str]) -> Command {
+        let mut command = common::cairn(&[], args);
+        command.envs(self.env.iter().map(|(k, v)| (k, v)));
+        command
+    }
+
+    fn ok(&self, args: &[&str]) -> String {
+        common::run_ok(&mut self.cairn(args))
+    }
+
+    fn sample(&self, dir: &str, rows: usize, files: usize) {
+        self.ok(&[
+            "job",
+            "sample",
+            &self.url(dir),
+            "--rows",
+            &rows.to_string(),
+            "--files",
+            &files.to_string(),
+            "--row-group-rows",
+            "1000",
+        ]);
+    }
+
+    /// Whether anything is at `name` (a file or a directory with files).
+    fn exists(&self, name: &str) -> bool {
+        match &self.s3 {
+            None => std::path::Path::new(&self.url(name)).exists(),
+            Some(_) => {
+                let out = self.cairn(&["find", &self.url(name)]).output().unwrap();
+                out.status.success() && !out.stdout.is_empty()
+            }
+        }
+    }
+
+    /// `cairn ckpt status --json` of `ckpt`.
+    fn status(&self, ckpt: &str) -> serde_json::Value {
+        let text = self.ok(&["ckpt", "status", &self.url(ckpt), "--json"]);
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"))
+    }
+
+    /// The oracle: each input `uid` appears in the output as often as in the
+    /// input (rows are never merged, so this is exactly once).
+    fn assert_exactly_once(&self, input: &str, output: &str) {
+        let report = match &self.s3 {
+            None => local_oracle(&self.url(input), &self.url(output)),
+            Some(s3) => s3_oracle(s3, &self.url(input), &self.url(output)),
+        };
+        assert_eq!(
+            (report.missing, report.duplicated, report.unknown),
+            (0, 0, 0),
+            "not exactly once: {report:?}"
+        );
+        assert_eq!(report.input_rows, report.output_rows, "{report:?}");
+    }
+}
+
+#[derive(Debug, serde::Deserialize)]
+struct Oracle {
+    input_rows: u64,
+    output_rows: u64,
+    missing: u64,
+    duplicated: u64,
+    unknown: u64,
+}
+
+/// Counts every `uid` of the Parquet files under `dir`, read with the
+/// parquet crate alone.
+fn local_uids(dir: &str) -> HashMap<i64, u64> {
+    use arrow_array::cast::AsArray;
+    use arrow_array::types::Int64Type;
+    let mut counts = HashMap::new();
+    let mut stack = vec![std::path::PathBuf::from(dir)];
+    while let Some(path) = stack.pop() {
+        for entry in std::fs::read_dir(&path).unwrap() {
+            let entry = entry.unwrap().path();
+            let name = entry.file_name().unwrap().to_string_lossy().to_string();
+            if entry.is_dir() {
+                stack.push(entry);
+                continue;
+            }
+            if !name.ends_with(".parquet") || name.starts_with(['.', '_']) {
+                continue;
+            }
+            let file = std::fs::File::open(&entry).unwrap();
+            let builder =
+                parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
+                    .unwrap();
+            let mask = parquet::arrow::ProjectionMask::columns(builder.parquet_schema(), ["uid"]);
+            for batch in builder.with_projection(mask).build().unwrap() {
+                let batch = batch.unwrap();
+                for uid in batch.column(0).as_primitive::<Int64Type>().values() {
+                    *counts.entry(*uid).or_insert(0) += 1;
+                }
+            }
+        }
+    }
+    counts
+}
+
+fn local_oracle(input: &str, output: &str) -> Oracle {
+    let (want, got) = (local_uids(input), local_uids(output));
+    let count = |map: &HashMap<i64, u64>, k: &i64| map.get(k).copied().unwrap_or(0);
+    Oracle {
+        input_rows: want.values().sum(),
+        output_rows: got.values().sum(),
+        missing: want.iter().filter(|(k, n)| count(&got, k) < **n).count() as u64,
+        duplicated: want.iter().filter(|(k, n)| count(&got, k) > **n).count() as u64,
+        unknown: got.keys().filter(|k| !want.contains_key(k)).count() as u64,
+    }
+}
+
+fn s3_oracle(s3: &S3Settings, input: &str, output: &str) -> Oracle {
+    let python = tools_python("exactly-once oracle").expect("the tools' Python (scripts/tools.sh)");
+    let script = format!("{}/../../scripts/oracle_ids.py", env!("CARGO_MANIFEST_DIR"));
+    let out = Command::new(python)
+        .args([script.as_str(), input, output, "uid"])
+        .env("ORACLE_S3_ENDPOINT", &s3.endpoint)
+        .env("ORACLE_S3_KEY", &s3.key)
+        .env("ORACLE_S3_SECRET", &s3.secret)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "oracle failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// The job every scenario runs: 1 worker, a unit every 2,000 rows.
+fn job_args<'a>(place: &'a Place, paths: &'a [String; 3], extra: &[&'a str]) -> Vec<&'a str> {
+    let _ = place;
+    let mut args = vec![
+        "job",
+        "run",
+        "--input",
+        &paths[0],
+        "--output",
+        &paths[1],
+        "--checkpoint",
+        &paths[2],
+        "--id-column",
+        "uid",
+        "--workers",
+        "1",
+        "--commit-every-rows",
+        "2000",
+    ];
+    args.extend_from_slice(extra);
+    args
+}
+
+// ---------------------------------------------------------------- crashes
+
+/// What a crash at a failpoint leaves, and what the resume must do.
+struct CrashCase {
+    point: &'static str,
+    /// Occurrences passed before it fires.
+    skip: usize,
+    /// Committed units, and pending units without a committed twin, after the crash.
+    committed: u64,
+    uncommitted_pending: u64,
+    /// The resume's report: units rolled back and data files deleted.
+    rolled_back: Option<(u64, u64)>,
+}
+
+const UNITS: u64 = 10;
+
+fn crash_cases() -> Vec<CrashCase> {
+    let case = |point, skip, committed, uncommitted_pending, rolled_back| CrashCase {
+        point,
+        skip,
+        committed,
+        uncommitted_pending,
+        rolled_back,
+    };
+    vec![
+        case("unit-after-pending", 0, 0, 1, Some((1, 0))),
+        case("unit-after-pending", 4, 4, 1, Some((1, 0))),
+        case("unit-after-data", 0, 0, 1, Some((1, 1))),
+        case("unit-after-data", 6, 6, 1, Some((1, 1))),
+        case("unit-after-commit", 0, 1, 0, None),
+        case("unit-after-commit", 8, 9, 0, None),
+        case("run-before-clean-up", 0, UNITS, 0, None),
+        case("clean-up-after-marker", 0, UNITS, 0, None),
+        case("clean-up-before-marker-delete", 0, 0, 0, None),
+    ]
+}
+
+fn crash_and_resume(place: &Place) {
+    place.sample("in", 20_000, 4);
+    for (n, case) in crash_cases().iter().enumerate() {
+        let paths = [
+            place.url("in"),
+            place.url(&format!("out{n}")),
+            place.url(&format!("ckpt{n}")),
+        ];
+        let args = job_args(place, &paths, &[]);
+        let crashed = place
+            .cairn(&args)
+            .env("FAILPOINTS", format!("{}={}*off->return", case.point, case.skip))
+            .output()
+            .unwrap();
+        let label = format!("{} after {} passes", case.point, case.skip);
+        assert!(
+            !crashed.status.success() && crashed.status.code().is_none(),
+            "{label}: the run must die at the failpoint: {}",
+            text(&crashed)
+        );
+        assert!(text(&crashed).contains(case.point), "{label}: {}", text(&crashed));
+        let status = place.status(&format!("ckpt{n}"));
+        assert_eq!(
+            (
+                status["committed_units"].as_u64().unwrap(),
+                status["uncommitted_pending_units"].as_u64().unwrap()
+            ),
+            (case.committed, case.uncommitted_pending),
+            "{label}: what the crash left: {status}"
+        );
+
+        let resumed = place.ok(&args);
+        match case.rolled_back {
+            Some((units, files)) => assert!(
+                resumed.contains(&format!(
+                    "rolled back {units} unfinished units of an earlier run ({files} data files deleted)"
+                )),
+                "{label}: {resumed}"
+            ),
+            None => assert!(!resumed.contains("rolled back"), "{label}: {resumed}"),
+        }
+        if case.point.starts_with("clean-up") || case.point == "run-before-clean-up" {
+            assert!(
+                resumed.contains("nothing was written"),
+                "{label}: a finished job writes nothing: {resumed}"
+            );
+        }
+        assert!(
+            !place.exists(&format!("ckpt{n}")),
+            "{label}: the checkpoint is removed at the end"
+        );
+        place.assert_exactly_once("in", &format!("out{n}"));
+    }
+}
+
+#[test]
+fn crashes_inside_the_executor_resume_exactly_once_on_local_disk() {
+    crash_and_resume(&Place::local());
+}
+
+#[test]
+#[ignore = "needs the Garage server: scripts/test.sh runs it"]
+fn crashes_inside_the_executor_resume_exactly_once_on_garage() {
+    crash_and_resume(&Place::s3("GARAGE", "crash-garage"));
+}
+
+#[test]
+#[ignore = "needs the moto server: scripts/test.sh runs it"]
+fn crashes_inside_the_executor_resume_exactly_once_on_moto() {
+    crash_and_resume(&Place::s3("MOTO", "crash-moto"));
+}
+
+// ------------------------------------------------------------ concurrency
+
+/// `starts` runs of one job started at once, `rounds` times: exactly one
+/// writes, every other is refused (naming the holder, or finding the output
+/// finished), and the output is exactly once every round.
+fn simultaneous_starts(place: &Place, starts: usize, rounds: usize) {
+    place.sample("in", 6_000, 2);
+    for round in 0..rounds {
+        let paths = [
+            place.url("in"),
+            place.url(&format!("out{round}")),
+            place.url(&format!("ckpt{round}")),
+        ];
+        let args = job_args(place, &paths, &[]);
+        let children: Vec<_> = (0..starts)
+            .map(|_| {
+                place
+                    .cairn(&args)
+                    .stdout(std::process::Stdio::piped())
+                    .stderr(std::process::Stdio::piped())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        let outputs: Vec<Output> = children
+            .into_iter()
+            .map(|c| c.wait_with_output().unwrap())
+            .collect();
+        let winners = outputs.iter().filter(|o| o.status.success()).count();
+        for loser in outputs.iter().filter(|o| !o.status.success()) {
+            let message = text(loser);
+            assert!(
+                message.contains("is in use by") || message.contains("already holds files"),
+                "round {round}: a refused run must say why: {message}"
+            );
+        }
+        assert_eq!(winners, 1, "round {round}: exactly one run writes");
+        place.assert_exactly_once("in", &format!("out{round}"));
+    }
+}
+
+#[test]
+fn eight_simultaneous_starts_on_local_disk_write_once() {
+    simultaneous_starts(&Place::local(), 8, 20);
+}
+
+#[test]
+#[ignore = "needs the moto server: scripts/test.sh runs it"]
+fn eight_simultaneous_starts_on_moto_write_once() {
+    simultaneous_starts(&Place::s3("MOTO", "starts-moto"), 8, 20);
+}
+
+// ------------------------------------------------------------- binding
+
+/// A checkpoint names its output: a run, `ckpt gc` or `ckpt verify` with
+/// another output is refused, naming both; the right one resumes.
+fn bound_to_output(place: &Place) {
+    place.sample("in", 20_000, 4);
+    let paths = [place.url("in"), place.url("out"), place.url("ckpt")];
+    let crashed = place
+        .cairn(&job_args(place, &paths, &[]))
+        .env("FAILPOINTS", "unit-after-data=3*off->return")
+        .output()
+        .unwrap();
+    assert!(!crashed.status.success());
+    let typo = place.url("outt");
+    let wrong = [place.url("in"), typo.clone(), place.url("ckpt")];
+    for args in [
+        job_args(place, &wrong, &[]),
+        vec!["ckpt", "gc", &paths[2], "--output", &typo],
+        vec!["ckpt", "verify", &paths[2], "--output", &typo],
+    ] {
+        let out = place.cairn(&args).output().unwrap();
+        let message = text(&out);
+        assert!(!out.status.success(), "{args:?}: {message}");
+        assert!(
+            message.contains("belongs to the output")
+                && message.contains(&format!("{}, not", paths[1]))
+                && message.contains(&typo),
+            "{args:?}: {message}"
+        );
+    }
+    assert!(!place.exists("outt"), "nothing written to the wrong output");
+    let status = place.status("ckpt");
+    assert_eq!(status["uncommitted_pending_units"], 1, "gc rolled nothing back");
+    place.ok(&job_args(place, &paths, &[]));
+    place.assert_exactly_once("in", "out");
+}
+
+#[test]
+fn a_checkpoint_is_bound_to_its_output_on_local_disk() {
+    bound_to_output(&Place::local());
+}
+
+#[test]
+#[ignore = "needs the Garage server: scripts/test.sh runs it"]
+fn a_checkpoint_is_bound_to_its_output_on_garage() {
+    bound_to_output(&Place::s3("GARAGE", "bound-garage"));
+}
+
+/// Replaces input file `name` with other content (another sample's file:
+/// its `uid`s repeat others', which only the row_hash part of the test reads).
+fn rewrite_input(place: &Place, name: &str) {
+    place.sample("other", 3_000, 1);
+    let from = place.url("other/part-00000.parquet");
+    place.ok(&["cp", &from, &place.url(&format!("in/{name}"))]);
+    place.ok(&["rm", "-r", &place.url("other")]);
+}
+
+/// With row_hash IDs, a resume after an input file changed is refused,
+/// naming the file; a file added beside the others is fine. With a real ID
+/// column any change is allowed.
+fn row_hash_inputs_are_fingerprinted(place: &Place) {
+    place.sample("in", 20_000, 4);
+    let paths = [place.url("in"), place.url("out"), place.url("ckpt")];
+    let row_hash = |paths: &[String; 3]| {
+        let mut args = job_args(place, paths, &["--include-row-hash"]);
+        let at = args.iter().position(|a| *a == "uid").unwrap();
+        args[at] = "row_hash";
+        args.into_iter().map(String::from).collect::<Vec<_>>()
+    };
+    let args = row_hash(&paths);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let crash = |args: &[&str]| {
+        let out = place
+            .cairn(args)
+            .env("FAILPOINTS", "unit-after-commit=2*off->return")
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{}", text(&out));
+    };
+    crash(&args);
+    // A new file beside the old ones: resumed, exactly once.
+    place.ok(&["cp", &place.url("in/part-00000.parquet"), &place.url("in/part-00009.parquet")]);
+    place.ok(&args);
+    place.assert_exactly_once("in", "out");
+
+    // A file the earlier run read is rewritten: refused, naming it.
+    place.ok(&["rm", "-r", &place.url("out")]);
+    crash(&args);
+    rewrite_input(place, "part-00001.parquet");
+    let out = place.cairn(&args).output().unwrap();
+    let message = text(&out);
+    assert!(!out.status.success(), "{message}");
+    assert!(
+        message.contains("part-00001.parquet")
+            && message.contains("changed since it was read")
+            && message.contains("fresh checkpoint"),
+        "{message}"
+    );
+    // ... and gone: refused too.
+    place.ok(&["rm", &place.url("in/part-00001.parquet")]);
+    let message = text(&place.cairn(&args).output().unwrap());
+    assert!(message.contains("it is gone"), "{message}");
+
+    // A real ID column: any input change is allowed (here a file written
+    // again with the same rows, which a row_hash checkpoint refuses).
+    place.sample("in2", 20_000, 4);
+    let uid = [place.url("in2"), place.url("out-uid"), place.url("ckpt-uid")];
+    let uid_args = job_args(place, &uid, &[]);
+    crash(&uid_args);
+    let file = place.url("in2/part-00002.parquet");
+    place.ok(&["cp", &file, &place.url("copy.parquet")]);
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    place.ok(&["cp", &place.url("copy.parquet"), &file]);
+    place.ok(&uid_args);
+    place.assert_exactly_once("in2", "out-uid");
+}
+
+#[test]
+fn row_hash_checkpoints_refuse_changed_inputs_on_local_disk() {
+    row_hash_inputs_are_fingerprinted(&Place::local());
+}
+
+#[test]
+#[ignore = "needs the moto server: scripts/test.sh runs it"]
+fn row_hash_checkpoints_refuse_changed_inputs_on_moto() {
+    row_hash_inputs_are_fingerprinted(&Place::s3("MOTO", "rowhash-moto"));
+}
+
+// ------------------------------------------------------------- overlap
+
+/// A checkpoint equal to, inside or containing the output or an input is
+/// refused in every mode, before anything is written.
+fn overlaps_are_refused(place: &Place) {
+    place.sample("in", 2_000, 1);
+    let cases = [
+        ("out", "out"),
+        ("out", "out/ckpt"),
+        ("data/out", "data"),
+        ("out", "in/ckpt"),
+        ("out", "in"),
+    ];
+    for (output, ckpt) in cases {
+        for mode in ["error", "append", "overwrite"] {
+            let paths = [place.url("in"), place.url(output), place.url(ckpt)];
+            let out = place
+                .cairn(&job_args(place, &paths, &["--mode", mode]))
+                .output()
+                .unwrap();
+            let message = text(&out);
+            assert!(
+                !out.status.success() && message.contains("overlap"),
+                "{output} / {ckpt} / {mode}: {message}"
+            );
+            assert!(!place.exists(output), "{output} / {ckpt} / {mode}: output written");
+            if ckpt != "in" {
+                assert!(!place.exists(ckpt), "{output} / {ckpt} / {mode}: checkpoint written");
+            }
+        }
+    }
+}
+
+#[test]
+fn checkpoint_and_output_never_overlap_on_local_disk() {
+    overlaps_are_refused(&Place::local());
+}
+
+#[test]
+#[ignore = "needs the Garage server: scripts/test.sh runs it"]
+fn checkpoint_and_output_never_overlap_on_garage() {
+    overlaps_are_refused(&Place::s3("GARAGE", "overlap-garage"));
+}
+
+// --------------------------------------------------------- inputs once
+
+/// A directory, a file inside it, a glob and the same URL twice: each file
+/// is read once.
+fn overlapping_inputs_are_read_once(place: &Place) {
+    place.sample("in", 8_000, 4);
+    let paths = [place.url("in"), place.url("out"), place.url("ckpt")];
+    let file = place.url("in/part-00001.parquet");
+    let glob = place.url("in/*.parquet");
+    let dir = place.url("in/");
+    let mut args = job_args(place, &paths, &["--include-row-hash"]);
+    args.extend(["--input", &file, "--input", &glob, "--input", &dir]);
+    let at = args.iter().position(|a| *a == "uid").unwrap();
+    args[at] = "row_hash";
+    let report = place.ok(&args);
+    assert!(report.contains("8000 written"), "{report}");
+    place.assert_exactly_once("in", "out");
+}
+
+#[test]
+fn overlapping_inputs_are_read_once_on_local_disk() {
+    overlapping_inputs_are_read_once(&Place::local());
+}
+
+#[test]
+#[ignore = "needs the Garage server: scripts/test.sh runs it"]
+fn overlapping_inputs_are_read_once_on_garage() {
+    overlapping_inputs_are_read_once(&Place::s3("GARAGE", "inputs-garage"));
+}
