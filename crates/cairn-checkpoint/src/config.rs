@@ -135,13 +135,14 @@ impl CheckpointConfig {
         let output_url = output_fs.url(&output_fs.strip(output_dir)?);
         let opened = self.open_held(&dir, &output_url, output_fs, output_dir).await;
         match opened {
-            Ok((state, recovery, job)) => Ok(OpenCheckpoint {
+            Ok((state, recovery, job, fresh)) => Ok(OpenCheckpoint {
                 dir,
                 run,
                 lease,
                 state,
                 recovery,
                 job,
+                fresh,
             }),
             Err(e) => {
                 if let Err(release) = dir.release_lease(lease).await {
@@ -159,7 +160,7 @@ impl CheckpointConfig {
         output_url: &str,
         output_fs: &FileSystem,
         output_dir: &str,
-    ) -> Result<(CommittedState, RecoveryReport, JobRecord)> {
+    ) -> Result<(CommittedState, RecoveryReport, JobRecord, bool)> {
         let recorded = dir.check_output(output_url).await?;
         if let Some(record) = &recorded
             && record.id_column != self.id_column
@@ -172,6 +173,7 @@ impl CheckpointConfig {
             });
         }
         let mut state = dir.load(self.string_mode).await?;
+        let fresh = recorded.is_none() && state.committed.is_empty() && state.pending.is_empty();
         let job = match recorded {
             Some(record) => record,
             None => {
@@ -185,13 +187,13 @@ impl CheckpointConfig {
         if state.complete {
             // A finished run's clean-up was interrupted: every unit was
             // committed, so there is nothing to roll back.
-            return Ok((state, RecoveryReport::default(), job));
+            return Ok((state, RecoveryReport::default(), job, false));
         }
         let recovery = dir.recover(output_fs, output_dir, &state).await?;
         // Recovery only removes pending records and uncommitted data; the
         // committed IDs it leaves are the ones just loaded.
         state.pending.clear();
-        Ok((state, recovery, job))
+        Ok((state, recovery, job, fresh))
     }
 }
 
@@ -210,4 +212,8 @@ pub struct OpenCheckpoint {
     pub recovery: RecoveryReport,
     /// What the checkpoint belongs to (written at the first open).
     pub job: JobRecord,
+    /// Whether this open made the checkpoint: nothing was committed or
+    /// pending and it had no job record. A run refused before its first
+    /// unit may then remove it whole ([`CheckpointDir::clean_up`]).
+    pub fresh: bool,
 }

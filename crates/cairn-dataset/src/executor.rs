@@ -41,6 +41,8 @@ struct RunCheckpoint {
     run: RunId,
     config: cairn_checkpoint::CheckpointConfig,
     job: JobRecord,
+    /// This run made the checkpoint (see `OpenCheckpoint::fresh`).
+    fresh: bool,
 }
 
 /// Everything the workers share.
@@ -131,6 +133,7 @@ pub(crate) async fn run(dataset: Dataset, ctx: &JobContext, sink: Sink) -> Resul
             run: open.run,
             config,
             job: open.job,
+            fresh: open.fresh,
         });
     }
     let result = prepare_and_run(
@@ -204,7 +207,19 @@ async fn prepare_and_run(
         Ok(planned) => planned,
         Err(e) => {
             if let Some(c) = checkpoint {
-                release(&c.dir, c.keeper).await;
+                if c.fresh {
+                    // Refused before its first unit: the checkpoint this run
+                    // made holds nothing worth keeping, and a record left in
+                    // it would bind the path to a job that never ran.
+                    if let Err(clean) = c.keeper.stop().await.map(|_| ()) {
+                        tracing::warn!("could not stop the lease keeper: {clean}");
+                    }
+                    if let Err(clean) = c.dir.clean_up().await {
+                        tracing::warn!("could not remove the unused checkpoint: {clean}");
+                    }
+                } else {
+                    release(&c.dir, c.keeper).await;
+                }
             }
             return Err(e);
         }

@@ -88,8 +88,12 @@ impl SeenIds {
                 (&self.dense, key, ids.data_type().is_signed_integer())
             {
                 let offset = (key as u64 as i64 as i128) - dense.min as i128;
-                if let Some(word) = usize::try_from(offset / 64)
-                    .ok()
+                // Below the minimum (statistics that lied) the offset is
+                // negative: `/` and `%` round toward zero there, which would
+                // land on the bits of IDs above the minimum.
+                if let Some(word) = (offset >= 0)
+                    .then(|| usize::try_from(offset / 64).ok())
+                    .flatten()
                     .and_then(|w| dense.bits.get(w))
                 {
                     let mask = 1u64 << (offset % 64);
@@ -155,6 +159,20 @@ mod tests {
         let again: ArrayRef = Arc::new(Int64Array::from(vec![1000]));
         assert!(seen.insert(&again, "uid", "c.parquet").is_err());
         assert!(SeenIds::new(Some((0, 1 << 40)), Some(10)).dense.is_none());
+    }
+
+    #[test]
+    fn ids_just_below_the_statistics_minimum_are_neither_lost_nor_confused() {
+        let seen = SeenIds::new(Some((100, 227)), Some(128));
+        assert!(seen.dense.is_some());
+        // 99 must not take the bit of 100 + 63 (or any other).
+        let below: ArrayRef = Arc::new(Int64Array::from(vec![99, 98, 36]));
+        seen.insert(&below, "uid", "a.parquet").unwrap();
+        let inside: ArrayRef = Arc::new(Int64Array::from(vec![100, 163, 164, 227]));
+        seen.insert(&inside, "uid", "b.parquet").unwrap();
+        let again: ArrayRef = Arc::new(Int64Array::from(vec![99]));
+        let err = seen.insert(&again, "uid", "c.parquet").unwrap_err();
+        assert!(err.to_string().contains("duplicate ID 99"), "{err}");
     }
 
     #[test]

@@ -322,8 +322,8 @@ async fn plan_errors_come_before_any_write() {
     assert!(err.to_string().contains("is inside the input"), "{err}");
     assert!(!output.exists(), "a refused job wrote output");
     assert!(
-        !ckpt.join(".cairn-lease.json").exists(),
-        "a refused job kept the lease"
+        !ckpt.exists(),
+        "a refused job left the checkpoint it made (lease, job record)"
     );
 }
 
@@ -492,4 +492,89 @@ async fn running_a_finished_job_again_is_refused_instead_of_duplicating() {
         .await
         .unwrap();
     assert!(output_counts(&output).await.values().all(|&n| n == 1));
+}
+
+#[tokio::test]
+async fn a_field_the_schema_sample_missed_is_an_error_naming_file_and_line() {
+    let tmp = tempfile::tempdir().unwrap();
+    let input = tmp.path().join("in");
+    std::fs::create_dir_all(&input).unwrap();
+    // The schema is inferred from the first 1,000 lines; line 1,500 has a
+    // field none of them had.
+    let mut text = String::new();
+    for uid in 1..=2000 {
+        if uid == 1500 {
+            text.push_str(&format!("{{\"uid\": {uid}, \"text\": \"x\", \"late\": 7}}\n"));
+        } else {
+            text.push_str(&format!("{{\"uid\": {uid}, \"text\": \"x\"}}\n"));
+        }
+    }
+    std::fs::write(input.join("a.jsonl"), text).unwrap();
+    let output = tmp.path().join("out");
+    let err = Dataset::from_source(Source::json([input.to_str().unwrap()]))
+        .write_parquet(&ctx(&tmp.path().join("ckpt"), 100_000), output.to_str().unwrap())
+        .await
+        .unwrap_err();
+    let message = err.to_string();
+    assert!(
+        message.contains("a.jsonl") && message.contains("line 1500") && message.contains("\"late\""),
+        "{message}"
+    );
+    assert!(output_counts(&output).await.is_empty(), "nothing was dropped into the output");
+}
+
+#[tokio::test]
+async fn batch_size_zero_through_the_library_reads_one_row_at_a_time() {
+    let Dirs {
+        tmp: _tmp,
+        input,
+        output,
+        ckpt,
+    } = dirs();
+    write_input(&input, 1, 10);
+    let summary = Dataset::read_parquet([input.to_str().unwrap()])
+        .write_parquet(&ctx(&ckpt, 100).batch_size(0), output.to_str().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(summary.rows_written, 10);
+    assert_eq!(output_counts(&output).await.len(), 10);
+    // The field set directly skips the builder's clamp: a clear refusal.
+    let mut zero = ctx(&ckpt, 100);
+    zero.batch_size = 0;
+    let other = output.with_file_name("out-zero");
+    let err = Dataset::read_parquet([input.to_str().unwrap()])
+        .write_parquet(&zero, other.to_str().unwrap())
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("batch_size is 0"), "{err}");
+    assert!(!other.exists());
+}
+
+#[tokio::test]
+async fn a_unit_whose_rows_were_all_filtered_out_records_that_it_wrote_no_data() {
+    let Dirs {
+        tmp: _tmp,
+        input,
+        output,
+        ckpt,
+    } = dirs();
+    write_input(&input, 2, 100);
+    let mut config = CheckpointConfig::new("uid", ckpt.to_str().unwrap());
+    config.commit_rows = 50;
+    config.delete_checkpoint_on_success = false;
+    let ctx = JobContext::new().checkpoint(config.clone()).workers(1).batch_size(50);
+    // Keeps only uids >= 150: the first units have no output at all.
+    let summary = Dataset::read_parquet([input.to_str().unwrap()])
+        .filter("uid >= 150", |batch| {
+            let uids = batch.column_by_name("uid").unwrap().as_primitive::<Int64Type>();
+            Ok(uids.iter().map(|u| u.map(|u| u >= 150)).collect())
+        })
+        .write_parquet(&ctx, output.to_str().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(summary.rows_written, 50);
+    let state = config.dir().unwrap().load(Default::default()).await.unwrap();
+    assert_eq!(state.committed.len(), 4);
+    assert_eq!(state.units_without_output.len(), 3, "{state:?}");
+    assert_eq!(output_counts(&output).await.len(), 50);
 }
