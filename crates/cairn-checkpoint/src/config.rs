@@ -8,8 +8,8 @@ use cairn_fs::{FileSystem, StorageOptions, build_checkpoint_filesystem, split_pr
 use crate::commit::CheckpointDir;
 use crate::error::{Error, Result};
 use crate::idset::StringMode;
-use crate::layout::RunId;
 use crate::job::JobRecord;
+use crate::layout::RunId;
 use crate::lease::Lease;
 use crate::load::CommittedState;
 use crate::recover::RecoveryReport;
@@ -133,7 +133,9 @@ impl CheckpointConfig {
         let run = RunId::new();
         let lease = dir.acquire_lease(&run, self.lease_ttl).await?;
         let output_url = output_fs.url(&output_fs.strip(output_dir)?);
-        let opened = self.open_held(&dir, &output_url, output_fs, output_dir).await;
+        let opened = self
+            .open_held(&dir, &output_url, output_fs, output_dir)
+            .await;
         match opened {
             Ok((state, recovery, job, fresh)) => Ok(OpenCheckpoint {
                 dir,

@@ -64,7 +64,10 @@ impl InputFingerprint {
     /// How `now` differs from this earlier sight of the same file, if it does.
     pub fn change_from(&self, now: &InputFingerprint) -> Option<String> {
         if self.size != now.size {
-            return Some(format!("its size went from {} to {} bytes", self.size, now.size));
+            return Some(format!(
+                "its size went from {} to {} bytes",
+                self.size, now.size
+            ));
         }
         if let (Some(a), Some(b)) = (&self.etag, &now.etag)
             && a != b

@@ -177,7 +177,9 @@ impl LeaseRecord {
         }
         match process_state(self.pid) {
             None => true,
-            Some((running, start)) => !running || (self.process_start != 0 && start != self.process_start),
+            Some((running, start)) => {
+                !running || (self.process_start != 0 && start != self.process_start)
+            }
         }
     }
 
@@ -272,8 +274,8 @@ impl CheckpointDir {
     /// Refused with [`Error::LeaseHeld`] naming the holder while another run
     /// holds it.
     pub async fn acquire_lease(&self, run: &RunId, ttl: Duration) -> Result<Lease> {
-        let race_free = self.fs.conditional_writes(&self.file(LEASE_FILE)).await?
-            == ConditionalWrites::Native;
+        let race_free =
+            self.fs.conditional_writes(&self.file(LEASE_FILE)).await? == ConditionalWrites::Native;
         if !race_free {
             tracing::warn!(
                 checkpoint = %self.dir,
@@ -569,7 +571,12 @@ impl LeaseKeeper {
 
     /// The lease as last renewed.
     pub fn record(&self) -> LeaseRecord {
-        self.state.lock().expect("keeper state").lease.record.clone()
+        self.state
+            .lock()
+            .expect("keeper state")
+            .lease
+            .record
+            .clone()
     }
 
     /// Stops renewing and gives the lease back (to release it); an error if

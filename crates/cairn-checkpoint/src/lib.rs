@@ -15,8 +15,8 @@ mod config;
 mod error;
 pub mod failpoint;
 mod idfile;
-mod job;
 pub mod idset;
+mod job;
 mod layout;
 mod lease;
 mod load;
@@ -30,8 +30,8 @@ pub use config::{
 };
 pub use error::{Error, Result};
 pub use idfile::{decode_ids, encode_ids};
-pub use job::{InputFingerprint, JobRecord, refuse_overlap};
 pub use idset::{IdSet, IdSetBuilder, IntIdSet, StringIdSet, StringMode};
+pub use job::{InputFingerprint, JobRecord, refuse_overlap};
 pub use layout::{
     COMMITTED_SUFFIX, COMPLETE_FILE, CheckpointFile, DATA_DELIMITER, DATA_DELIMITERS, JOB_FILE,
     LEASE_FILE, LEASE_PREFIX, PENDING_SUFFIX, RunId, UnitName, classify, lease_file,

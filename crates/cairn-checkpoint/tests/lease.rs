@@ -93,7 +93,11 @@ async fn expired_or_abandoned_leases_are_taken_over() {
         .acquire_lease(&RunId::new(), Duration::from_secs(60))
         .await
         .unwrap();
-    assert_eq!(lease.record().generation, 2, "a taker adds one to the generation");
+    assert_eq!(
+        lease.record().generation,
+        2,
+        "a taker adds one to the generation"
+    );
     dir.release_lease(lease).await.unwrap();
 
     // A live lease of a process of this machine (same boot, same PID
@@ -194,13 +198,12 @@ async fn a_commit_whose_pending_record_was_rolled_back_is_refused() {
     let unit = cairn_checkpoint::UnitName::new(&RunId::new(), 0);
     let ids: arrow_array::ArrayRef = std::sync::Arc::new(arrow_array::Int64Array::from(vec![7]));
     dir.write_pending(&unit, ids.clone()).await.unwrap();
-    dir.commit_fenced(&keeper, &unit, ids.clone(), 1).await.unwrap();
+    dir.commit_fenced(&keeper, &unit, ids.clone(), 1)
+        .await
+        .unwrap();
     let next = cairn_checkpoint::UnitName::new(&RunId::new(), 1);
     // No pending record (another run's recovery deleted it): refused.
-    let err = dir
-        .commit_fenced(&keeper, &next, ids, 1)
-        .await
-        .unwrap_err();
+    let err = dir.commit_fenced(&keeper, &next, ids, 1).await.unwrap_err();
     assert!(err.to_string().contains("pending record is gone"), "{err}");
     let state = dir.load(Default::default()).await.unwrap();
     assert_eq!(state.committed, vec![unit]);

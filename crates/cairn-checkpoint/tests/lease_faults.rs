@@ -56,7 +56,13 @@ async fn lease_faults() {
     assert!(matches!(err, Error::LeaseExpired { .. }), "{err}");
     let err = dir.commit_fenced(&keeper, &unit, ids, 1).await.unwrap_err();
     assert!(matches!(err, Error::LeaseExpired { .. }), "{err}");
-    assert!(dir.load(Default::default()).await.unwrap().committed.is_empty());
+    assert!(
+        dir.load(Default::default())
+            .await
+            .unwrap()
+            .committed
+            .is_empty()
+    );
     fail::remove("lease-renew-hangs");
     assert!(keeper.stop().await.is_err());
     scenario.teardown();

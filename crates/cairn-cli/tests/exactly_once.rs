@@ -273,7 +273,10 @@ fn crash_and_resume(place: &Place) {
         let args = job_args(place, &paths, &[]);
         let crashed = place
             .cairn(&args)
-            .env("FAILPOINTS", format!("{}={}*off->return", case.point, case.skip))
+            .env(
+                "FAILPOINTS",
+                format!("{}={}*off->return", case.point, case.skip),
+            )
             .output()
             .unwrap();
         let label = format!("{} after {} passes", case.point, case.skip);
@@ -282,7 +285,11 @@ fn crash_and_resume(place: &Place) {
             "{label}: the run must die at the failpoint: {}",
             text(&crashed)
         );
-        assert!(text(&crashed).contains(case.point), "{label}: {}", text(&crashed));
+        assert!(
+            text(&crashed).contains(case.point),
+            "{label}: {}",
+            text(&crashed)
+        );
         let status = place.status(&format!("ckpt{n}"));
         assert_eq!(
             (
@@ -418,7 +425,10 @@ fn bound_to_output(place: &Place) {
     }
     assert!(!place.exists("outt"), "nothing written to the wrong output");
     let status = place.status("ckpt");
-    assert_eq!(status["uncommitted_pending_units"], 1, "gc rolled nothing back");
+    assert_eq!(
+        status["uncommitted_pending_units"], 1,
+        "gc rolled nothing back"
+    );
     place.ok(&job_args(place, &paths, &[]));
     place.assert_exactly_once("in", "out");
 }
@@ -467,7 +477,11 @@ fn row_hash_inputs_are_fingerprinted(place: &Place) {
     };
     crash(&args);
     // A new file beside the old ones: resumed, exactly once.
-    place.ok(&["cp", &place.url("in/part-00000.parquet"), &place.url("in/part-00009.parquet")]);
+    place.ok(&[
+        "cp",
+        &place.url("in/part-00000.parquet"),
+        &place.url("in/part-00009.parquet"),
+    ]);
     place.ok(&args);
     place.assert_exactly_once("in", "out");
 
@@ -492,7 +506,11 @@ fn row_hash_inputs_are_fingerprinted(place: &Place) {
     // A real ID column: any input change is allowed (here a file written
     // again with the same rows, which a row_hash checkpoint refuses).
     place.sample("in2", 20_000, 4);
-    let uid = [place.url("in2"), place.url("out-uid"), place.url("ckpt-uid")];
+    let uid = [
+        place.url("in2"),
+        place.url("out-uid"),
+        place.url("ckpt-uid"),
+    ];
     let uid_args = job_args(place, &uid, &[]);
     crash(&uid_args);
     let file = place.url("in2/part-00002.parquet");
@@ -539,9 +557,15 @@ fn overlaps_are_refused(place: &Place) {
                 !out.status.success() && message.contains("overlap"),
                 "{output} / {ckpt} / {mode}: {message}"
             );
-            assert!(!place.exists(output), "{output} / {ckpt} / {mode}: output written");
+            assert!(
+                !place.exists(output),
+                "{output} / {ckpt} / {mode}: output written"
+            );
             if ckpt != "in" {
-                assert!(!place.exists(ckpt), "{output} / {ckpt} / {mode}: checkpoint written");
+                assert!(
+                    !place.exists(ckpt),
+                    "{output} / {ckpt} / {mode}: checkpoint written"
+                );
             }
         }
     }

@@ -83,7 +83,10 @@ pub(crate) fn checkpoint_outside_inputs(
         };
         // A glob names the directory before its first wildcard.
         let dir = match path.find(['*', '?', '[']) {
-            Some(at) => path[..at].rsplit_once('/').map_or("", |(d, _)| d).to_string(),
+            Some(at) => path[..at]
+                .rsplit_once('/')
+                .map_or("", |(d, _)| d)
+                .to_string(),
             None => path,
         };
         if dir.is_empty() {

@@ -504,7 +504,9 @@ async fn a_field_the_schema_sample_missed_is_an_error_naming_file_and_line() {
     let mut text = String::new();
     for uid in 1..=2000 {
         if uid == 1500 {
-            text.push_str(&format!("{{\"uid\": {uid}, \"text\": \"x\", \"late\": 7}}\n"));
+            text.push_str(&format!(
+                "{{\"uid\": {uid}, \"text\": \"x\", \"late\": 7}}\n"
+            ));
         } else {
             text.push_str(&format!("{{\"uid\": {uid}, \"text\": \"x\"}}\n"));
         }
@@ -512,15 +514,23 @@ async fn a_field_the_schema_sample_missed_is_an_error_naming_file_and_line() {
     std::fs::write(input.join("a.jsonl"), text).unwrap();
     let output = tmp.path().join("out");
     let err = Dataset::from_source(Source::json([input.to_str().unwrap()]))
-        .write_parquet(&ctx(&tmp.path().join("ckpt"), 100_000), output.to_str().unwrap())
+        .write_parquet(
+            &ctx(&tmp.path().join("ckpt"), 100_000),
+            output.to_str().unwrap(),
+        )
         .await
         .unwrap_err();
     let message = err.to_string();
     assert!(
-        message.contains("a.jsonl") && message.contains("line 1500") && message.contains("\"late\""),
+        message.contains("a.jsonl")
+            && message.contains("line 1500")
+            && message.contains("\"late\""),
         "{message}"
     );
-    assert!(output_counts(&output).await.is_empty(), "nothing was dropped into the output");
+    assert!(
+        output_counts(&output).await.is_empty(),
+        "nothing was dropped into the output"
+    );
 }
 
 #[tokio::test]
@@ -562,18 +572,29 @@ async fn a_unit_whose_rows_were_all_filtered_out_records_that_it_wrote_no_data()
     let mut config = CheckpointConfig::new("uid", ckpt.to_str().unwrap());
     config.commit_rows = 50;
     config.delete_checkpoint_on_success = false;
-    let ctx = JobContext::new().checkpoint(config.clone()).workers(1).batch_size(50);
+    let ctx = JobContext::new()
+        .checkpoint(config.clone())
+        .workers(1)
+        .batch_size(50);
     // Keeps only uids >= 150: the first units have no output at all.
     let summary = Dataset::read_parquet([input.to_str().unwrap()])
         .filter("uid >= 150", |batch| {
-            let uids = batch.column_by_name("uid").unwrap().as_primitive::<Int64Type>();
+            let uids = batch
+                .column_by_name("uid")
+                .unwrap()
+                .as_primitive::<Int64Type>();
             Ok(uids.iter().map(|u| u.map(|u| u >= 150)).collect())
         })
         .write_parquet(&ctx, output.to_str().unwrap())
         .await
         .unwrap();
     assert_eq!(summary.rows_written, 50);
-    let state = config.dir().unwrap().load(Default::default()).await.unwrap();
+    let state = config
+        .dir()
+        .unwrap()
+        .load(Default::default())
+        .await
+        .unwrap();
     assert_eq!(state.committed.len(), 4);
     assert_eq!(state.units_without_output.len(), 3, "{state:?}");
     assert_eq!(output_counts(&output).await.len(), 50);

@@ -120,7 +120,11 @@ pub(super) fn stream_json(
         })
     };
     futures::stream::once(start)
-        .map_ok(|state| futures::stream::try_unfold(state, |mut s| async move { s.next_batch().await.map(|b| b.map(|b| (b, s))) }))
+        .map_ok(|state| {
+            futures::stream::try_unfold(state, |mut s| async move {
+                s.next_batch().await.map(|b| b.map(|b| (b, s)))
+            })
+        })
         .try_flatten()
         .boxed()
 }
@@ -131,10 +135,14 @@ impl JsonStream {
         loop {
             if self.at == self.buffer.len() && !self.eof {
                 self.buffer.resize(READ_CHUNK, 0);
-                let n = self.reader.read(&mut self.buffer).await.map_err(|e| Error::Input {
-                    file: self.url.clone(),
-                    reason: format!("cannot read it ({e})"),
-                })?;
+                let n = self
+                    .reader
+                    .read(&mut self.buffer)
+                    .await
+                    .map_err(|e| Error::Input {
+                        file: self.url.clone(),
+                        reason: format!("cannot read it ({e})"),
+                    })?;
                 self.buffer.truncate(n);
                 self.at = 0;
                 self.eof = n == 0;
@@ -173,7 +181,10 @@ impl JsonStream {
             let Ok(serde_json::Value::Object(object)) = serde_json::from_slice(line) else {
                 continue;
             };
-            if let Some(field) = object.keys().find(|k| self.fields.field_with_name(k).is_err()) {
+            if let Some(field) = object
+                .keys()
+                .find(|k| self.fields.field_with_name(k).is_err())
+            {
                 return Error::Input {
                     file: self.url.clone(),
                     reason: format!(

@@ -186,7 +186,9 @@ fn durable_local_write(target: &std::path::Path, data: &[u8], mode: WriteMode) -
 /// directory it creates, so a file later made durable inside `dir` is not
 /// lost with a directory entry still in a cache after a power cut. Returns
 /// the parents it synced, deepest last.
-pub(crate) fn create_dirs_durably(dir: &std::path::Path) -> std::io::Result<Vec<std::path::PathBuf>> {
+pub(crate) fn create_dirs_durably(
+    dir: &std::path::Path,
+) -> std::io::Result<Vec<std::path::PathBuf>> {
     let missing: Vec<&std::path::Path> = dir
         .ancestors()
         .take_while(|a| !a.as_os_str().is_empty() && !a.is_dir())
