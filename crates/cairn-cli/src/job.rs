@@ -107,6 +107,10 @@ pub enum JobCommand {
         /// Units in flight at once (default: one per core).
         #[arg(long)]
         workers: Option<usize>,
+        /// The most IDs the duplicate-ID check holds in memory (about 40
+        /// bytes each; a dense integer range uses a bitmap instead).
+        #[arg(long, default_value_t = cairn_dataset::DEFAULT_DUPLICATE_CHECK_MAX_IDS)]
+        duplicate_check_max_ids: u64,
         /// Commit a unit after this many input rows.
         #[arg(long, default_value_t = cairn_checkpoint::DEFAULT_COMMIT_ROWS)]
         commit_every_rows: usize,
@@ -172,6 +176,7 @@ pub async fn run(command: JobCommand, options: &StorageOptions) -> CliResult<u8>
             id_column,
             batch_size,
             workers,
+            duplicate_check_max_ids,
             commit_every_rows,
             commit_every_secs,
             keep_checkpoint,
@@ -194,6 +199,7 @@ pub async fn run(command: JobCommand, options: &StorageOptions) -> CliResult<u8>
             let mut ctx = JobContext::new()
                 .storage_options(options.clone())
                 .batch_size(batch_size);
+            ctx.duplicate_check_max_ids = duplicate_check_max_ids;
             if let Some(n) = workers {
                 ctx = ctx.workers(n);
             }

@@ -611,3 +611,108 @@ fn overlapping_inputs_are_read_once_on_local_disk() {
 fn overlapping_inputs_are_read_once_on_garage() {
     overlapping_inputs_are_read_once(&Place::s3("GARAGE", "inputs-garage"));
 }
+
+// ------------------------------------------------------ a live lease
+
+/// A run started while another run's lease is live (a run on another
+/// machine, killed or still running) is refused before its first write,
+/// naming the holder; once that lease is gone the job resumes exactly once.
+fn a_live_lease_refuses_a_second_run(place: &Place) {
+    place.sample("in", 20_000, 4);
+    let paths = [place.url("in"), place.url("out"), place.url("ckpt")];
+    let args = job_args(place, &paths, &[]);
+    let crashed = place
+        .cairn(&args)
+        .env("FAILPOINTS", "unit-after-commit=2*off->return")
+        .output()
+        .unwrap();
+    assert!(!crashed.status.success());
+    // The killed run's lease, as a run on another machine would leave it:
+    // its holder cannot be checked from here, so only expiry frees it.
+    let record = serde_json::json!({
+        "holder": "0123456789abcdef0123456789abcdef", "generation": 7,
+        "host": "worker-17", "pid": 4242, "boot_id": "another-machine",
+        "pid_namespace": "pid:[4026531836]", "process_start": 1, "run": "killed-elsewhere",
+        "expires_at": 4_000_000_000u64, "released": false,
+    });
+    let tmp = tempfile::tempdir().unwrap();
+    let local = tmp.path().join("lease.json");
+    std::fs::write(&local, record.to_string()).unwrap();
+    let lease = place.url(&format!("ckpt/{}", cairn_checkpoint::lease_file(7)));
+    place.ok(&["put", local.to_str().unwrap(), &lease]);
+    let before = place.status("ckpt");
+    let refused = place.cairn(&args).output().unwrap();
+    let message = text(&refused);
+    assert!(!refused.status.success(), "{message}");
+    assert!(
+        message.contains("is in use by worker-17 pid 4242 (run killed-elsewhere"),
+        "{message}"
+    );
+    assert_eq!(
+        place.status("ckpt")["committed_units"],
+        before["committed_units"]
+    );
+    assert_eq!(
+        place.status("ckpt")["pending_units"],
+        before["pending_units"],
+        "the refused run rolled nothing back"
+    );
+    place.ok(&["rm", &lease]);
+    place.ok(&args);
+    place.assert_exactly_once("in", "out");
+}
+
+#[test]
+fn a_live_lease_refuses_a_second_run_on_local_disk() {
+    a_live_lease_refuses_a_second_run(&Place::local());
+}
+
+#[test]
+#[ignore = "needs the moto server: scripts/test.sh runs it"]
+fn a_live_lease_refuses_a_second_run_on_moto() {
+    a_live_lease_refuses_a_second_run(&Place::s3("MOTO", "live-lease-moto"));
+}
+
+// ------------------------------------------------------- ckpt commands
+
+/// `cairn ckpt ids` on a checkpoint it cannot read is an error naming the
+/// problem, never an empty list.
+fn ckpt_ids_errors_are_errors(place: &Place) {
+    let missing = place
+        .cairn(&["ckpt", "ids", &place.url("nothing-here")])
+        .output()
+        .unwrap();
+    assert!(!missing.status.success());
+    assert!(
+        text(&missing).contains("no checkpoint at"),
+        "{}",
+        text(&missing)
+    );
+
+    let tmp = tempfile::tempdir().unwrap();
+    let local = tmp.path().join("bad.parquet");
+    std::fs::write(&local, b"PAR1 this is not a parquet file PAR1").unwrap();
+    let bad = place.url("ckpt/0123456789abcdef0123456789abcdef_0000000000.parquet");
+    place.ok(&["put", local.to_str().unwrap(), &bad]);
+    let out = place
+        .cairn(&["ckpt", "ids", &place.url("ckpt")])
+        .output()
+        .unwrap();
+    let message = text(&out);
+    assert!(!out.status.success() && out.stdout.is_empty(), "{message}");
+    assert!(
+        message.contains("_0000000000.parquet") && message.contains("damaged"),
+        "{message}"
+    );
+}
+
+#[test]
+fn ckpt_ids_on_an_unreadable_checkpoint_is_an_error_on_local_disk() {
+    ckpt_ids_errors_are_errors(&Place::local());
+}
+
+#[test]
+#[ignore = "needs the Garage server: scripts/test.sh runs it"]
+fn ckpt_ids_on_an_unreadable_checkpoint_is_an_error_on_garage() {
+    ckpt_ids_errors_are_errors(&Place::s3("GARAGE", "ids-garage"));
+}

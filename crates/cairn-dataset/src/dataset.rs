@@ -40,9 +40,19 @@ pub struct JobContext {
     /// Fail on an ID seen twice in one run (costs about 40 bytes per input
     /// row held for the run; row_hash IDs are never checked: they are unique).
     pub check_duplicate_ids: bool,
+    /// The most IDs the duplicate check holds in its hash set (used when
+    /// the IDs are not a dense integer range, for which a bitmap of one bit
+    /// per integer serves): about 40 bytes each. Past it, later IDs are
+    /// checked against the ones held but not against each other, and the
+    /// job says so once.
+    pub duplicate_check_max_ids: u64,
     /// Live counters.
     pub progress: Arc<Progress>,
 }
+
+/// The default cap of the duplicate-ID check's hash set: 2^25 IDs, about
+/// 1.3 GiB at worst.
+pub const DEFAULT_DUPLICATE_CHECK_MAX_IDS: u64 = 1 << 25;
 
 impl Default for JobContext {
     fn default() -> Self {
@@ -61,6 +71,7 @@ impl JobContext {
                 .unwrap_or(2),
             batch_size: DEFAULT_BATCH_SIZE,
             check_duplicate_ids: true,
+            duplicate_check_max_ids: DEFAULT_DUPLICATE_CHECK_MAX_IDS,
             progress: Arc::new(Progress::default()),
         }
     }

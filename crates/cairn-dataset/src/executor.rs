@@ -243,7 +243,13 @@ async fn prepare_and_run(
         None => (RunId::new(), None, None),
     };
     let pieces = VecDeque::from(std::mem::take(&mut planned.pieces));
-    let seen = check_duplicates.then(|| SeenIds::new(planned.id_range, planned.total_rows));
+    let seen = check_duplicates.then(|| {
+        SeenIds::new(
+            planned.id_range,
+            planned.total_rows,
+            ctx.duplicate_check_max_ids,
+        )
+    });
     let shared = Arc::new(Shared {
         queue: Mutex::new(pieces),
         planned,

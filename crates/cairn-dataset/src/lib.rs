@@ -20,7 +20,9 @@ mod seen;
 mod sink;
 mod source;
 
-pub use dataset::{DEFAULT_BATCH_SIZE, DEFAULT_ROWS_PER_FILE, Dataset, JobContext};
+pub use dataset::{
+    DEFAULT_BATCH_SIZE, DEFAULT_DUPLICATE_CHECK_MAX_IDS, DEFAULT_ROWS_PER_FILE, Dataset, JobContext,
+};
 pub use error::{Error, Result};
 pub use executor::UNIT_MAX_BYTES;
 pub use ops::{BoxError, Row};

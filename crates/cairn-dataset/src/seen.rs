@@ -4,7 +4,7 @@
 use std::collections::HashSet;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Int32Type, Int64Type, UInt32Type, UInt64Type};
@@ -46,7 +46,17 @@ type KeySet = HashSet<u128, BuildHasherDefault<KeyHasher>>;
 pub(crate) struct SeenIds {
     dense: Option<DenseIds>,
     shards: Vec<Mutex<KeySet>>,
+    /// IDs held in the hash sets, and the most they may hold.
+    hashed: AtomicU64,
+    max_hashed: u64,
+    /// Set once the cap is reached: later IDs are checked against the
+    /// ones held, but no longer added.
+    capped: AtomicBool,
 }
+
+/// Bytes a hash-set entry costs at worst (16-byte key, control byte, and a
+/// table that has just doubled), for messages.
+pub(crate) const HASHED_BYTES_PER_ID: u64 = 40;
 
 /// One bit per integer of `[min, min + 64 × bits.len())`, set lock-free.
 struct DenseIds {
@@ -60,7 +70,8 @@ const MAX_DENSE_BITS: u128 = 1 << 33;
 impl SeenIds {
     /// `range`: the exact range of a signed integer ID column (from Parquet
     /// statistics); a bitmap is used when it costs at most 8 bytes per row.
-    pub(crate) fn new(range: Option<(i64, i64)>, rows: Option<u64>) -> Self {
+    /// `max_hashed`: the most IDs the hash set holds (its memory cap).
+    pub(crate) fn new(range: Option<(i64, i64)>, rows: Option<u64>, max_hashed: u64) -> Self {
         let dense = range.zip(rows).and_then(|((min, max), rows)| {
             let span = (max as i128 - min as i128 + 1) as u128;
             (span <= MAX_DENSE_BITS && span <= 64 * u128::from(rows.max(1))).then(|| DenseIds {
@@ -71,6 +82,9 @@ impl SeenIds {
         Self {
             dense,
             shards: (0..SHARDS).map(|_| Mutex::new(KeySet::default())).collect(),
+            hashed: AtomicU64::new(0),
+            max_hashed,
+            capped: AtomicBool::new(false),
         }
     }
 
@@ -108,18 +122,49 @@ impl SeenIds {
                 per_shard[shard].push((key, row));
             }
         }
+        let capped = self.capped.load(Ordering::Relaxed);
+        let mut added = 0;
         for (shard, keys) in per_shard.into_iter().enumerate() {
             if keys.is_empty() {
                 continue;
             }
             let mut set = self.shards[shard].lock().expect("seen-ID lock");
             for (key, row) in keys {
-                if !set.insert(key) {
+                let seen_before = if capped {
+                    set.contains(&key)
+                } else {
+                    added += 1;
+                    !set.insert(key)
+                };
+                if seen_before {
                     return Err(duplicate(row));
                 }
             }
         }
+        if !capped && self.hashed.fetch_add(added, Ordering::Relaxed) + added >= self.max_hashed {
+            self.stop_adding(column);
+        }
         Ok(())
+    }
+
+    /// The cap is reached: say so once, then only probe.
+    fn stop_adding(&self, column: &str) {
+        if !self.capped.swap(true, Ordering::Relaxed) {
+            tracing::warn!(
+                "the duplicate-ID check of column {column:?} holds {} IDs (about {} MiB), its cap: \
+                 later IDs are checked against those but not against each other. IDs must be \
+                 unique for a resume to be exact; raise the cap with --duplicate-check-max-ids \
+                 (JobContext::duplicate_check_max_ids) if memory allows",
+                self.hashed.load(Ordering::Relaxed),
+                self.hashed.load(Ordering::Relaxed) * HASHED_BYTES_PER_ID >> 20
+            );
+        }
+    }
+
+    /// Whether the hash set reached its cap.
+    #[cfg(test)]
+    pub(crate) fn capped(&self) -> bool {
+        self.capped.load(Ordering::Relaxed)
     }
 }
 
@@ -146,7 +191,7 @@ mod tests {
 
     #[test]
     fn dense_ranges_use_the_bitmap_and_still_catch_copies() {
-        let seen = SeenIds::new(Some((-5, 100)), Some(106));
+        let seen = SeenIds::new(Some((-5, 100)), Some(106), u64::MAX);
         assert!(seen.dense.is_some());
         let first: ArrayRef = Arc::new(Int64Array::from(vec![-5, 0, 100]));
         seen.insert(&first, "uid", "a.parquet").unwrap();
@@ -158,12 +203,16 @@ mod tests {
         assert!(err.to_string().contains("duplicate ID 100"), "{err}");
         let again: ArrayRef = Arc::new(Int64Array::from(vec![1000]));
         assert!(seen.insert(&again, "uid", "c.parquet").is_err());
-        assert!(SeenIds::new(Some((0, 1 << 40)), Some(10)).dense.is_none());
+        assert!(
+            SeenIds::new(Some((0, 1 << 40)), Some(10), u64::MAX)
+                .dense
+                .is_none()
+        );
     }
 
     #[test]
     fn ids_just_below_the_statistics_minimum_are_neither_lost_nor_confused() {
-        let seen = SeenIds::new(Some((100, 227)), Some(128));
+        let seen = SeenIds::new(Some((100, 227)), Some(128), u64::MAX);
         assert!(seen.dense.is_some());
         // 99 must not take the bit of 100 + 63 (or any other).
         let below: ArrayRef = Arc::new(Int64Array::from(vec![99, 98, 36]));
@@ -176,8 +225,30 @@ mod tests {
     }
 
     #[test]
+    fn at_its_cap_the_hash_set_stops_growing_but_still_catches_copies_of_what_it_holds() {
+        let seen = SeenIds::new(None, None, 4);
+        let first: ArrayRef = Arc::new(Int64Array::from(vec![1, 2, 3, 4]));
+        seen.insert(&first, "uid", "a.parquet").unwrap();
+        assert!(seen.capped());
+        let later: ArrayRef = Arc::new(Int64Array::from(vec![5, 6]));
+        seen.insert(&later, "uid", "b.parquet").unwrap();
+        // Not held: a copy of 5 passes (the stated limit of the cap) ...
+        seen.insert(&later.slice(0, 1), "uid", "c.parquet").unwrap();
+        // ... a copy of a held ID does not.
+        let copy: ArrayRef = Arc::new(Int64Array::from(vec![3]));
+        assert!(seen.insert(&copy, "uid", "d.parquet").is_err());
+        assert_eq!(
+            seen.shards
+                .iter()
+                .map(|s| s.lock().unwrap().len())
+                .sum::<usize>(),
+            4
+        );
+    }
+
+    #[test]
     fn a_second_copy_is_named() {
-        let seen = SeenIds::new(None, None);
+        let seen = SeenIds::new(None, None, u64::MAX);
         let first: ArrayRef = Arc::new(Int64Array::from(vec![1, 2, 3]));
         seen.insert(&first, "uid", "a.parquet").unwrap();
         let again: ArrayRef = Arc::new(Int64Array::from(vec![4, 2]));

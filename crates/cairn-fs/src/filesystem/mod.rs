@@ -621,7 +621,9 @@ impl FileSystem {
                 ConditionalWrites::Native
             }
             Ok(_) => {
-                tracing::warn!(
+                // Info, not a warning: a checkpoint, the one place where it
+                // matters, warns about it itself (once, when it opens).
+                tracing::info!(
                     bucket = %loc.bucket,
                     "the store ignores create-if-absent writes; cairn checks existence before \
                      exclusive creates instead, which is not race-free"
