@@ -142,6 +142,20 @@ pub enum Error {
         /// `output` or `input`.
         role: String,
     },
+    /// Committed units whose data files are gone from the output.
+    #[error(
+        "checkpoint {checkpoint}: {units} committed units have no data files in {output} (e.g. {examples}); their IDs are committed, so a resume would skip their rows and lose them. Nothing was changed. Restore the missing files, or move the checkpoint away and run the job again into a fresh output"
+    )]
+    DataMissing {
+        /// The checkpoint.
+        checkpoint: String,
+        /// The output directory.
+        output: String,
+        /// How many units lack data.
+        units: usize,
+        /// A few of them.
+        examples: String,
+    },
     /// The checkpoint settings are wrong.
     #[error("invalid checkpoint configuration: {reason}")]
     InvalidConfig {

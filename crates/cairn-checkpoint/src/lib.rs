@@ -21,6 +21,7 @@ mod layout;
 mod lease;
 mod load;
 mod recover;
+mod verify;
 
 pub use cleanup::CleanupReport;
 pub use commit::CheckpointDir;
@@ -40,3 +41,4 @@ pub use layout::{
 pub use lease::{Lease, LeaseKeeper, LeaseRecord};
 pub use load::{CommittedState, infer_id_column, load_committed};
 pub use recover::RecoveryReport;
+pub use verify::{DataCheck, data_file_owner};

@@ -1,6 +1,5 @@
 //! `cairn ckpt`: inspect and repair checkpoint directories (cairn's or Ray Data's).
 
-use std::collections::BTreeSet;
 use std::io::Write;
 
 use arrow_array::Array;
@@ -124,54 +123,34 @@ pub async fn run(command: CkptCommand, options: &StorageOptions) -> CliResult<u8
             let (out_fs, out_path) = FileSystem::from_url(&output, options)?;
             dir.check_output(&out_fs.url(&out_path)).await?;
             let state = dir.load(StringMode::default()).await?;
-            let files = out_fs.find(&out_path, Some(1), false).await?;
-            let committed: BTreeSet<&UnitName> = state.committed.iter().collect();
-            let mut with_data: BTreeSet<&UnitName> = BTreeSet::new();
-            let mut orphans = Vec::new();
-            for f in &files {
-                let base = f.name.rsplit('/').next().unwrap_or(&f.name);
-                match committed.iter().find(|u| u.owns_data_file(base)) {
-                    Some(unit) => {
-                        with_data.insert(unit);
-                    }
-                    None => orphans.push(base.to_string()),
-                }
-            }
-            // A unit whose rows a filter dropped committed its IDs and no
-            // data file, and says so in its ID file.
-            let missing: Vec<String> = committed
-                .iter()
-                .filter(|u| {
-                    !with_data.contains(*u) && state.units_without_output.binary_search(u).is_err()
-                })
-                .map(|u| u.to_string())
-                .collect();
+            let check = dir.check_data(&state, &out_fs, &out_path).await?;
+            let missing: Vec<String> = check.missing.iter().map(|u| u.to_string()).collect();
             if json {
                 let report = serde_json::json!({
-                    "committed_units": committed.len(),
-                    "units_without_output": state.units_without_output.len(),
+                    "committed_units": state.committed.len(),
+                    "units_without_output": check.without_output,
                     "units_without_data": missing,
-                    "orphan_files": orphans,
+                    "orphan_files": check.orphans,
                 });
                 writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?;
             } else {
                 writeln!(
                     out,
                     "committed units with data  {} of {}",
-                    with_data.len(),
-                    committed.len()
+                    check.with_data,
+                    state.committed.len()
                 )?;
-                if !state.units_without_output.is_empty() {
+                if check.without_output > 0 {
                     writeln!(
                         out,
                         "units without output       {} (every row filtered out: no data expected)",
-                        state.units_without_output.len()
+                        check.without_output
                     )?;
                 }
                 for unit in &missing {
                     writeln!(out, "MISSING DATA  {unit}")?;
                 }
-                for orphan in &orphans {
+                for orphan in &check.orphans {
                     writeln!(out, "orphan        {orphan}")?;
                 }
             }

@@ -716,3 +716,73 @@ fn ckpt_ids_on_an_unreadable_checkpoint_is_an_error_on_local_disk() {
 fn ckpt_ids_on_an_unreadable_checkpoint_is_an_error_on_garage() {
     ckpt_ids_errors_are_errors(&Place::s3("GARAGE", "ids-garage"));
 }
+
+// ----------------------------------------------------- a damaged output
+
+/// Output files of committed units deleted behind the checkpoint's back: a
+/// resume (of a crashed run, or of a finished run whose checkpoint was kept)
+/// refuses, naming the units, and keeps the checkpoint, their only record.
+fn a_damaged_output_is_never_forgotten(place: &Place) {
+    place.sample("in", 20_000, 4);
+    for (n, failpoint) in [(0, Some("unit-after-commit=3*off->return")), (1, None)] {
+        let paths = [
+            place.url("in"),
+            place.url(&format!("out{n}")),
+            place.url(&format!("ckpt{n}")),
+        ];
+        let args = job_args(place, &paths, &["--keep-checkpoint"]);
+        let first = match failpoint {
+            Some(fp) => place.cairn(&args).env("FAILPOINTS", fp).output().unwrap(),
+            None => place.cairn(&args).output().unwrap(),
+        };
+        assert_eq!(
+            first.status.success(),
+            failpoint.is_none(),
+            "{}",
+            text(&first)
+        );
+        let status = place.status(&format!("ckpt{n}"));
+        let files = place.ok(&["find", &paths[1]]);
+        let victim = files
+            .lines()
+            .find(|l| l.ends_with("_0000000001_0.parquet"))
+            .unwrap_or_else(|| panic!("unit 1's data file in {files}"))
+            .trim()
+            .to_string();
+        let victim = if place.s3.is_some() && !victim.starts_with("s3://") {
+            format!("s3://{victim}")
+        } else {
+            victim
+        };
+        place.ok(&["rm", &victim]);
+        let out = place.cairn(&args).output().unwrap();
+        let message = text(&out);
+        assert!(!out.status.success(), "{message}");
+        assert!(
+            message.contains("1 committed units have no data files")
+                && message.contains("_0000000001"),
+            "{message}"
+        );
+        assert_eq!(
+            place.status(&format!("ckpt{n}"))["committed_units"],
+            status["committed_units"],
+            "the checkpoint is kept whole"
+        );
+        let verify = place
+            .cairn(&["ckpt", "verify", &paths[2], "--output", &paths[1]])
+            .output()
+            .unwrap();
+        assert!(!verify.status.success() && text(&verify).contains("MISSING DATA"));
+    }
+}
+
+#[test]
+fn a_damaged_output_is_never_forgotten_on_local_disk() {
+    a_damaged_output_is_never_forgotten(&Place::local());
+}
+
+#[test]
+#[ignore = "needs the Garage server: scripts/test.sh runs it"]
+fn a_damaged_output_is_never_forgotten_on_garage() {
+    a_damaged_output_is_never_forgotten(&Place::s3("GARAGE", "damaged-garage"));
+}

@@ -123,6 +123,16 @@ pub(crate) async fn run(dataset: Dataset, ctx: &JobContext, sink: Sink) -> Resul
             summary.elapsed = started.elapsed();
             return Ok(summary);
         }
+        if !open.state.committed.is_empty()
+            && let Err(e) = open.dir.require_data(&open.state, &out_fs, &out_dir).await
+        {
+            // A committed unit whose data is gone: going on would skip its
+            // rows for good (and delete the checkpoint, their only record).
+            if let Err(release) = open.dir.release_lease(open.lease).await {
+                tracing::warn!("could not release the checkpoint lease: {release}");
+            }
+            return Err(e.into());
+        }
         summary.units_rolled_back = open.recovery.rolled_back.len() as u64;
         summary.data_files_rolled_back = open.recovery.data_files_deleted as u64;
         committed = open.state.ids;

@@ -1,0 +1,110 @@
+//! Whether every committed unit still has its data: one listing of the
+//! output directory, each data file matched to its unit by the delimiter
+//! rule. A resume refuses to go on (and to delete the checkpoint) while a
+//! committed unit's data is gone, since its IDs would be skipped and its
+//! rows lost; `cairn ckpt verify` reports the same.
+
+use std::collections::{BTreeSet, HashSet};
+
+use cairn_fs::{ErrorKind, FileSystem};
+
+use crate::commit::CheckpointDir;
+use crate::error::{Error, Result};
+use crate::layout::{DATA_DELIMITERS, UnitName};
+use crate::load::CommittedState;
+
+/// What the output holds of the committed units.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DataCheck {
+    /// Committed units with at least one data file.
+    pub with_data: usize,
+    /// Committed units that recorded writing no data (every row filtered out).
+    pub without_output: usize,
+    /// Committed units whose data files are gone.
+    pub missing: Vec<UnitName>,
+    /// Files of no committed unit (in-flight or rolled-back units' files,
+    /// or anyone else's).
+    pub orphans: Vec<String>,
+}
+
+/// The unit among `units` that owns the data file `base`: its name is the
+/// file name up to a delimiter.
+///
+/// ```
+/// use std::collections::HashSet;
+/// let units: HashSet<&str> = ["run_1", "run_10"].into_iter().collect();
+/// assert_eq!(cairn_checkpoint::data_file_owner(&units, "run_1_0.parquet"), Some("run_1"));
+/// assert_eq!(cairn_checkpoint::data_file_owner(&units, "run_10-3.parquet"), Some("run_10"));
+/// assert_eq!(cairn_checkpoint::data_file_owner(&units, "run_100_0.parquet"), None);
+/// ```
+pub fn data_file_owner<'a>(units: &HashSet<&'a str>, base: &str) -> Option<&'a str> {
+    base.char_indices()
+        .rev()
+        .filter(|(_, c)| DATA_DELIMITERS.contains(c))
+        .find_map(|(at, _)| units.get(&base[..at]).copied())
+}
+
+impl CheckpointDir {
+    /// Lists `output_dir` once and matches its files to the committed units
+    /// of `state`.
+    pub async fn check_data(
+        &self,
+        state: &CommittedState,
+        output_fs: &FileSystem,
+        output_dir: &str,
+    ) -> Result<DataCheck> {
+        let files = match output_fs.find(output_dir, Some(1), false).await {
+            Ok(files) => files,
+            Err(e) if e.kind() == ErrorKind::NotFound => Vec::new(),
+            Err(e) => return Err(e.into()),
+        };
+        let units: HashSet<&str> = state.committed.iter().map(UnitName::as_str).collect();
+        let mut with_data: BTreeSet<&str> = BTreeSet::new();
+        let mut check = DataCheck::default();
+        for f in &files {
+            let base = f.name.rsplit('/').next().unwrap_or(&f.name);
+            match data_file_owner(&units, base) {
+                Some(unit) => {
+                    with_data.insert(unit);
+                }
+                None => check.orphans.push(base.to_string()),
+            }
+        }
+        for unit in &state.committed {
+            if with_data.contains(unit.as_str()) {
+                check.with_data += 1;
+            } else if state.units_without_output.binary_search(unit).is_ok() {
+                check.without_output += 1;
+            } else {
+                check.missing.push(unit.clone());
+            }
+        }
+        Ok(check)
+    }
+
+    /// [`CheckpointDir::check_data`], refusing with [`Error::DataMissing`]
+    /// when a committed unit's data is gone.
+    pub async fn require_data(
+        &self,
+        state: &CommittedState,
+        output_fs: &FileSystem,
+        output_dir: &str,
+    ) -> Result<()> {
+        let check = self.check_data(state, output_fs, output_dir).await?;
+        if check.missing.is_empty() {
+            return Ok(());
+        }
+        Err(Error::DataMissing {
+            checkpoint: self.fs.url(&self.fs.strip(&self.dir)?),
+            output: output_fs.url(&output_fs.strip(output_dir)?),
+            units: check.missing.len(),
+            examples: check
+                .missing
+                .iter()
+                .take(3)
+                .map(|u| u.to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
+        })
+    }
+}
