@@ -393,10 +393,13 @@ fn report(
         if summary.checkpoint_removed {
             writeln!(err, "done; checkpoint {} removed", config.checkpoint_path)?;
         } else if config.delete_checkpoint_on_success {
+            let files = &summary.checkpoint_foreign_files;
             writeln!(
                 err,
-                "done; checkpoint {} cleaned (files not written by cairn were left)",
-                config.checkpoint_path
+                "done; checkpoint {} cleaned; files cairn did not write were left there: {}{}",
+                config.checkpoint_path,
+                files.iter().take(5).cloned().collect::<Vec<_>>().join(", "),
+                if files.len() > 5 { ", ..." } else { "" }
             )?;
         } else {
             writeln!(err, "done; checkpoint {} kept", config.checkpoint_path)?;

@@ -786,3 +786,82 @@ fn a_damaged_output_is_never_forgotten_on_local_disk() {
 fn a_damaged_output_is_never_forgotten_on_garage() {
     a_damaged_output_is_never_forgotten(&Place::s3("GARAGE", "damaged-garage"));
 }
+
+// ------------------------------------------- a unit filtered to nothing
+
+/// A unit whose rows a filter dropped commits its IDs and no data file;
+/// `cairn ckpt verify` counts it as a unit without output, not as missing
+/// data.
+#[test]
+fn ckpt_verify_does_not_call_a_filtered_out_unit_missing() {
+    use arrow_array::cast::AsArray;
+    use arrow_array::types::Int64Type;
+    let place = Place::local();
+    place.sample("in", 4_000, 1);
+    let (output, ckpt) = (place.url("out"), place.url("ckpt"));
+    let mut config = cairn_checkpoint::CheckpointConfig::new("uid", &ckpt);
+    config.commit_rows = 1_000;
+    config.delete_checkpoint_on_success = false;
+    let ctx = cairn_dataset::JobContext::new()
+        .checkpoint(config)
+        .workers(1)
+        .batch_size(500);
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let summary = runtime
+        .block_on(
+            cairn_dataset::Dataset::read_parquet([place.url("in")])
+                .filter("uid >= 2000", |batch| {
+                    let uids = batch
+                        .column_by_name("uid")
+                        .unwrap()
+                        .as_primitive::<Int64Type>();
+                    Ok(uids.iter().map(|u| u.map(|u| u >= 2000)).collect())
+                })
+                .write_parquet(&ctx, &output),
+        )
+        .unwrap();
+    assert_eq!(summary.rows_written, 2_000);
+    let report = place.ok(&["ckpt", "verify", &ckpt, "--output", &output]);
+    assert!(
+        report.contains("committed units with data  2 of 4")
+            && report.contains("units without output       2")
+            && !report.contains("MISSING"),
+        "{report}"
+    );
+}
+
+// ------------------------------------------- a foreign file in a checkpoint
+
+/// Clean-up deletes only what the protocol wrote: a file of the user's in
+/// the checkpoint directory stays, and the run names it.
+fn a_foreign_file_in_the_checkpoint_is_kept_and_named(place: &Place) {
+    place.sample("in", 6_000, 1);
+    let paths = [place.url("in"), place.url("out"), place.url("ckpt")];
+    let args = job_args(place, &paths, &[]);
+    let crashed = place
+        .cairn(&args)
+        .env("FAILPOINTS", "unit-after-commit=1*off->return")
+        .output()
+        .unwrap();
+    assert!(!crashed.status.success());
+    let tmp = tempfile::tempdir().unwrap();
+    let local = tmp.path().join("notes.txt");
+    std::fs::write(&local, b"mine").unwrap();
+    place.ok(&["put", local.to_str().unwrap(), &place.url("ckpt/notes.txt")]);
+    let report = place.ok(&args);
+    assert!(report.contains("were left there: notes.txt"), "{report}");
+    assert!(place.exists("ckpt/notes.txt"));
+    assert!(!place.exists("ckpt/.cairn-job.json"));
+    place.assert_exactly_once("in", "out");
+}
+
+#[test]
+fn a_foreign_file_in_the_checkpoint_is_kept_and_named_on_local_disk() {
+    a_foreign_file_in_the_checkpoint_is_kept_and_named(&Place::local());
+}
+
+#[test]
+#[ignore = "needs the Garage server: scripts/test.sh runs it"]
+fn a_foreign_file_in_the_checkpoint_is_kept_and_named_on_garage() {
+    a_foreign_file_in_the_checkpoint_is_kept_and_named(&Place::s3("GARAGE", "foreign-garage"));
+}

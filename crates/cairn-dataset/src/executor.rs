@@ -319,6 +319,7 @@ async fn prepare_and_run(
     if config.delete_checkpoint_on_success {
         let report = dir.clean_up().await?;
         summary.checkpoint_removed = report.removed_directory || report.kept_foreign.is_empty();
+        summary.checkpoint_foreign_files = report.kept_foreign;
     } else {
         dir.release_lease(lease).await?;
     }

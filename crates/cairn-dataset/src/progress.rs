@@ -95,6 +95,9 @@ pub struct JobSummary {
     pub data_files_rolled_back: u64,
     /// Whether the checkpoint was removed at the end.
     pub checkpoint_removed: bool,
+    /// Files in the checkpoint directory that cairn did not write: clean-up
+    /// left them (and so the directory) in place.
+    pub checkpoint_foreign_files: Vec<String>,
     /// Whether the checkpoint said a previous run had finished (its clean-up
     /// was interrupted): this run only finished the clean-up.
     pub completed_before: bool,
