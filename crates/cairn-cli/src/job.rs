@@ -102,10 +102,11 @@ pub enum JobCommand {
         #[arg(long)]
         id_column: Option<String>,
         /// Rows per batch read and sent to each transform.
-        #[arg(long, default_value_t = cairn_dataset::DEFAULT_BATCH_SIZE)]
+        #[arg(long, default_value_t = cairn_dataset::DEFAULT_BATCH_SIZE,
+              value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
         batch_size: usize,
         /// Units in flight at once (default: one per core).
-        #[arg(long)]
+        #[arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
         workers: Option<usize>,
         /// The most IDs the duplicate-ID check holds in memory (about 40
         /// bytes each; a dense integer range uses a bitmap instead).
@@ -420,6 +421,19 @@ async fn write_sample(
         return Err("--files must be at least 1".into());
     }
     let (fs, dir) = FileSystem::from_url(output, options)?;
+    // Files of an earlier, larger sample would stay beside the new ones and
+    // repeat its IDs.
+    match fs.find(&dir, Some(1), false).await {
+        Ok(found) if !found.is_empty() => {
+            return Err(format!(
+                "{} already holds files ({}, ...); write the sample into an empty directory (or remove it first)",
+                fs.url(&dir),
+                found[0].name
+            )
+            .into());
+        }
+        _ => {}
+    }
     let per_file = rows.div_ceil(files);
     for file in 0..files {
         let start = (file * per_file).min(rows);

@@ -678,16 +678,34 @@ fn a_live_lease_refuses_a_second_run_on_moto() {
 /// `cairn ckpt ids` on a checkpoint it cannot read is an error naming the
 /// problem, never an empty list.
 fn ckpt_ids_errors_are_errors(place: &Place) {
-    let missing = place
-        .cairn(&["ckpt", "ids", &place.url("nothing-here")])
-        .output()
-        .unwrap();
-    assert!(!missing.status.success());
-    assert!(
-        text(&missing).contains("no checkpoint at"),
-        "{}",
-        text(&missing)
-    );
+    // Every ckpt command on a path that holds no checkpoint (a typo) says
+    // so and creates nothing.
+    let typo = place.url("nothing-here");
+    let out_dir = place.url("out");
+    for args in [
+        vec!["ckpt", "ids", typo.as_str()],
+        vec!["ckpt", "status", typo.as_str()],
+        vec![
+            "ckpt",
+            "verify",
+            typo.as_str(),
+            "--output",
+            out_dir.as_str(),
+        ],
+        vec!["ckpt", "gc", typo.as_str(), "--output", out_dir.as_str()],
+    ] {
+        let missing = place.cairn(&args).output().unwrap();
+        assert!(!missing.status.success(), "{args:?}");
+        assert!(
+            text(&missing).contains("no checkpoint at"),
+            "{args:?}: {}",
+            text(&missing)
+        );
+        assert!(
+            !place.exists("nothing-here"),
+            "{args:?} created the checkpoint"
+        );
+    }
 
     let tmp = tempfile::tempdir().unwrap();
     let local = tmp.path().join("bad.parquet");
@@ -864,4 +882,33 @@ fn a_foreign_file_in_the_checkpoint_is_kept_and_named_on_local_disk() {
 #[ignore = "needs the Garage server: scripts/test.sh runs it"]
 fn a_foreign_file_in_the_checkpoint_is_kept_and_named_on_garage() {
     a_foreign_file_in_the_checkpoint_is_kept_and_named(&Place::s3("GARAGE", "foreign-garage"));
+}
+
+// ---------------------------------------------------------- bad values
+
+#[test]
+fn zero_batch_size_or_workers_and_a_sample_over_old_files_are_refused() {
+    let place = Place::local();
+    place.sample("in", 100, 1);
+    let paths = [place.url("in"), place.url("out"), place.url("ckpt")];
+    for extra in [["--batch-size", "0"], ["--workers", "0"]] {
+        let mut args = job_args(&place, &paths, &[]);
+        let at = args.iter().position(|a| *a == "--workers").unwrap();
+        args.drain(at..at + 2);
+        args.extend(extra);
+        let out = place.cairn(&args).output().unwrap();
+        assert!(!out.status.success(), "{extra:?}");
+        assert!(text(&out).contains(extra[0]), "{extra:?}: {}", text(&out));
+    }
+    assert!(!place.exists("out") && !place.exists("ckpt"));
+    let again = place
+        .cairn(&["job", "sample", &place.url("in"), "--rows", "10"])
+        .output()
+        .unwrap();
+    assert!(!again.status.success());
+    assert!(
+        text(&again).contains("already holds files"),
+        "{}",
+        text(&again)
+    );
 }
