@@ -38,7 +38,7 @@ rm -rf "$work/ckpt-uid"
 peak "Parquet, string IDs" job run --input "$work/in" --output "$work/out-text" \
   --checkpoint "$work/ckpt-text" --id-column text
 rm -rf "$work/out-text"
-"$cairn" job run --input "$work/in" --output "$work/json" --output-format json --quiet >/dev/null
+"$cairn" job run --input "$work/in" --output "$work/json" --output-format json --quiet >/dev/null 2>&1
 rm -rf "$work/out-uid"
 peak "JSON lines, int64 IDs" job run --input "$work/json" --format json --output "$work/out-json" \
   --checkpoint "$work/ckpt-json" --id-column uid
