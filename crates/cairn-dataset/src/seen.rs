@@ -156,7 +156,7 @@ impl SeenIds {
                  unique for a resume to be exact; raise the cap with --duplicate-check-max-ids \
                  (JobContext::duplicate_check_max_ids) if memory allows",
                 self.hashed.load(Ordering::Relaxed),
-                self.hashed.load(Ordering::Relaxed) * HASHED_BYTES_PER_ID >> 20
+                (self.hashed.load(Ordering::Relaxed) * HASHED_BYTES_PER_ID) >> 20
             );
         }
     }
