@@ -23,7 +23,7 @@ status=${PIPESTATUS[0]}
 if [ -z "${CAIRN_TEST_SKIP_SERVERS:-}" ]; then
   # The exactly-once tests on S3 are #[ignore]d, so a run without servers
   # shows them as ignored; with the servers up they run here.
-  cargo test -p cairn-cli --test exactly_once "$@" -- --ignored 2>&1 | tee -a target/test.log
+  cargo test --workspace --test exactly_once "$@" -- --ignored 2>&1 | tee -a target/test.log
   [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 fi
 set -e

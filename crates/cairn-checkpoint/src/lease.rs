@@ -412,17 +412,10 @@ impl CheckpointDir {
         self.check_lease(&lease.record).await?;
         let mut record = lease.record.clone();
         record.expires_at = now_secs() + lease.ttl.as_secs().max(1);
-        let body = serde_json::to_vec(&record).expect("the record serializes");
         if crate::failpoint::triggered("lease-renew-hangs") {
             tokio::time::sleep(Duration::from_secs(3600)).await;
         }
-        self.fs
-            .pipe(
-                &self.file(&lease_file(record.generation)),
-                body.into(),
-                WriteMode::Overwrite,
-            )
-            .await?;
+        self.rewrite_own_lease(&record).await?;
         lease.record = record;
         lease.renewed_at = started;
         Ok(())
@@ -435,15 +428,22 @@ impl CheckpointDir {
         if self.check_lease(&lease.record).await.is_ok() {
             let mut record = lease.record;
             record.released = true;
-            let body = serde_json::to_vec(&record).expect("the record serializes");
-            self.fs
-                .pipe(
-                    &self.file(&lease_file(record.generation)),
-                    body.into(),
-                    WriteMode::Overwrite,
-                )
-                .await?;
+            self.rewrite_own_lease(&record).await?;
         }
+        Ok(())
+    }
+
+    /// Rewrites the holder's own generation file (only its holder writes
+    /// it, so a plain overwrite is safe).
+    async fn rewrite_own_lease(&self, record: &LeaseRecord) -> Result<()> {
+        let body = serde_json::to_vec(record).expect("the record serializes");
+        self.fs
+            .pipe(
+                &self.file(&lease_file(record.generation)),
+                body.into(),
+                WriteMode::Overwrite,
+            )
+            .await?;
         Ok(())
     }
 

@@ -35,6 +35,24 @@ pub(crate) fn id_column(schema: &SchemaRef, id: &str) -> Result<()> {
     })
 }
 
+/// Each input URL of `source` with its filesystem and stripped path (URLs
+/// that name no filesystem are left to the planner, which reports them).
+fn input_locations<'a>(
+    source: &'a Source,
+    options: &StorageOptions,
+) -> Vec<(&'a str, FileSystem, String)> {
+    let urls: &[String] = match source {
+        Source::Parquet { urls, .. } | Source::Json { urls, .. } => urls,
+        Source::Items(_) => &[],
+    };
+    urls.iter()
+        .filter_map(|url| {
+            let (fs, path) = FileSystem::from_url(url, options).ok()?;
+            Some((url.as_str(), fs, path))
+        })
+        .collect()
+}
+
 /// A job that writes into a directory it reads would read its own output
 /// on the next run.
 pub(crate) fn output_outside_inputs(
@@ -43,14 +61,7 @@ pub(crate) fn output_outside_inputs(
     out_dir: &str,
     options: &StorageOptions,
 ) -> Result<()> {
-    let urls = match source {
-        Source::Parquet { urls, .. } | Source::Json { urls, .. } => urls,
-        Source::Items(_) => return Ok(()),
-    };
-    for url in urls {
-        let Ok((fs, path)) = FileSystem::from_url(url, options) else {
-            continue;
-        };
+    for (url, fs, path) in input_locations(source, options) {
         let input = path.trim_end_matches('/');
         let output = out_dir.trim_end_matches('/');
         let nested = output == input || output.starts_with(&format!("{input}/"));
@@ -73,14 +84,7 @@ pub(crate) fn checkpoint_outside_inputs(
     checkpoint: &cairn_checkpoint::CheckpointDir,
     options: &StorageOptions,
 ) -> Result<()> {
-    let urls = match source {
-        Source::Parquet { urls, .. } | Source::Json { urls, .. } => urls,
-        Source::Items(_) => return Ok(()),
-    };
-    for url in urls {
-        let Ok((fs, path)) = FileSystem::from_url(url, options) else {
-            continue;
-        };
+    for (_, fs, path) in input_locations(source, options) {
         // A glob names the directory before its first wildcard.
         let dir = match path.find(['*', '?', '[']) {
             Some(at) => path[..at]
