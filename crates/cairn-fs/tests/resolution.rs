@@ -188,3 +188,127 @@ fn secrets_never_show_in_reports_or_debug() {
         "{text}"
     );
 }
+
+/// Every keyword argument of s3fs 2026.9's `S3FileSystem` (its signature,
+/// read from the s3fs wheel the tools install), with a value of its type.
+const S3FS_KEYWORDS: &[(&str, &str)] = &[
+    ("anon", "false"),
+    ("endpoint_url", "\"http://127.0.0.1:1\""),
+    ("key", "\"k\""),
+    ("secret", "\"s\""),
+    ("token", "\"t\""),
+    ("use_ssl", "true"),
+    ("client_kwargs", "{}"),
+    ("requester_pays", "true"),
+    ("default_block_size", "5242880"),
+    ("default_fill_cache", "true"),
+    ("default_cache_type", "\"readahead\""),
+    ("version_aware", "false"),
+    ("config_kwargs", "{}"),
+    (
+        "s3_additional_kwargs",
+        "{\"ServerSideEncryption\": \"AES256\"}",
+    ),
+    ("session", "null"),
+    ("cache_regions", "false"),
+    ("asynchronous", "false"),
+    ("loop", "null"),
+    ("max_concurrency", "10"),
+    ("fixed_upload_size", "false"),
+    ("local_expiry_check", "false"),
+    ("skip_instance_cache", "false"),
+];
+
+#[test]
+fn every_s3fs_keyword_is_recognised_as_an_option_and_as_an_fsspec_variable() {
+    for (name, value) in S3FS_KEYWORDS {
+        let options = serde_json::json!({ "s3": { *name: serde_json::from_str::<serde_json::Value>(value).unwrap() } });
+        let mut options = options;
+        if *name == "key" {
+            options["s3"]["secret"] = "s".into();
+        }
+        if *name == "secret" {
+            options["s3"]["key"] = "k".into();
+        }
+        build("s3", options, &[]).unwrap_or_else(|e| panic!("s3.{name}: {e}"));
+    }
+    // As users of s3fs set them through fsspec's variables.
+    build(
+        "s3",
+        serde_json::json!({}),
+        &[("FSSPEC_S3_DEFAULT_BLOCK_SIZE", "5242880")],
+    )
+    .unwrap();
+    build(
+        "s3",
+        serde_json::json!({}),
+        &[("FSSPEC_S3", "{\"requester_pays\": true}")],
+    )
+    .unwrap();
+    // username/password are key/secret; both names at once is ambiguous.
+    build(
+        "s3",
+        serde_json::json!({"s3": {"username": "k", "password": "s"}}),
+        &[],
+    )
+    .unwrap();
+    let err = build(
+        "s3",
+        serde_json::json!({"s3": {"key": "k", "username": "k2", "secret": "s"}}),
+        &[],
+    )
+    .unwrap_err();
+    assert!(
+        err.to_string().contains("one setting under two names"),
+        "{err}"
+    );
+    // What cairn cannot honour is refused, not ignored.
+    let err = build(
+        "s3",
+        serde_json::json!({"s3": {"version_aware": true}}),
+        &[],
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("version_aware"), "{err}");
+    let err = build(
+        "s3",
+        serde_json::json!({"s3": {"s3_additional_kwargs": {"ACL": "public-read"}}}),
+        &[],
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("ACL"), "{err}");
+    // A key no such library knows stays an error.
+    let err = build(
+        "s3",
+        serde_json::json!({"s3": {"defualt_block_size": 1}}),
+        &[],
+    )
+    .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Config);
+}
+
+#[test]
+fn use_ssl_false_means_http_for_the_regional_endpoint() {
+    let fs = build(
+        "s3",
+        serde_json::json!({"s3": {"use_ssl": false, "region": "eu-west-1"}}),
+        &[],
+    )
+    .unwrap();
+    assert_eq!(
+        line(&fs, "endpoint_url").0,
+        "http://s3.eu-west-1.amazonaws.com"
+    );
+    let fs = build(
+        "s3",
+        serde_json::json!({"s3": {"requester_pays": true,
+            "s3_additional_kwargs": {"ServerSideEncryption": "aws:kms", "SSEKMSKeyId": "alias/k"}}}),
+        &[],
+    )
+    .unwrap();
+    assert_eq!(line(&fs, "requester_pays").0, "true");
+    assert_eq!(
+        line(&fs, "server_side_encryption").0,
+        "aws:kms (key alias/k)"
+    );
+}

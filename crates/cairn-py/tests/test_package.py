@@ -87,3 +87,30 @@ def test_wrong_secret_and_missing_bucket_on_garage():
     good = CairnFileSystem("s3", **options)
     with pytest.raises(FileNotFoundError, match="no-such-bucket-cairn"):
         good.ls("no-such-bucket-cairn/x")
+
+
+def test_s3fs_keyword_arguments_are_accepted():
+    fs = CairnFileSystem(
+        "s3",
+        key="k",
+        secret="s",
+        endpoint_url="http://127.0.0.1:1",
+        use_ssl=True,
+        requester_pays=True,
+        default_block_size=2**20,
+        default_fill_cache=True,
+        default_cache_type="readahead",
+        version_aware=False,
+        s3_additional_kwargs={"ServerSideEncryption": "AES256"},
+        session=object(),
+        cache_regions=False,
+        asynchronous=False,
+        loop=object(),
+        max_concurrency=10,
+        fixed_upload_size=False,
+        local_expiry_check=False,
+        skip_instance_cache=True,
+    )
+    assert fs.blocksize == 2**20
+    with pytest.raises(ValueError, match="version_aware"):
+        CairnFileSystem("s3", version_aware=True)

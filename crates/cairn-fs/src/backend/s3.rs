@@ -53,16 +53,39 @@ pub enum S3Option {
     UseInstanceMetadata,
     /// `auto` (probe), `native` or `emulate` create-if-absent.
     ConditionalWrites,
+    /// s3fs's `use_ssl`: `false` uses `http://` for AWS's regional endpoint
+    /// (an `endpoint_url` keeps its own scheme).
+    UseSsl,
+    /// s3fs's `requester_pays`: send `x-amz-request-payer: requester`.
+    RequesterPays,
+    /// s3fs's `s3_additional_kwargs`: `ServerSideEncryption` and
+    /// `SSEKMSKeyId` are sent with every write; other keys are refused.
+    S3AdditionalKwargs,
+    /// s3fs's `version_aware`: `false` only (cairn reads the current version).
+    VersionAware,
+    /// s3fs keyword arguments about its own Python machinery or caches
+    /// (`default_block_size`, `default_fill_cache`, `default_cache_type`,
+    /// `cache_regions`, `session`, `asynchronous`, `loop`,
+    /// `max_concurrency`, `fixed_upload_size`, `local_expiry_check`,
+    /// `skip_instance_cache`): accepted so s3fs options and `FSSPEC_S3_*`
+    /// variables work unchanged; they change nothing in cairn-fs (the Python
+    /// package uses `default_block_size` for `open`).
+    S3fsNoOp,
 }
 
 const TOP_LEVEL: &[(S3Option, &[&str])] = &[
     (
         S3Option::Key,
-        &["key", "aws_access_key_id", "access_key_id"],
+        &["key", "aws_access_key_id", "access_key_id", "username"],
     ),
     (
         S3Option::Secret,
-        &["secret", "aws_secret_access_key", "secret_access_key"],
+        &[
+            "secret",
+            "aws_secret_access_key",
+            "secret_access_key",
+            "password",
+        ],
     ),
     (
         S3Option::Token,
@@ -75,6 +98,26 @@ const TOP_LEVEL: &[(S3Option, &[&str])] = &[
     (S3Option::ConfigKwargs, &["config_kwargs"]),
     (S3Option::UseInstanceMetadata, &["use_instance_metadata"]),
     (S3Option::ConditionalWrites, &["conditional_writes"]),
+    (S3Option::UseSsl, &["use_ssl"]),
+    (S3Option::RequesterPays, &["requester_pays"]),
+    (S3Option::S3AdditionalKwargs, &["s3_additional_kwargs"]),
+    (S3Option::VersionAware, &["version_aware"]),
+    (
+        S3Option::S3fsNoOp,
+        &[
+            "default_block_size",
+            "default_fill_cache",
+            "default_cache_type",
+            "cache_regions",
+            "session",
+            "asynchronous",
+            "loop",
+            "max_concurrency",
+            "fixed_upload_size",
+            "local_expiry_check",
+            "skip_instance_cache",
+        ],
+    ),
 ];
 
 impl FromStr for S3Option {
@@ -155,6 +198,10 @@ pub struct S3Config {
     pub use_instance_metadata: Setting<bool>,
     /// How create-if-absent is done.
     pub conditional_writes: Setting<ConditionalWrites>,
+    /// Send `x-amz-request-payer: requester`.
+    pub requester_pays: Setting<bool>,
+    /// Server-side encryption for writes (`AES256`, `aws:kms`), and the KMS key.
+    pub server_side_encryption: Option<(Setting<String>, Option<String>)>,
     /// Retry and timeouts.
     pub io: IoPolicy,
 }
@@ -241,6 +288,20 @@ impl S3Config {
                 .parse()
                 .map_err(|_| unknown_key(&options.at(name, source).label(), &canonical_names()))?;
             top.push((key, options.at(name, source), value));
+        }
+        // One option under two of its names (key and username, say) is
+        // ambiguous: s3fs refuses it too.
+        for (i, (key, at, _)) in top.iter().enumerate() {
+            if *key == S3Option::S3fsNoOp {
+                continue;
+            }
+            if let Some((_, other, _)) = top[i + 1..].iter().find(|(k, _, _)| k == key) {
+                return Err(config_error(format!(
+                    "options {} and {} are one setting under two names; give only one",
+                    at.label(),
+                    other.label()
+                )));
+            }
         }
         let get = |wanted: S3Option| {
             top.iter()
@@ -337,7 +398,50 @@ impl S3Config {
                 )));
             }
         };
-        let regional = Setting::new((flavor.regional_endpoint)(&region.value), Source::Default);
+        let mut regional = (flavor.regional_endpoint)(&region.value);
+        let use_ssl = bool_opt(S3Option::UseSsl, true)?;
+        if !use_ssl.value
+            && let Some(rest) = regional.strip_prefix("https://")
+        {
+            regional = format!("http://{rest}");
+        }
+        let regional = Setting::new(regional, use_ssl.source.clone());
+        if bool_opt(S3Option::VersionAware, false)?.value {
+            return Err(config_error(format!(
+                "{protocol}.version_aware is true: cairn reads and writes the current version of each object only; drop the option (or set it to false)"
+            )));
+        }
+        let server_side_encryption = match get(S3Option::S3AdditionalKwargs) {
+            None => None,
+            Some((at, v)) => {
+                let mut algorithm = None;
+                let mut kms_key = None;
+                for (name, value) in value_as_object(v, &at.label())? {
+                    let label = format!("{}.{name}", at.label());
+                    match name.as_str() {
+                        "ServerSideEncryption" => {
+                            algorithm = Some(at.setting(value_as_string(value, &label)?))
+                        }
+                        "SSEKMSKeyId" => kms_key = Some(value_as_string(value, &label)?),
+                        other => {
+                            return Err(config_error(format!(
+                                "option {label} is not supported: of s3_additional_kwargs cairn sends ServerSideEncryption and SSEKMSKeyId ({other} would be ignored, so it is refused)"
+                            )));
+                        }
+                    }
+                }
+                match (algorithm, kms_key) {
+                    (Some(a), key) => Some((a, key)),
+                    (None, Some(_)) => {
+                        return Err(config_error(format!(
+                            "option {}.SSEKMSKeyId needs ServerSideEncryption=\"aws:kms\" beside it",
+                            at.label()
+                        )));
+                    }
+                    (None, None) => None,
+                }
+            }
+        };
 
         let virtual_host = match &config.addressing_style {
             Some(style) if style.value == AddressingStyle::Path => {
@@ -394,6 +498,8 @@ impl S3Config {
             virtual_host,
             use_instance_metadata: bool_opt(S3Option::UseInstanceMetadata, false)?,
             conditional_writes,
+            requester_pays: bool_opt(S3Option::RequesterPays, false)?,
+            server_side_encryption,
             io,
         })
     }
@@ -573,6 +679,9 @@ pub(crate) const STRING_OPTIONS: &[&str] = &[
     "region",
     "region_name",
     "conditional_writes",
+    "username",
+    "password",
+    "default_cache_type",
 ];
 
 /// A configured S3-compatible backend.
@@ -606,6 +715,15 @@ impl Backend for S3Backend {
         }
         if !c.use_instance_metadata.value {
             builder = builder.disable_ec2_metadata();
+        }
+        if c.requester_pays.value {
+            builder = builder.enable_request_payer();
+        }
+        if let Some((algorithm, kms_key)) = &c.server_side_encryption {
+            builder = builder.server_side_encryption(&algorithm.value);
+            if let Some(key) = kms_key {
+                builder = builder.server_side_encryption_aws_kms_key_id(key);
+            }
         }
         open_operator(builder, self.protocol, bucket)
     }
@@ -653,7 +771,19 @@ impl Backend for S3Backend {
                 c.conditional_writes.value.to_string(),
                 &c.conditional_writes.source,
             ),
+            line(
+                "requester_pays",
+                c.requester_pays.value.to_string(),
+                &c.requester_pays.source,
+            ),
         ];
+        if let Some((algorithm, kms_key)) = &c.server_side_encryption {
+            let value = match kms_key {
+                Some(key) => format!("{} (key {key})", algorithm.value),
+                None => algorithm.value.clone(),
+            };
+            out.push(line("server_side_encryption", value, &algorithm.source));
+        }
         if let Some(key) = &c.key {
             out.push(line("key", key.value.clone(), &key.source));
         }

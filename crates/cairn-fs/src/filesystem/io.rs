@@ -130,6 +130,22 @@ impl FileWriter {
 /// (overwrite) or hard link (create-if-absent: EEXIST means it exists), then
 /// fsync of the directory.
 fn durable_local_write(target: &std::path::Path, data: &[u8], mode: WriteMode) -> Result<()> {
+    // Another process may remove the (empty) directory between its creation
+    // and the write (a checkpoint's clean-up removes its directory): make
+    // it again and retry, a few times.
+    let mut attempts = 0;
+    loop {
+        match durable_local_write_once(target, data, mode) {
+            // Just created, the directory can only be missing if removed.
+            Err(e) if attempts < 3 && e.kind() == ErrorKind::NotFound => {
+                attempts += 1;
+            }
+            other => return other,
+        }
+    }
+}
+
+fn durable_local_write_once(target: &std::path::Path, data: &[u8], mode: WriteMode) -> Result<()> {
     use std::io::Write;
     let dir = target.parent().unwrap_or(std::path::Path::new("/"));
     if let Err(e) = create_dirs_durably(dir) {

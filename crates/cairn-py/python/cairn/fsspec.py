@@ -21,8 +21,12 @@ from ._native import NativeFileSystem
 __all__ = ["CairnFileSystem", "CosFileSystem", "TclakeFileSystem", "register"]
 
 
-#: s3fs/fsspec keyword arguments about their Python machinery: accepted, no effect.
-_PYTHON_ONLY_OPTIONS = ("asynchronous", "loop", "skip_instance_cache")
+#: s3fs keyword arguments holding Python objects (an event loop, a botocore
+#: session): accepted and without effect; they cannot cross into Rust.
+_PYTHON_OBJECT_OPTIONS = ("loop", "session")
+
+#: Block size of ``open`` when ``default_block_size`` is not given (s3fs's).
+DEFAULT_BLOCK_SIZE = 5 * 2**20
 
 
 def _entry(raw: tuple) -> Dict[str, Any]:
@@ -58,9 +62,9 @@ class CairnFileSystem(AbstractFileSystem):
                 "CairnFileSystem needs a protocol: CairnFileSystem('s3', ...) (or 'cos', 'oss', "
                 "'gcs', 'tclake', 'file', 'memory')"
             )
-        # Options about s3fs's Python internals; they mean nothing here.
-        for ignored in _PYTHON_ONLY_OPTIONS:
+        for ignored in _PYTHON_OBJECT_OPTIONS:
             storage_options.pop(ignored, None)
+        self.blocksize = storage_options.pop("default_block_size", None) or DEFAULT_BLOCK_SIZE
         super().__init__(protocol=protocol, checkpoint=checkpoint, **storage_options)
         try:
             options = json.dumps({protocol.lower(): storage_options})
@@ -289,7 +293,7 @@ class CairnFileSystem(AbstractFileSystem):
             self,
             path,
             mode,
-            block_size=block_size or "default",
+            block_size=block_size or self.blocksize,
             autocommit=autocommit,
             cache_options=cache_options,
             **kwargs,
