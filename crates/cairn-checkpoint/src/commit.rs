@@ -57,6 +57,12 @@ impl CheckpointDir {
         &self.dir
     }
 
+    /// The directory's canonical URL (`file:///abs/ckpt`, `s3://bucket/ckpt`),
+    /// for messages and records.
+    pub fn url(&self) -> Result<String> {
+        Ok(self.fs.url(&self.fs.strip(&self.dir)?))
+    }
+
     /// The URL of a file in the directory.
     pub(crate) fn file(&self, name: &str) -> String {
         format!("{}/{name}", self.dir)

@@ -126,9 +126,7 @@ impl CheckpointConfig {
         let dir = self.dir()?;
         crate::job::refuse_overlap(&dir.fs, &dir.dir, output_fs, output_dir, "output")?;
         if dir.fs.isfile(&dir.dir).await? {
-            return Err(Error::CheckpointPathIsFile {
-                path: dir.fs.url(&dir.fs.strip(&dir.dir)?),
-            });
+            return Err(Error::CheckpointPathIsFile { path: dir.url()? });
         }
         let run = RunId::new();
         let lease = dir.acquire_lease(&run, self.lease_ttl).await?;
@@ -168,7 +166,7 @@ impl CheckpointConfig {
             && record.id_column != self.id_column
         {
             return Err(Error::JobMismatch {
-                checkpoint: dir.fs.url(&dir.fs.strip(&dir.dir)?),
+                checkpoint: dir.url()?,
                 what: "ID column".into(),
                 recorded: record.id_column.clone(),
                 given: self.id_column.clone(),

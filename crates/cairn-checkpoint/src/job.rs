@@ -204,7 +204,7 @@ impl CheckpointDir {
             && !record.same_output(output_url)
         {
             return Err(Error::OutputMismatch {
-                checkpoint: self.fs.url(&self.fs.strip(&self.dir)?),
+                checkpoint: self.url()?,
                 recorded: record.output.clone(),
                 given: trimmed(output_url).to_string(),
             });

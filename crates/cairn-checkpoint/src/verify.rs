@@ -95,7 +95,7 @@ impl CheckpointDir {
             return Ok(());
         }
         Err(Error::DataMissing {
-            checkpoint: self.fs.url(&self.fs.strip(&self.dir)?),
+            checkpoint: self.url()?,
             output: output_fs.url(&output_fs.strip(output_dir)?),
             units: check.missing.len(),
             examples: check

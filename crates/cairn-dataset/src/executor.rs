@@ -93,7 +93,10 @@ pub(crate) async fn run(dataset: Dataset, ctx: &JobContext, sink: Sink) -> Resul
     let Dataset { source, ops } = dataset;
     if ctx.batch_size == 0 {
         return Err(Error::Plan {
-            reason: "batch_size is 0; give at least 1 row per batch (the default is 8192)".into(),
+            reason: format!(
+                "batch_size is 0; give at least 1 row per batch (the default is {})",
+                crate::DEFAULT_BATCH_SIZE
+            ),
         });
     }
     let (out_fs, out_dir) = FileSystem::from_url(&sink.url, &ctx.storage_options)?;
@@ -193,7 +196,7 @@ async fn prepare_and_run(
             // under row_hash IDs, then records what this run reads.
             let uses_row_hash = id_column.as_deref() == Some(ROW_HASH_COLUMN);
             let record = c.job.check_run(
-                &c.dir.fs().url(&c.dir.fs().strip(c.dir.path())?),
+                &c.dir.url()?,
                 sink.format.extension(),
                 uses_row_hash,
                 &planned.inputs,
@@ -220,12 +223,16 @@ async fn prepare_and_run(
                 if c.fresh {
                     // Refused before its first unit: the checkpoint this run
                     // made holds nothing worth keeping, and a record left in
-                    // it would bind the path to a job that never ran.
-                    if let Err(clean) = c.keeper.stop().await.map(|_| ()) {
-                        tracing::warn!("could not stop the lease keeper: {clean}");
-                    }
-                    if let Err(clean) = c.dir.clean_up().await {
-                        tracing::warn!("could not remove the unused checkpoint: {clean}");
+                    // it would bind the path to a job that never ran. Only
+                    // while the lease is still ours: a run that took it over
+                    // owns the directory now.
+                    match c.keeper.stop().await {
+                        Ok(_) => {
+                            if let Err(clean) = c.dir.clean_up().await {
+                                tracing::warn!("could not remove the unused checkpoint: {clean}");
+                            }
+                        }
+                        Err(lost) => tracing::warn!("the checkpoint is left as it is: {lost}"),
                     }
                 } else {
                     release(&c.dir, c.keeper).await;
