@@ -388,19 +388,27 @@ impl CheckpointDir {
     }
 
     /// Fails with [`Error::LeaseLost`] unless `lease` is still the newest
-    /// generation and holds its token.
+    /// generation and its file holds this holder's token. The token matters:
+    /// a generation's file deleted by a clean-up can be created again by a
+    /// run that read an older listing, and then the number alone would
+    /// match for two holders.
     pub async fn check_lease(&self, lease: &LeaseRecord) -> Result<()> {
         let files = self.lease_files().await?;
-        let lost = |holder: Option<String>| Error::LeaseLost {
-            path: self.dir.clone(),
-            holder,
+        let Some((generation, path)) = files.last() else {
+            return Err(Error::LeaseLost {
+                path: self.dir.clone(),
+                holder: None,
+            });
         };
-        match files.last() {
-            Some((generation, _)) if *generation == lease.generation => Ok(()),
-            Some((_, path)) => Err(lost(
-                self.read_lease_file(path).await?.map(|r| r.describe()),
-            )),
-            None => Err(lost(None)),
+        let current = self.read_lease_file(path).await?;
+        match current {
+            Some(current) if *generation == lease.generation && current.holder == lease.holder => {
+                Ok(())
+            }
+            other => Err(Error::LeaseLost {
+                path: self.dir.clone(),
+                holder: other.map(|r| r.describe()),
+            }),
         }
     }
 

@@ -292,3 +292,27 @@ async fn the_keeper_renews_and_notices_a_lost_lease() {
     );
     assert!(keeper.stop().await.is_err());
 }
+
+#[tokio::test]
+async fn a_generation_made_again_by_another_holder_is_not_ours() {
+    let root = format!("memory:///lease-reuse-{}", RunId::new().as_str());
+    let dir = dir_on(&root);
+    let lease = dir
+        .acquire_lease(&RunId::new(), Duration::from_secs(60))
+        .await
+        .unwrap();
+    let generation = lease.record().generation;
+    dir.check_lease(lease.record()).await.unwrap();
+    // Our generation's file deleted (a clean-up) and made again by a run
+    // that read an older listing: same number, another holder.
+    write_record(
+        &root,
+        &record(generation, "elsewhere", 9, "reused", u64::MAX / 2),
+    )
+    .await;
+    let err = dir.check_lease(lease.record()).await.unwrap_err();
+    assert!(
+        matches!(err, Error::LeaseLost { holder: Some(ref h), .. } if h.contains("reused")),
+        "{err}"
+    );
+}
