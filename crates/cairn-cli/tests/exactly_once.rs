@@ -74,6 +74,17 @@ impl Place {
         common::run_ok(&mut self.cairn(args))
     }
 
+    /// Runs `cairn ARGS` with the failpoint setting `failpoint`
+    /// (`FAILPOINTS` syntax); the run must die there.
+    fn crash(&self, args: &[&str], failpoint: &str) {
+        let out = self
+            .cairn(args)
+            .env("FAILPOINTS", failpoint)
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{failpoint}: {}", text(&out));
+    }
+
     fn sample(&self, dir: &str, rows: usize, files: usize) {
         self.ok(&[
             "job",
@@ -407,12 +418,10 @@ fn eight_simultaneous_starts_on_moto_write_once() {
 fn bound_to_output(place: &Place) {
     place.sample("in", 20_000, 4);
     let paths = [place.url("in"), place.url("out"), place.url("ckpt")];
-    let crashed = place
-        .cairn(&job_args(place, &paths, &[]))
-        .env("FAILPOINTS", "unit-after-data=3*off->return")
-        .output()
-        .unwrap();
-    assert!(!crashed.status.success());
+    place.crash(
+        &job_args(place, &paths, &[]),
+        "unit-after-data=3*off->return",
+    );
     let typo = place.url("outt");
     let wrong = [place.url("in"), typo.clone(), place.url("ckpt")];
     for args in [
@@ -474,14 +483,7 @@ fn row_hash_inputs_are_fingerprinted(place: &Place) {
     };
     let args = row_hash(&paths);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let crash = |args: &[&str]| {
-        let out = place
-            .cairn(args)
-            .env("FAILPOINTS", "unit-after-commit=2*off->return")
-            .output()
-            .unwrap();
-        assert!(!out.status.success(), "{}", text(&out));
-    };
+    let crash = |args: &[&str]| place.crash(args, "unit-after-commit=2*off->return");
     crash(&args);
     // A new file beside the old ones: resumed, exactly once.
     place.ok(&[
@@ -628,12 +630,7 @@ fn a_live_lease_refuses_a_second_run(place: &Place) {
     place.sample("in", 20_000, 4);
     let paths = [place.url("in"), place.url("out"), place.url("ckpt")];
     let args = job_args(place, &paths, &[]);
-    let crashed = place
-        .cairn(&args)
-        .env("FAILPOINTS", "unit-after-commit=2*off->return")
-        .output()
-        .unwrap();
-    assert!(!crashed.status.success());
+    place.crash(&args, "unit-after-commit=2*off->return");
     // The killed run's lease, as a run on another machine would leave it:
     // its holder cannot be checked from here, so only expiry frees it.
     let record = serde_json::json!({
@@ -863,12 +860,7 @@ fn a_foreign_file_in_the_checkpoint_is_kept_and_named(place: &Place) {
     place.sample("in", 6_000, 1);
     let paths = [place.url("in"), place.url("out"), place.url("ckpt")];
     let args = job_args(place, &paths, &[]);
-    let crashed = place
-        .cairn(&args)
-        .env("FAILPOINTS", "unit-after-commit=1*off->return")
-        .output()
-        .unwrap();
-    assert!(!crashed.status.success());
+    place.crash(&args, "unit-after-commit=1*off->return");
     let tmp = tempfile::tempdir().unwrap();
     let local = tmp.path().join("notes.txt");
     std::fs::write(&local, b"mine").unwrap();
