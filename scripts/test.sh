@@ -28,15 +28,22 @@ if [ -z "${CAIRN_TEST_SKIP_SERVERS:-}" ]; then
 fi
 set -e
 
-# The Python package: built once (dev profile, into the tools' virtualenv,
-# reusing what cargo test compiled), then its pytest suite (fsspec's own
-# abstract tests on memory, local disk and Garage; pyarrow; pickling).
+# The Python package: one wheel (dev profile, reusing what cargo test
+# compiled), installed into the tools' virtualenv (fsspec's own abstract
+# tests on memory, local disk and Garage; pyarrow; pickling) and into the
+# Ray virtualenv (Ray Data 2.60 on a local cluster: tests/test_ray.py).
 if [ -z "${CAIRN_TEST_SKIP_SERVERS:-}" ]; then
   tools="${CAIRN_TOOLS:-$HOME/.cache/cairn-tools}"
-  if VIRTUAL_ENV="$tools/venv" PATH="$tools/venv/bin:$PATH" \
-      maturin develop -q -m crates/cairn-py/Cargo.toml 2>&1 | tail -3 | tee -a target/test.log; then
+  rm -rf target/wheels
+  if "$tools/venv/bin/maturin" build -q --profile dev -m crates/cairn-py/Cargo.toml \
+      --interpreter "$tools/venv/bin/python" -o target/wheels 2>&1 | tail -3 | tee -a target/test.log \
+      && "$tools/venv/bin/pip" install -q --force-reinstall --no-deps target/wheels/cairn-*.whl \
+      && "$tools/ray-venv/bin/pip" install -q --force-reinstall --no-deps target/wheels/cairn-*.whl; then
     set +e
-    "$tools/venv/bin/python" -m pytest crates/cairn-py/tests -q -p no:cacheprovider 2>&1 | tee -a target/test.log
+    # From another directory, so `import cairn` is the installed wheel.
+    (cd crates/cairn-py/tests && "$tools/venv/bin/python" -m pytest . -q -p no:cacheprovider) 2>&1 | tee -a target/test.log
+    [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+    (cd crates/cairn-py/tests && "$tools/ray-venv/bin/python" -m pytest test_ray.py -q -p no:cacheprovider -rs) 2>&1 | tee -a target/test.log
     [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
     set -e
   else

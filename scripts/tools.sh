@@ -57,11 +57,13 @@ install_ray() {
   if [ ! -x "$RAY_VENV/bin/python" ]; then
     python3 -m venv "$RAY_VENV"
   fi
-  if grep -q "^Version: $RAY_VERSION$" <<<"$("$RAY_VENV/bin/pip" show ray 2>/dev/null || true)"; then
+  if grep -q "^Version: $RAY_VERSION$" <<<"$("$RAY_VENV/bin/pip" show ray 2>/dev/null || true)" \
+      && grep -q "^Version: $PYTEST_VERSION$" <<<"$("$RAY_VENV/bin/pip" show pytest 2>/dev/null || true)"; then
     echo "ray $RAY_VERSION already installed in $RAY_VENV"
   else
+    # pytest too: the Ray tests of the Python package run in this virtualenv.
     echo "installing ray[data]==$RAY_VERSION into $RAY_VENV (about 30 s)..."
-    "$RAY_VENV/bin/pip" install -q "ray[data]==$RAY_VERSION"
+    "$RAY_VENV/bin/pip" install -q "ray[data]==$RAY_VERSION" "pytest==$PYTEST_VERSION"
   fi
 }
 

@@ -42,6 +42,14 @@ pub enum Error {
         /// What is wrong.
         reason: String,
     },
+    /// Bytes given as a serialized ID set are not one.
+    #[error(
+        "the serialized set of committed IDs is damaged ({reason}); load the checkpoint again on the driver"
+    )]
+    CorruptIdSet {
+        /// What is wrong.
+        reason: String,
+    },
     /// An ID file's column is not the ID column.
     #[error(
         "checkpoint ID file {file} holds columns {found:?}, not the single ID column {expected:?}; check id_column, or that this checkpoint belongs to this job"

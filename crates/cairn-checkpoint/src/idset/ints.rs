@@ -6,7 +6,9 @@
 //! Keys are the 64-bit two's-complement patterns of the IDs, so `-1_i64` and
 //! `u64::MAX` are the same ID; a job's ID column has one type, so they never meet.
 
+use super::codec::{Reader, Writer, corrupt};
 use super::radix::RadixIndex;
+use crate::error::Result;
 
 /// Bits of a key that pick its block.
 const BLOCK_SHIFT: u32 = 16;
@@ -137,6 +139,84 @@ impl IntIdSet {
             + self.bitmaps.len() * BITMAP_BYTES
             + self.singles.capacity() * 8
             + self.index.memory_bytes()
+    }
+}
+
+/// Whether `items` strictly increase by `key`.
+fn strictly_increasing<T>(items: &[T], key: impl Fn(&T) -> u64) -> bool {
+    items.windows(2).all(|w| key(&w[0]) < key(&w[1]))
+}
+
+impl IntIdSet {
+    /// Writes the set's parts (see `codec`).
+    pub(crate) fn encode(&self, w: &mut Writer) {
+        w.u64(self.len);
+        w.count(self.ranges.len());
+        for &(start, end) in &self.ranges {
+            w.u64(start);
+            w.u64(end);
+        }
+        w.count(self.bitmaps.len());
+        for (block, bits) in &self.bitmaps {
+            w.u64(*block);
+            for word in bits.iter() {
+                w.u64(*word);
+            }
+        }
+        w.count(self.singles.len());
+        for &key in &self.singles {
+            w.u64(key);
+        }
+    }
+
+    /// Reads what [`IntIdSet::encode`] wrote, checking the order membership
+    /// relies on and the count of IDs.
+    pub(crate) fn decode(r: &mut Reader<'_>) -> Result<Self> {
+        let len = r.u64()?;
+        let mut ranges = Vec::with_capacity(r.count(16)?);
+        for _ in 0..ranges.capacity() {
+            ranges.push((r.u64()?, r.u64()?));
+        }
+        let mut bitmaps = Vec::with_capacity(r.count(8 + BITMAP_BYTES)?);
+        for _ in 0..bitmaps.capacity() {
+            let block = r.u64()?;
+            let mut bits = Box::new([0u64; BITMAP_WORDS]);
+            for word in bits.iter_mut() {
+                *word = r.u64()?;
+            }
+            bitmaps.push((block, bits));
+        }
+        let mut singles = Vec::with_capacity(r.count(8)?);
+        for _ in 0..singles.capacity() {
+            singles.push(r.u64()?);
+        }
+        let ranges_ordered =
+            ranges.iter().all(|r| r.0 <= r.1) && ranges.windows(2).all(|w| w[0].1 < w[1].0);
+        if !ranges_ordered
+            || !strictly_increasing(&bitmaps, |b| b.0)
+            || !strictly_increasing(&singles, |k| *k)
+        {
+            return Err(corrupt("its keys are not sorted and distinct"));
+        }
+        let counted = ranges
+            .iter()
+            .map(|r| (r.1 - r.0).saturating_add(1))
+            .chain(
+                bitmaps
+                    .iter()
+                    .map(|b| b.1.iter().map(|w| u64::from(w.count_ones())).sum()),
+            )
+            .fold(singles.len() as u64, u64::saturating_add);
+        if counted != len {
+            return Err(corrupt("its count of IDs does not match its parts"));
+        }
+        Ok(Self {
+            index: RadixIndex::build(&singles),
+            ranges,
+            bitmaps,
+            singles,
+            len,
+        })
     }
 }
 

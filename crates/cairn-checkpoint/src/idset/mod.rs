@@ -9,7 +9,10 @@
 //!   `BooleanArray` (true = committed); a null ID is never committed.
 //! - Builders fill from Arrow arrays and merge, so committed files can be
 //!   read in parallel and combined.
+//! - A set travels to another process as bytes ([`IdSet::to_bytes`],
+//!   [`IdSet::from_bytes`]).
 
+mod codec;
 mod ints;
 mod radix;
 mod strings;
@@ -86,9 +89,12 @@ impl Kind {
             | DataType::UInt16
             | DataType::UInt32
             | DataType::UInt64 => Ok(Kind::Int),
-            DataType::Utf8 | DataType::LargeUtf8 | DataType::Binary | DataType::LargeBinary => {
-                Ok(Kind::Str)
-            }
+            DataType::Utf8
+            | DataType::LargeUtf8
+            | DataType::Utf8View
+            | DataType::Binary
+            | DataType::LargeBinary
+            | DataType::BinaryView => Ok(Kind::Str),
             other => Err(Error::UnsupportedIdType {
                 data_type: other.clone(),
             }),
@@ -146,6 +152,12 @@ fn for_each_bytes(array: &dyn Array, mut f: impl FnMut(Option<&[u8]>)) {
             .for_each(|v| f(v.map(str::as_bytes))),
         DataType::Binary => array.as_binary::<i32>().iter().for_each(&mut f),
         DataType::LargeBinary => array.as_binary::<i64>().iter().for_each(&mut f),
+        // pyarrow and Ray hand these over too (views into shared buffers).
+        DataType::Utf8View => array
+            .as_string_view()
+            .iter()
+            .for_each(|v| f(v.map(str::as_bytes))),
+        DataType::BinaryView => array.as_binary_view().iter().for_each(&mut f),
         _ => unreachable!("checked by Kind::of"),
     }
 }

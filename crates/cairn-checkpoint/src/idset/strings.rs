@@ -9,7 +9,9 @@
 //! below 10^-20. MD5's weakness against chosen collisions does not matter
 //! unless an adversary picks the IDs; use [`StringMode::Exact`] if one might.
 
+use super::codec::{Reader, Writer, corrupt};
 use super::radix::RadixIndex;
+use crate::error::Result;
 
 /// How string IDs are kept.
 ///
@@ -129,5 +131,70 @@ impl StringIdSet {
             Repr::Fingerprint(fps, index) => fps.capacity() * 16 + index.memory_bytes(),
             Repr::Exact { bytes, spans } => bytes.capacity() + spans.capacity() * 16,
         }
+    }
+}
+
+impl StringIdSet {
+    /// Whether the set keeps the IDs' bytes ([`StringMode::Exact`]).
+    pub(crate) fn is_exact(&self) -> bool {
+        matches!(self.repr, Repr::Exact { .. })
+    }
+
+    /// Writes the set's parts (see `codec`).
+    pub(crate) fn encode(&self, w: &mut Writer) {
+        match &self.repr {
+            Repr::Fingerprint(fps, _) => {
+                w.count(fps.len());
+                for &fp in fps {
+                    w.u128(fp);
+                }
+            }
+            Repr::Exact { bytes, spans } => {
+                w.count(bytes.len());
+                w.bytes.extend_from_slice(bytes);
+                w.count(spans.len());
+                for &(start, len) in spans {
+                    w.u64(start);
+                    w.u32(len);
+                }
+            }
+        }
+    }
+
+    /// Reads what [`StringIdSet::encode`] wrote, checking the order
+    /// membership relies on and that every span lies in the bytes.
+    pub(crate) fn decode(r: &mut Reader<'_>, exact: bool) -> Result<Self> {
+        if !exact {
+            let mut fps = Vec::with_capacity(r.count(16)?);
+            for _ in 0..fps.capacity() {
+                fps.push(r.u128()?);
+            }
+            if !fps.windows(2).all(|w| w[0] < w[1]) {
+                return Err(corrupt("its fingerprints are not sorted and distinct"));
+            }
+            let index = RadixIndex::build(&fps);
+            return Ok(Self {
+                repr: Repr::Fingerprint(fps, index),
+            });
+        }
+        let n = r.count(1)?;
+        let bytes = r.raw(n)?.to_vec();
+        let mut spans = Vec::with_capacity(r.count(12)?);
+        for _ in 0..spans.capacity() {
+            spans.push((r.u64()?, r.u32()?));
+        }
+        let at = |s: &(u64, u32)| {
+            let start = usize::try_from(s.0).ok()?;
+            bytes.get(start..start.checked_add(s.1 as usize)?)
+        };
+        if spans.iter().any(|s| at(s).is_none()) {
+            return Err(corrupt("an ID lies outside the set's bytes"));
+        }
+        if !spans.windows(2).all(|w| at(&w[0]) < at(&w[1])) {
+            return Err(corrupt("its IDs are not sorted and distinct"));
+        }
+        Ok(Self {
+            repr: Repr::Exact { bytes, spans },
+        })
     }
 }

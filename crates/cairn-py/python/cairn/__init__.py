@@ -13,9 +13,10 @@ from __future__ import annotations
 from typing import Any, Mapping, Optional
 
 from . import fsspec
+from ._native import CheckpointError
 from .fsspec import CairnFileSystem
 
-__all__ = ["CairnFileSystem", "build_checkpoint_filesystem", "fsspec"]
+__all__ = ["CairnFileSystem", "CheckpointError", "build_checkpoint_filesystem", "fsspec"]
 
 _PROTOCOLS = {"s3", "s3a", "cos", "oss", "gcs", "gs", "tclake", "file", "local", "memory"}
 

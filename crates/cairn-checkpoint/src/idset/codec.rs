@@ -1,0 +1,232 @@
+//! [`IdSet::to_bytes`] and [`IdSet::from_bytes`]: one committed-ID set
+//! shipped whole to another process (Ray's filter actors receive it through
+//! the object store), without rebuilding it from the ID files there.
+//!
+//! Layout, all integers little-endian: the magic `CAIRNIDS`, a format
+//! version byte, a kind byte, then the kind's parts, each a `u64` count
+//! followed by its items. Radix indexes are not stored; they are rebuilt in
+//! one pass. Decoding checks every count against the bytes left and that
+//! keys are sorted and distinct (membership relies on it), so damaged bytes
+//! are an error, never a wrong answer.
+
+use super::IdSet;
+use super::ints::IntIdSet;
+use super::strings::StringIdSet;
+use crate::error::{Error, Result};
+
+const MAGIC: &[u8; 8] = b"CAIRNIDS";
+const VERSION: u8 = 1;
+
+const KIND_EMPTY: u8 = 0;
+const KIND_INT: u8 = 1;
+const KIND_FINGERPRINT: u8 = 2;
+const KIND_EXACT: u8 = 3;
+
+/// Appends fixed-width integers and counted sequences.
+#[derive(Default)]
+pub(crate) struct Writer {
+    pub(crate) bytes: Vec<u8>,
+}
+
+impl Writer {
+    pub(crate) fn u64(&mut self, value: u64) {
+        self.bytes.extend_from_slice(&value.to_le_bytes());
+    }
+
+    pub(crate) fn u128(&mut self, value: u128) {
+        self.bytes.extend_from_slice(&value.to_le_bytes());
+    }
+
+    pub(crate) fn u32(&mut self, value: u32) {
+        self.bytes.extend_from_slice(&value.to_le_bytes());
+    }
+
+    pub(crate) fn count(&mut self, len: usize) {
+        self.u64(len as u64);
+    }
+}
+
+/// Reads what [`Writer`] wrote, refusing to read past the end.
+pub(crate) struct Reader<'a> {
+    bytes: &'a [u8],
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8]> {
+        if self.bytes.len() < n {
+            return Err(corrupt("it ends early"));
+        }
+        let (head, rest) = self.bytes.split_at(n);
+        self.bytes = rest;
+        Ok(head)
+    }
+
+    pub(crate) fn u64(&mut self) -> Result<u64> {
+        Ok(u64::from_le_bytes(
+            self.take(8)?.try_into().expect("8 bytes"),
+        ))
+    }
+
+    pub(crate) fn u128(&mut self) -> Result<u128> {
+        Ok(u128::from_le_bytes(
+            self.take(16)?.try_into().expect("16 bytes"),
+        ))
+    }
+
+    pub(crate) fn u32(&mut self) -> Result<u32> {
+        Ok(u32::from_le_bytes(
+            self.take(4)?.try_into().expect("4 bytes"),
+        ))
+    }
+
+    /// A count of items of `item_bytes` each, checked against what is left
+    /// so a damaged count cannot make a huge allocation.
+    pub(crate) fn count(&mut self, item_bytes: usize) -> Result<usize> {
+        let n = self.u64()?;
+        match (n as usize).checked_mul(item_bytes) {
+            Some(total) if n <= usize::MAX as u64 && total <= self.bytes.len() => Ok(n as usize),
+            _ => Err(corrupt("a count is larger than the bytes that follow")),
+        }
+    }
+
+    pub(crate) fn raw(&mut self, n: usize) -> Result<&'a [u8]> {
+        self.take(n)
+    }
+}
+
+pub(crate) fn corrupt(reason: &str) -> Error {
+    Error::CorruptIdSet {
+        reason: reason.to_string(),
+    }
+}
+
+impl IdSet {
+    /// The set as bytes for [`IdSet::from_bytes`] in another process.
+    ///
+    /// ```
+    /// use arrow_array::StringArray;
+    /// use cairn_checkpoint::{IdSet, IdSetBuilder, StringMode};
+    /// let mut builder = IdSetBuilder::new(StringMode::default());
+    /// builder.push_array(&StringArray::from(vec!["a", "b"])).unwrap();
+    /// let set = builder.build();
+    /// assert_eq!(IdSet::from_bytes(&set.to_bytes()).unwrap(), set);
+    /// assert!(IdSet::from_bytes(b"not a set").is_err());
+    /// ```
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut w = Writer::default();
+        w.bytes.extend_from_slice(MAGIC);
+        w.bytes.push(VERSION);
+        match self {
+            IdSet::Empty => w.bytes.push(KIND_EMPTY),
+            IdSet::Int(set) => {
+                w.bytes.push(KIND_INT);
+                set.encode(&mut w);
+            }
+            IdSet::Str(set) => {
+                w.bytes.push(if set.is_exact() {
+                    KIND_EXACT
+                } else {
+                    KIND_FINGERPRINT
+                });
+                set.encode(&mut w);
+            }
+        }
+        w.bytes
+    }
+
+    /// The set [`IdSet::to_bytes`] wrote; bytes that are not one (damaged,
+    /// truncated, another format version) are [`Error::CorruptIdSet`].
+    pub fn from_bytes(bytes: &[u8]) -> Result<IdSet> {
+        let mut r = Reader { bytes };
+        if r.raw(MAGIC.len()).ok() != Some(MAGIC.as_slice()) {
+            return Err(corrupt("it does not start with the ID-set magic bytes"));
+        }
+        let version = r.raw(1)?[0];
+        if version != VERSION {
+            return Err(corrupt(&format!(
+                "format version {version}, this cairn reads version {VERSION}; use the same cairn version on the driver and the workers"
+            )));
+        }
+        let set = match r.raw(1)?[0] {
+            KIND_EMPTY => IdSet::Empty,
+            KIND_INT => IdSet::Int(IntIdSet::decode(&mut r)?),
+            KIND_FINGERPRINT => IdSet::Str(StringIdSet::decode(&mut r, false)?),
+            KIND_EXACT => IdSet::Str(StringIdSet::decode(&mut r, true)?),
+            other => return Err(corrupt(&format!("unknown kind {other}"))),
+        };
+        if !r.bytes.is_empty() {
+            return Err(corrupt("bytes follow the end of the set"));
+        }
+        Ok(set)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::idset::{IdSetBuilder, StringMode};
+    use arrow_array::{Int64Array, StringArray};
+
+    fn ints(keys: Vec<i64>) -> IdSet {
+        let mut b = IdSetBuilder::new(StringMode::default());
+        b.push_array(&Int64Array::from(keys)).unwrap();
+        b.build()
+    }
+
+    #[test]
+    fn every_kind_round_trips() {
+        let mut random = 7u64;
+        let mut keys: Vec<i64> = (0..5_000)
+            .map(|_| {
+                random = random.wrapping_mul(6364136223846793005).wrapping_add(1);
+                (random >> 1) as i64
+            })
+            .collect();
+        keys.extend(0..200_000); // a run
+        keys.extend((1_000_000..1_065_536).step_by(3)); // a bitmap block
+        keys.extend([-1, i64::MIN]);
+        let exact = {
+            let mut b = IdSetBuilder::new(StringMode::Exact);
+            b.push_array(&StringArray::from(vec!["x", "", "yz"]))
+                .unwrap();
+            b.build()
+        };
+        let fingerprints = {
+            let mut b = IdSetBuilder::new(StringMode::Fingerprint128);
+            let ids: Vec<String> = (0..1000).map(|i| format!("doc-{i}")).collect();
+            b.push_array(&StringArray::from(ids)).unwrap();
+            b.build()
+        };
+        for set in [IdSet::Empty, ints(keys), ints(vec![]), exact, fingerprints] {
+            let bytes = set.to_bytes();
+            assert_eq!(IdSet::from_bytes(&bytes).unwrap(), set);
+        }
+    }
+
+    #[test]
+    fn damaged_bytes_are_refused_not_misread() {
+        let bytes = ints((0..1000).map(|i| i * 7).collect()).to_bytes();
+        for cut in [0, 5, 9, 10, 17, bytes.len() - 1] {
+            assert!(IdSet::from_bytes(&bytes[..cut]).is_err(), "cut at {cut}");
+        }
+        let mut extra = bytes.clone();
+        extra.push(0);
+        assert!(IdSet::from_bytes(&extra).is_err());
+        // A huge count is refused before any allocation.
+        let mut huge = bytes[..10].to_vec();
+        huge.extend_from_slice(&u64::MAX.to_le_bytes());
+        assert!(IdSet::from_bytes(&huge).is_err());
+        // Unsorted singles would break binary search: refused.
+        let mut w = Writer::default();
+        w.bytes.extend_from_slice(MAGIC);
+        w.bytes.extend_from_slice(&[VERSION, KIND_INT]);
+        w.u64(2); // len
+        w.count(0); // ranges
+        w.count(0); // bitmaps
+        w.count(2);
+        w.u64(9);
+        w.u64(3);
+        let e = IdSet::from_bytes(&w.bytes).unwrap_err().to_string();
+        assert!(e.contains("sorted"), "{e}");
+    }
+}

@@ -1,0 +1,247 @@
+"""cairn's checkpoint machinery for Ray Data 2.60 job-level checkpointing.
+
+Ray stays the engine and its writer stays Ray's (pending file, data files,
+rename to committed). cairn replaces the two pieces that run on resume:
+
+- :class:`CheckpointManager` (``checkpoint_manager_cls``) settles the units
+  a killed run left pending with cairn's recovery (a unit owns only the data
+  files named ``<unit>_...`` or ``<unit>-...``, so a committed unit whose
+  name extends a pending one keeps its data, which Ray's prefix trie does
+  not guarantee), refuses a checkpoint bound to another output or whose
+  committed data is gone, and loads the committed IDs in Rust, in parallel,
+  into cairn's compact ID set;
+- :class:`CheckpointFilter` (``checkpoint_filter_cls``) receives that set
+  once per filter actor and drops committed rows block by block in Rust,
+  through the Arrow C Data Interface, keeping row order.
+
+:func:`checkpoint_config` returns a ``CheckpointConfig`` wired with both
+and with :func:`cairn.build_checkpoint_filesystem`::
+
+    from ray.data import DataContext
+    import cairn.ray
+
+    DataContext.get_current().checkpoint_config = cairn.ray.checkpoint_config(
+        "uid", "s3://bucket/ckpt/job-1", storage_options={"s3": {...}}
+    )
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from typing import Any, Mapping, Optional, Tuple
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+import ray
+from ray.data.checkpoint import CheckpointConfig
+from ray.data.checkpoint.checkpoint_filter import CheckpointFilter as _RayFilter
+from ray.data.checkpoint.checkpoint_filter import CheckpointManager as _RayManager
+
+from . import build_checkpoint_filesystem
+from ._native import NativeIdSet, open_checkpoint
+from .fsspec import CairnFileSystem
+
+__all__ = ["CheckpointFilter", "CheckpointManager", "checkpoint_config"]
+
+logger = logging.getLogger(__name__)
+
+
+def _cairn_of(filesystem: Any) -> Optional[CairnFileSystem]:
+    """The cairn filesystem under a pyarrow filesystem, if there is one:
+    ``build_checkpoint_filesystem``'s wrapper, or pyarrow's local disk."""
+    if isinstance(filesystem, pafs.PyFileSystem):
+        handler = filesystem.handler
+        inner = getattr(handler, "fs", None)
+        if isinstance(handler, pafs.FSSpecHandler) and isinstance(inner, CairnFileSystem):
+            return inner
+    if isinstance(filesystem, pafs.LocalFileSystem):
+        return CairnFileSystem("file", checkpoint=True)
+    return None
+
+
+def _protocol_of(path: str) -> str:
+    return path.split("://", 1)[0].lower() if "://" in path else "file"
+
+
+def _local(path: str, fs: CairnFileSystem) -> str:
+    """A local path without a scheme made absolute, as Ray resolves it."""
+    if fs._protocol == "file" and "://" not in path:
+        return os.path.abspath(path)
+    return path
+
+
+class CheckpointManager(_RayManager):
+    """Ray Data's ``checkpoint_manager_cls``, backed by cairn.
+
+    The checkpoint filesystem must be cairn's (``override_filesystem=
+    cairn.build_checkpoint_filesystem(path, storage_options)``, which
+    :func:`checkpoint_config` sets) or pyarrow's local disk. The output is
+    settled through the write's filesystem when it is cairn's or local
+    disk, else through the checkpoint's filesystem when both are on the
+    same protocol (the output then needs the same credentials).
+    """
+
+    def load_checkpoint(
+        self,
+        data_file_dir: Optional[str] = None,
+        data_file_filesystem: Optional[pafs.FileSystem] = None,
+    ) -> Tuple[Optional[Any], int]:
+        """Settles pending units, loads the committed IDs and puts their set
+        in Ray's object store: ``(ref, bytes the set holds)``, or
+        ``(None, 0)`` when nothing is committed."""
+        started = time.monotonic()
+        if self.checkpoint_path_partition_filter is not None:
+            raise ValueError(
+                "cairn.ray.CheckpointManager reads every committed unit; "
+                "checkpoint_path_partition_filter is not supported (leave it unset, or use "
+                "Ray's own manager)"
+            )
+        checkpoint_fs = _cairn_of(self.filesystem)
+        if checkpoint_fs is None:
+            raise ValueError(
+                f"the checkpoint filesystem of {self.checkpoint_path} is "
+                f"{type(self.filesystem).__name__}, not cairn's: pass override_filesystem="
+                "cairn.build_checkpoint_filesystem(checkpoint_path, storage_options), or use "
+                "cairn.ray.checkpoint_config(...), which sets it"
+            )
+        native = checkpoint_fs._native
+        checkpoint_url = native.url(native.strip(_local(self.checkpoint_path, checkpoint_fs)))
+        output_fs = None
+        output_dir = None
+        if data_file_dir is not None:
+            output_fs = self._output_filesystem(data_file_dir, data_file_filesystem, checkpoint_fs)
+            output_dir = _local(data_file_dir, output_fs)
+        ids, report = open_checkpoint(
+            native,
+            checkpoint_url,
+            self.id_column,
+            None if output_fs is None else output_fs._native,
+            output_dir,
+        )
+        if report.get("foreign"):
+            logger.warning(
+                "files cairn did not write were left in the checkpoint %s: %s",
+                checkpoint_url,
+                ", ".join(report["foreign"]),
+            )
+        if report.get("pending_kept"):
+            logger.warning(
+                "the write has no output directory, so %d pending unit(s) of %s were kept "
+                "as they are (their rows are redone)",
+                len(report["pending_kept"]),
+                checkpoint_url,
+            )
+        if len(ids) == 0:
+            logger.info("cairn: nothing committed in %s", checkpoint_url)
+            return None, 0
+        data = ids.to_bytes()
+        held = ids.memory_bytes()
+        del ids
+        ref = ray.put(data)
+        logger.info(
+            "cairn: %d committed IDs in %d units loaded from %s in %.2f s (%d bytes held per "
+            "filter actor); %d pending unit(s) rolled back, %d data file(s) deleted",
+            report["ids"],
+            report["committed_units"],
+            checkpoint_url,
+            time.monotonic() - started,
+            held,
+            len(report.get("rolled_back", [])),
+            report.get("data_files_deleted", 0),
+        )
+        return ref, held
+
+    def _output_filesystem(
+        self,
+        data_file_dir: str,
+        data_file_filesystem: Optional[pafs.FileSystem],
+        checkpoint_fs: CairnFileSystem,
+    ) -> CairnFileSystem:
+        if data_file_filesystem is None:
+            return checkpoint_fs
+        found = _cairn_of(data_file_filesystem)
+        if found is not None:
+            return found
+        if _protocol_of(data_file_dir) == checkpoint_fs._protocol:
+            return checkpoint_fs
+        raise ValueError(
+            f"the output {data_file_dir} is written through "
+            f"{type(data_file_filesystem).__name__}, which cairn cannot settle pending units "
+            "on: pass filesystem=cairn.build_checkpoint_filesystem(output, storage_options) "
+            "to write_parquet"
+        )
+
+
+class CheckpointFilter(_RayFilter):
+    """Ray Data's ``checkpoint_filter_cls``, backed by cairn: built once per
+    filter actor from :class:`CheckpointManager`'s set; each block's ID
+    column is probed in Rust and the committed rows dropped, in order."""
+
+    def __init__(self, config: CheckpointConfig, checkpoint_ref: Any = None):
+        super().__init__(config, checkpoint_ref)
+        data = ray.get(checkpoint_ref) if checkpoint_ref is not None else None
+        if isinstance(data, NativeIdSet):
+            self._ids = data
+        elif isinstance(data, (bytes, bytearray, memoryview)):
+            self._ids = NativeIdSet.from_bytes(bytes(data))
+        else:
+            raise TypeError(
+                "cairn.ray.CheckpointFilter needs the set cairn.ray.CheckpointManager loads; "
+                f"got {type(data).__name__}: set checkpoint_manager_cls=cairn.ray."
+                "CheckpointManager too (cairn.ray.checkpoint_config does)"
+            )
+        del data
+
+    def filter_rows_for_block(self, block: Any) -> Any:
+        """The rows of ``block`` whose ID is not committed, in their order."""
+        if not isinstance(block, pa.Table):
+            from ray.data.block import BlockAccessor
+
+            block = BlockAccessor.for_block(block).to_arrow()
+        if block.num_rows == 0 or len(self._ids) == 0:
+            return block
+        column = block.column(self.id_column)
+        masks = []
+        for chunk in column.chunks:
+            if pa.types.is_dictionary(chunk.type):
+                chunk = chunk.dictionary_decode()
+            masks.append(self._ids.uncommitted(chunk))
+        return block.filter(pa.chunked_array(masks, type=pa.bool_()))
+
+
+def checkpoint_config(
+    id_column: str,
+    checkpoint_path: str,
+    storage_options: Optional[Mapping[str, Any]] = None,
+    **ray_kwargs: Any,
+) -> CheckpointConfig:
+    """A Ray ``CheckpointConfig`` with cairn's manager, filter and checkpoint
+    filesystem (``storage_options`` keyed by protocol or flat, as for
+    :func:`cairn.build_checkpoint_filesystem`). Other keyword arguments go
+    to ``CheckpointConfig`` unchanged (``delete_checkpoint_on_success``,
+    ...). An ``override_filesystem`` given there must be cairn's: a
+    :class:`cairn.fsspec.CairnFileSystem` (wrapped for pyarrow here) or what
+    ``build_checkpoint_filesystem`` returns."""
+    given = ray_kwargs.pop("override_filesystem", None)
+    if given is None:
+        filesystem = build_checkpoint_filesystem(checkpoint_path, storage_options)
+    elif isinstance(given, CairnFileSystem):
+        filesystem = pafs.PyFileSystem(pafs.FSSpecHandler(given))
+    elif _cairn_of(given) is not None:
+        filesystem = given
+    else:
+        raise TypeError(
+            f"override_filesystem is a {type(given).__name__}; cairn's checkpoint manager needs "
+            "cairn's filesystem: leave it out (storage_options= builds it), or pass "
+            "cairn.build_checkpoint_filesystem(checkpoint_path, storage_options)"
+        )
+    return CheckpointConfig(
+        id_column=id_column,
+        checkpoint_path=checkpoint_path,
+        override_filesystem=filesystem,
+        checkpoint_manager_cls=CheckpointManager,
+        checkpoint_filter_cls=CheckpointFilter,
+        **ray_kwargs,
+    )

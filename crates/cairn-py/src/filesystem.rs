@@ -1,0 +1,177 @@
+//! `NativeFileSystem`: one cairn filesystem (a protocol and its storage
+//! options) for `cairn.fsspec.CairnFileSystem`.
+
+use bytes::Bytes;
+use cairn_fs::{FileInfo, FileSystem, FileSystemBuilder, StorageOptions, WriteMode};
+use futures::StreamExt;
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+
+use crate::errors::to_py;
+use crate::runtime::wait;
+
+type Entry = (String, u64, &'static str, Option<String>, Option<String>);
+
+fn entry(info: FileInfo) -> Entry {
+    let kind = if info.is_dir() { "directory" } else { "file" };
+    (info.name, info.size, kind, info.last_modified, info.etag)
+}
+
+/// One cairn filesystem: a protocol and its storage options.
+#[pyclass(module = "cairn._native", frozen)]
+pub(crate) struct NativeFileSystem {
+    pub(crate) fs: FileSystem,
+}
+
+#[pymethods]
+impl NativeFileSystem {
+    /// `options_json`: `{"<protocol>": {...}}`; `checkpoint`: the preset for
+    /// checkpoint storage (listing cache off).
+    #[new]
+    fn new(protocol: &str, options_json: &str, checkpoint: bool) -> PyResult<Self> {
+        let value: serde_json::Value = serde_json::from_str(options_json)
+            .map_err(|e| PyValueError::new_err(format!("storage options are not JSON: {e}")))?;
+        let options = StorageOptions::from_json(value).map_err(to_py)?;
+        let mut builder = FileSystemBuilder::new(protocol).options(options);
+        if checkpoint {
+            builder = builder.for_checkpoints();
+        }
+        Ok(Self {
+            fs: builder.build().map_err(to_py)?,
+        })
+    }
+
+    /// The canonical protocol (`s3` for `s3a`).
+    fn protocol(&self) -> String {
+        self.fs.protocol().to_string()
+    }
+
+    /// The stripped path of a URL or path (`bucket/key`, `/abs/path`).
+    fn strip(&self, path: &str) -> PyResult<String> {
+        self.fs.strip(path).map_err(to_py)
+    }
+
+    /// The URL of a stripped path.
+    fn url(&self, path: &str) -> String {
+        self.fs.url(path)
+    }
+
+    fn info(&self, py: Python<'_>, path: &str) -> PyResult<Entry> {
+        wait(py, self.fs.info(path)).map(entry).map_err(to_py)
+    }
+
+    fn ls(&self, py: Python<'_>, path: &str) -> PyResult<Vec<Entry>> {
+        let found = wait(py, self.fs.ls(path)).map_err(to_py)?;
+        Ok(found.into_iter().map(entry).collect())
+    }
+
+    #[pyo3(signature = (path, maxdepth=None, withdirs=false))]
+    fn find(
+        &self,
+        py: Python<'_>,
+        path: &str,
+        maxdepth: Option<usize>,
+        withdirs: bool,
+    ) -> PyResult<Vec<Entry>> {
+        let found = wait(py, self.fs.find(path, maxdepth, withdirs)).map_err(to_py)?;
+        Ok(found.into_iter().map(entry).collect())
+    }
+
+    /// Bytes `start..end` (`end` None: to the end) of a file.
+    #[pyo3(signature = (path, start=None, end=None))]
+    fn cat_file<'py>(
+        &self,
+        py: Python<'py>,
+        path: &str,
+        start: Option<u64>,
+        end: Option<u64>,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        let data = match (start, end) {
+            (None | Some(0), None) => wait(py, self.fs.cat(path)),
+            (start, end) => wait(py, self.fs.cat_range(path, start.unwrap_or(0), end)),
+        }
+        .map_err(to_py)?;
+        Ok(PyBytes::new(py, &data))
+    }
+
+    /// Many whole files at once, fetched concurrently: each a `bytes`, or
+    /// the exception its read raised.
+    fn cat_many<'py>(&self, py: Python<'py>, paths: Vec<String>) -> PyResult<Vec<Py<PyAny>>> {
+        let fs = self.fs.clone();
+        let results: Vec<cairn_fs::Result<Bytes>> = wait(py, async move {
+            let reads = paths.into_iter().map(move |p| {
+                let fs = fs.clone();
+                async move { fs.cat(&p).await }
+            });
+            futures::stream::iter(reads)
+                .buffered(32)
+                .collect::<Vec<_>>()
+                .await
+        });
+        results
+            .into_iter()
+            .map(|r| match r {
+                Ok(data) => Ok(PyBytes::new(py, &data).into_any().unbind()),
+                Err(e) => Ok(to_py(e).into_value(py).into_any()),
+            })
+            .collect()
+    }
+
+    /// Writes a whole file in one request; `exclusive`: fail if it exists.
+    #[pyo3(signature = (path, data, exclusive=false))]
+    fn pipe_file(
+        &self,
+        py: Python<'_>,
+        path: &str,
+        data: Vec<u8>,
+        exclusive: bool,
+    ) -> PyResult<()> {
+        let mode = if exclusive {
+            WriteMode::Create
+        } else {
+            WriteMode::Overwrite
+        };
+        wait(py, self.fs.pipe(path, Bytes::from(data), mode)).map_err(to_py)
+    }
+
+    #[pyo3(signature = (paths, recursive=false, maxdepth=None))]
+    fn rm(
+        &self,
+        py: Python<'_>,
+        paths: Vec<String>,
+        recursive: bool,
+        maxdepth: Option<usize>,
+    ) -> PyResult<()> {
+        let refs: Vec<&str> = paths.iter().map(String::as_str).collect();
+        wait(py, self.fs.rm_list(&refs, recursive, maxdepth)).map_err(to_py)
+    }
+
+    fn mkdir(&self, py: Python<'_>, path: &str) -> PyResult<()> {
+        wait(py, self.fs.mkdir(path)).map_err(to_py)
+    }
+
+    fn rmdir(&self, py: Python<'_>, path: &str) -> PyResult<()> {
+        wait(py, self.fs.rmdir(path)).map_err(to_py)
+    }
+
+    #[pyo3(signature = (src, dst, recursive=false))]
+    fn cp(&self, py: Python<'_>, src: &str, dst: &str, recursive: bool) -> PyResult<()> {
+        wait(py, self.fs.cp(src, dst, recursive, None)).map_err(to_py)
+    }
+
+    #[pyo3(signature = (src, dst, recursive=false))]
+    fn mv(&self, py: Python<'_>, src: &str, dst: &str, recursive: bool) -> PyResult<()> {
+        wait(py, self.fs.mv(src, dst, recursive, None)).map_err(to_py)
+    }
+
+    /// Uploads the local file `local` to `dst`.
+    fn put_file(&self, py: Python<'_>, local: &str, dst: &str) -> PyResult<()> {
+        wait(py, self.fs.put(local, dst, false, None)).map_err(to_py)
+    }
+
+    /// Downloads `src` to the local file `local`.
+    fn get_file(&self, py: Python<'_>, src: &str, local: &str) -> PyResult<()> {
+        wait(py, self.fs.get(src, local, false, None)).map_err(to_py)
+    }
+}
