@@ -10,6 +10,7 @@ use pyo3::types::PyBytes;
 
 use crate::errors::to_py;
 use crate::runtime::wait;
+use crate::writer::NativeWriter;
 
 type Entry = (String, u64, &'static str, Option<String>, Option<String>);
 
@@ -116,6 +117,35 @@ impl NativeFileSystem {
                 Err(e) => Ok(to_py(e).into_value(py).into_any()),
             })
             .collect()
+    }
+
+    /// Opens `path` for a streaming write (see `NativeWriter`).
+    fn open_write(&self, py: Python<'_>, path: &str) -> PyResult<NativeWriter> {
+        let writer = wait(py, self.fs.open_write(path)).map_err(to_py)?;
+        Ok(NativeWriter::new(self.fs.url(path), writer))
+    }
+
+    /// Writes many whole files at once, concurrently: for each, `None` or
+    /// the exception its write raised.
+    fn pipe_many(&self, py: Python<'_>, files: Vec<(String, Vec<u8>)>) -> PyResult<Vec<Py<PyAny>>> {
+        let fs = self.fs.clone();
+        let results: Vec<cairn_fs::Result<()>> = wait(py, async move {
+            let writes = files.into_iter().map(move |(p, data)| {
+                let fs = fs.clone();
+                async move { fs.pipe(&p, Bytes::from(data), WriteMode::Overwrite).await }
+            });
+            futures::stream::iter(writes)
+                .buffered(32)
+                .collect::<Vec<_>>()
+                .await
+        });
+        Ok(results
+            .into_iter()
+            .map(|r| match r {
+                Ok(()) => py.None(),
+                Err(e) => to_py(e).into_value(py).into_any(),
+            })
+            .collect())
     }
 
     /// Writes a whole file in one request; `exclusive`: fail if it exists.

@@ -9,6 +9,7 @@ mod checkpoint;
 mod errors;
 mod filesystem;
 mod runtime;
+mod writer;
 
 use pyo3::prelude::*;
 
@@ -17,6 +18,7 @@ use pyo3::prelude::*;
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<filesystem::NativeFileSystem>()?;
     m.add_class::<checkpoint::NativeIdSet>()?;
+    m.add_class::<writer::NativeWriter>()?;
     m.add_function(wrap_pyfunction!(checkpoint::open_checkpoint, m)?)?;
     m.add(
         "CheckpointError",

@@ -15,6 +15,7 @@ use super::strings::StringIdSet;
 use crate::error::{Error, Result};
 
 const MAGIC: &[u8; 8] = b"CAIRNIDS";
+/// Version 1: string fingerprints are XXH3-128 of the ID's bytes.
 const VERSION: u8 = 1;
 
 const KIND_EMPTY: u8 = 0;

@@ -175,7 +175,7 @@ pub fn check_id_type(data_type: &DataType) -> Result<()> {
 }
 
 /// A 128-bit key per row of an ID array, equal exactly when the IDs are equal
-/// (integers exactly, strings by their MD5 fingerprint; see [`StringMode`]),
+/// (integers exactly, strings by their 128-bit fingerprint; see [`StringMode`]),
 /// `None` for a null: what duplicate detection compares.
 ///
 /// ```

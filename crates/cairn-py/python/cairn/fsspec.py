@@ -177,6 +177,17 @@ class CairnFileSystem(AbstractFileSystem):
         return info.get("ETag") or f"{info['size']}-{info.get('LastModified')}"
 
     # ----------------------------------------------------------- writes
+    def pipe(self, path: Any, value: Optional[bytes] = None, **kwargs: Any) -> None:
+        if isinstance(path, str):
+            self.pipe_file(path, value, **kwargs)
+            return
+        if not isinstance(path, dict):
+            raise ValueError("pipe takes a path and bytes, or a dict of paths to bytes")
+        files = [(self._strip_protocol(p), bytes(v)) for p, v in path.items()]
+        for result in self._native.pipe_many(files):
+            if result is not None:
+                raise result
+
     def pipe_file(self, path: str, value: bytes, mode: str = "overwrite", **kwargs: Any) -> None:
         self._native.pipe_file(self._strip_protocol(path), bytes(value), mode == "create")
 
@@ -301,30 +312,52 @@ class CairnFileSystem(AbstractFileSystem):
 
 
 class CairnFile(AbstractBufferedFile):
-    """A file of a ``CairnFileSystem``: reads are ranged requests with
-    read-ahead (one size lookup when opened); writes are buffered and sent
-    at ``close()`` in one request, so a discarded writer leaves nothing."""
+    """A file of a ``CairnFileSystem``. Reads are ranged requests with
+    read-ahead (one size lookup when opened). ``wb`` streams: each full
+    block is uploaded as it fills (a multipart upload on object stores, a
+    temporary file on local disk) and the file appears whole at ``close()``;
+    ``discard()``, or an exception leaving a ``with`` block, abandons the
+    write and leaves nothing. ``xb`` is buffered and sent at ``close()`` as
+    one create-if-absent request (``FileExistsError`` if the file appeared)."""
 
     def _fetch_range(self, start: int, end: int) -> bytes:
         return self.fs.cat_file(self.path, start, end)
 
     def _initiate_upload(self) -> None:
-        self._parts = io.BytesIO()
+        if "x" in self.mode:
+            self._parts = io.BytesIO()
+            self._writer = None
+        else:
+            self._writer = self.fs._native.open_write(self.fs._strip_protocol(self.path))
 
     def _upload_chunk(self, final: bool = False) -> bool:
+        if self._writer is not None:
+            self._writer.write(self.buffer.getvalue())
+            if final:
+                self._writer.close()
+            return True
         self._parts.write(self.buffer.getvalue())
         if final:
-            # "xb": the one request is a create-if-absent (atomic where the
-            # store honours it), so an existing file is a FileExistsError.
-            self.fs.pipe_file(
-                self.path,
-                self._parts.getvalue(),
-                mode="create" if "x" in self.mode else "overwrite",
-            )
+            self.fs.pipe_file(self.path, self._parts.getvalue(), mode="create")
         return True
 
     def discard(self) -> None:
+        writer = getattr(self, "_writer", None)
+        if writer is not None:
+            writer.abort()
         self._parts = io.BytesIO()
+        self.buffer = io.BytesIO()
+        # Nothing more is written: a later close() (or garbage collection)
+        # must not commit what is left.
+        self.closed = True
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc_type is not None and self.mode != "rb" and not self.closed:
+            # An exception in the with block: the file is not finished, so
+            # nothing of it is made visible (fsspec's default commits it).
+            self.discard()
+            return
+        self.close()
 
 
 class CosFileSystem(CairnFileSystem):
