@@ -1,10 +1,14 @@
-"""Turns fs_bench JSON lines into a Markdown table: median of the rounds per
-tool and operation, with cairn's ratio to s3fs and to bare OpenDAL."""
+"""Turns benchmark JSON lines (tool, op, ops_per_s, mib_per_s) into a
+Markdown table: the median of the rounds per tool and operation, and the
+first tool's ratio to each other tool.
+  python3 scripts/bench/table.py FILE [TOOL,TOOL,...]   (default cairn,s3fs,opendal)"""
 import json
 import statistics
 import sys
 from collections import defaultdict
 
+names = {"cairn": "cairn", "s3fs": "s3fs", "opendal": "bare OpenDAL", "obstore": "obstore"}
+tools = (sys.argv[2] if len(sys.argv) > 2 else "cairn,s3fs,opendal").split(",")
 runs = defaultdict(list)
 for line in open(sys.argv[1]):
     r = json.loads(line)
@@ -19,8 +23,13 @@ def rate(tool, op):
     return statistics.median(values) if values else float("nan")
 
 
-print("| operation | unit | cairn | s3fs | bare OpenDAL | cairn / s3fs | cairn / OpenDAL |")
-print("|---|---|---:|---:|---:|---:|---:|")
+first, others = tools[0], tools[1:]
+header = ["operation", "unit"] + [names.get(t, t) for t in tools]
+header += [f"{names.get(first, first)} / {names.get(t, t)}" for t in others]
+print("| " + " | ".join(header) + " |")
+print("|---|---|" + "---:|" * (len(header) - 2))
 for op in ops:
-    c, s, o = rate("cairn", op), rate("s3fs", op), rate("opendal", op)
-    print(f"| {op} | {unit.get(op, 'ops/s')} | {c:.1f} | {s:.1f} | {o:.1f} | {c / s:.2f}x | {c / o:.2f}x |")
+    rates = [rate(t, op) for t in tools]
+    cells = [op, unit.get(op, "ops/s")] + [f"{r:.1f}" for r in rates]
+    cells += [f"{rates[0] / r:.2f}x" for r in rates[1:]]
+    print("| " + " | ".join(cells) + " |")

@@ -20,6 +20,7 @@ mod error;
 mod filesystem;
 mod fsspec_env;
 pub mod hooks;
+mod http;
 mod options;
 mod registry;
 mod url;
@@ -31,6 +32,7 @@ pub use filesystem::{
     WriteMode, build_checkpoint_filesystem, other_paths,
 };
 pub use fsspec_env::FsspecEnv;
+pub use http::is_localhost_name;
 pub use options::{
     BackendOptions, ConfigLine, Environment, Setting, Source, StorageOptions, is_secret_name,
 };

@@ -1,5 +1,7 @@
 """fsspec's own abstract test suite (shipped inside fsspec) run unchanged
-against CairnFileSystem on memory, local disk, and Garage (s3)."""
+against CairnFileSystem on memory, local disk, Garage (s3, path-style) and
+cos on Garage (virtual-host style: `bucket.s3.garage.localhost`, which
+cairn resolves to the loopback address as RFC 6761 says)."""
 
 import os
 
@@ -57,6 +59,22 @@ class GarageFixtures(abstract.AbstractFixtures):
         return False
 
 
+class CosFixtures(abstract.AbstractFixtures):
+    @pytest.fixture
+    def fs(self):
+        options = garage_options()
+        options["endpoint_url"] = os.environ["CAIRN_TEST_GARAGE_VHOST_ENDPOINT"]
+        return CairnFileSystem("cos", **options)
+
+    @pytest.fixture
+    def fs_path(self):
+        return fresh(os.environ["CAIRN_TEST_GARAGE_BUCKET"])
+
+    @pytest.fixture
+    def supports_empty_directories(self):
+        return False
+
+
 SUITES = (
     AbstractCopyTests,
     AbstractGetTests,
@@ -75,4 +93,8 @@ class TestLocal(LocalFixtures, *SUITES):
 
 
 class TestGarage(GarageFixtures, *SUITES):
+    pass
+
+
+class TestCosOnGarage(CosFixtures, *SUITES):
     pass

@@ -531,10 +531,16 @@ impl FileSystem {
                     .with_max_times(policy.max_attempts.saturating_sub(1))
                     .with_jitter(),
             );
-        let op = if self.inner.hooks.is_empty() && self.inner.http_client.is_none() {
+        // Local disk and memory send no HTTP; every other backend goes
+        // through the hooks and cairn's client (crate::http).
+        let op = if self.real_directories() && self.inner.http_client.is_none() {
             op
         } else {
-            let client = self.inner.http_client.clone().unwrap_or_default();
+            let client = self
+                .inner
+                .http_client
+                .clone()
+                .unwrap_or_else(crate::http::default_client);
             let transport = HookedTransport {
                 inner: opendal_http_transport_reqwest::ReqwestTransport::new(client),
                 hooks: self.inner.hooks.clone(),

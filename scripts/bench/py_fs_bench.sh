@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# From Python on Garage: cairn's fsspec filesystem vs s3fs vs obstore's
+# fsspec adapter, same run, BENCH_ROUNDS rounds (default 3), and a Markdown
+# table of medians (figures go in docs/benchmarks.md). Builds the release
+# wheel into the tools' virtualenv and installs obstore there if missing.
+#   scripts/bench/py_fs_bench.sh    (BENCH_SMALL_COUNT, BENCH_LARGE_MIB, BENCH_ROUNDS)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+tools="${CAIRN_TOOLS:-$HOME/.cache/cairn-tools}"
+scripts/tools.sh >/dev/null
+scripts/servers.sh start >/dev/null
+trap 'scripts/servers.sh stop >/dev/null' EXIT
+. target/cairn-servers/servers.env
+export BENCH_ENDPOINT="$CAIRN_TEST_GARAGE_ENDPOINT" BENCH_KEY="$CAIRN_TEST_GARAGE_KEY" \
+       BENCH_SECRET="$CAIRN_TEST_GARAGE_SECRET" BENCH_BUCKET="$CAIRN_TEST_GARAGE_BUCKET" \
+       BENCH_REGION="$CAIRN_TEST_GARAGE_REGION"
+"$tools/venv/bin/pip" show obstore >/dev/null 2>&1 || "$tools/venv/bin/pip" install -q obstore==0.12.1
+rm -rf target/wheels-release
+"$tools/venv/bin/maturin" build -q --release -m crates/cairn-py/Cargo.toml \
+  --interpreter "$tools/venv/bin/python" -o target/wheels-release
+"$tools/venv/bin/pip" install -q --force-reinstall --no-deps target/wheels-release/cairn-*.whl
+out="target/py_fs_bench.jsonl"; : >"$out"
+for _ in $(seq 1 "${BENCH_ROUNDS:-3}"); do
+  for tool in cairn s3fs obstore; do
+    "$tools/venv/bin/python" scripts/bench/py_fs_bench.py "$tool" >>"$out"
+  done
+done
+python3 scripts/bench/table.py "$out" cairn,s3fs,obstore
