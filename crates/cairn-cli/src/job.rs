@@ -226,12 +226,19 @@ pub async fn run(command: JobCommand, options: &StorageOptions) -> CliResult<u8>
                 Mode::Overwrite => SaveMode::Overwrite,
             });
             let bar = (!quiet && std::io::stderr().is_terminal()).then(|| progress_bar(&ctx));
+            let signals = crate::interrupt::on_signals(ctx.interrupt.clone());
             let result = dataset.write(&ctx, sink).await;
             if let Some((bar, ticker)) = bar {
                 ticker.abort();
                 bar.finish_and_clear();
             }
-            let summary = result?;
+            let summary = match result {
+                Err(e @ cairn_dataset::Error::Interrupted { .. }) => {
+                    eprintln!("cairn: {e}");
+                    return Ok(signals.exit_code());
+                }
+                other => other?,
+            };
             report(&summary, json, ctx.checkpoint.as_ref())?;
             Ok(0)
         }

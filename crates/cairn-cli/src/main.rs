@@ -4,6 +4,7 @@ use std::io::Write;
 use std::process::ExitCode;
 
 mod ckpt;
+mod interrupt;
 mod job;
 
 use cairn_fs::{FileInfo, FileSystem, StorageOptions};

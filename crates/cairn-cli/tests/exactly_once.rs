@@ -911,3 +911,77 @@ fn zero_batch_size_or_workers_and_a_sample_over_old_files_are_refused() {
         text(&again)
     );
 }
+
+// ----------------------------------------------------------- interruption
+
+/// SIGINT or SIGTERM at seeded random instants of a job slowed down by a
+/// failpoint that sleeps at each unit's commit: the run stops cleanly (exit
+/// 130/143, "run the same command to resume"), keeps its checkpoint, gives
+/// the lease back (released, not merely expired); a run that finished
+/// before the signal exits 0. The runs, resumed in turn, end exactly once.
+fn interrupt_and_resume(place: &Place) {
+    place.sample("in", 40_000, 4);
+    let paths = [place.url("in"), place.url("out"), place.url("ckpt")];
+    let args = job_args(place, &paths, &["--keep-checkpoint"]);
+    let mut random = 0x5eed_u64;
+    let mut interrupted = 0;
+    for round in 0..6 {
+        random = random
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let delay_ms = 200 + (random >> 33) % 800;
+        let (signal, code) = if round % 2 == 0 {
+            ("-INT", 130)
+        } else {
+            ("-TERM", 143)
+        };
+        let child = place
+            .cairn(&args)
+            .env("FAILPOINTS", "unit-after-data=sleep(400)")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(delay_ms));
+        let sent = Command::new("kill")
+            .args([signal, &child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(sent.success());
+        let out = child.wait_with_output().unwrap();
+        let label = format!("round {round}: {signal} after {delay_ms} ms");
+        match out.status.code() {
+            Some(0) => {}
+            Some(c) if c == code => {
+                interrupted += 1;
+                assert!(
+                    text(&out).contains("run the same command to resume"),
+                    "{label}: {}",
+                    text(&out)
+                );
+                let status = place.status("ckpt");
+                assert_eq!(
+                    status["lease"]["released"], true,
+                    "{label}: the lease is given back: {status}"
+                );
+                assert_eq!(
+                    status["uncommitted_pending_units"], 0,
+                    "{label}: units in flight were committed: {status}"
+                );
+            }
+            other => panic!("{label}: exit {other:?}: {}", text(&out)),
+        }
+    }
+    assert!(
+        interrupted >= 3,
+        "the signals must land mid-job ({interrupted} of 6 did)"
+    );
+    let done = place.ok(&args);
+    assert!(!done.contains("rolled back"), "{done}");
+    place.assert_exactly_once("in", "out");
+}
+
+#[test]
+fn sigint_and_sigterm_stop_cleanly_and_resume_exactly_once_on_local_disk() {
+    interrupt_and_resume(&Place::local());
+}

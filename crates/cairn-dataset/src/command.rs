@@ -32,17 +32,23 @@ pub(crate) struct CommandProcess {
 impl CommandProcess {
     /// Starts `command` with `sh -c`.
     pub(crate) fn spawn(command: &str) -> Result<Self> {
-        let mut child = Command::new("sh")
+        let mut child = Command::new("sh");
+        child
             .arg("-c")
             .arg(command)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(|e| Error::Transform {
-                operator: describe(command),
-                reason: format!("cannot start it: {e}"),
-            })?;
+            .stderr(Stdio::piped());
+        // Its own process group: Ctrl-C in a terminal signals the whole
+        // foreground group, and the job, not the terminal, decides when a
+        // transform stops (it finishes its batch; the job commits it). It
+        // still ends when the job does: its stdin closes.
+        #[cfg(unix)]
+        std::os::unix::process::CommandExt::process_group(&mut child, 0);
+        let mut child = child.spawn().map_err(|e| Error::Transform {
+            operator: describe(command),
+            reason: format!("cannot start it: {e}"),
+        })?;
         let stderr = Arc::new(Mutex::new(VecDeque::new()));
         let mut pipe = child.stderr.take().expect("stderr is piped");
         let tail = stderr.clone();

@@ -48,6 +48,8 @@ pub struct JobContext {
     pub duplicate_check_max_ids: u64,
     /// Live counters.
     pub progress: Arc<Progress>,
+    /// Set it to stop the job cleanly (see [`crate::Interrupt`]).
+    pub interrupt: crate::Interrupt,
 }
 
 /// The default cap of the duplicate-ID check's hash set: 2^25 IDs, about
@@ -73,6 +75,7 @@ impl JobContext {
             check_duplicate_ids: true,
             duplicate_check_max_ids: DEFAULT_DUPLICATE_CHECK_MAX_IDS,
             progress: Arc::new(Progress::default()),
+            interrupt: crate::Interrupt::new(),
         }
     }
 

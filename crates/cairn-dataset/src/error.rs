@@ -51,6 +51,15 @@ pub enum Error {
         /// What is wrong.
         reason: String,
     },
+    /// The job was asked to stop ([`crate::Interrupt`]): the rows it had
+    /// taken were committed, the lease given back.
+    #[error(
+        "interrupted after committing {units_committed} unit(s) in this run; run the same command to resume"
+    )]
+    Interrupted {
+        /// Units this run committed before it stopped.
+        units_committed: u64,
+    },
     /// Storage failed.
     #[error("{0}")]
     Storage(Box<cairn_fs::Error>),

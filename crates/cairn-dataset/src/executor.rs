@@ -65,6 +65,9 @@ struct Shared {
     seen: Option<SeenIds>,
     progress: Arc<Progress>,
     stop: AtomicBool,
+    interrupt: crate::Interrupt,
+    /// A worker stopped for the interrupt with input left to read.
+    cut_short: AtomicBool,
     counts: Counts,
 }
 
@@ -286,6 +289,8 @@ async fn prepare_and_run(
         seen,
         progress: ctx.progress.clone(),
         stop: AtomicBool::new(false),
+        interrupt: ctx.interrupt.clone(),
+        cut_short: AtomicBool::new(false),
         counts: Counts::default(),
     });
 
@@ -313,12 +318,25 @@ async fn prepare_and_run(
     summary.bytes_written = counts.bytes_written.load(Ordering::Relaxed);
     summary.units_committed = counts.units.load(Ordering::Relaxed);
 
+    // Asked to stop with input left: the units taken were committed; keep
+    // the checkpoint, give the lease back, say how to resume.
+    let interrupted = first_error.is_none() && shared.cut_short.load(Ordering::SeqCst);
+    let interruption = Error::Interrupted {
+        units_committed: summary.units_committed,
+    };
     let Some((dir, keeper)) = shared.checkpoint else {
+        if interrupted {
+            return Err(interruption);
+        }
         return first_error.map_or(Ok(()), Err);
     };
     if let Some(e) = first_error {
         release(&dir, keeper).await;
         return Err(e);
+    }
+    if interrupted {
+        release(&dir, keeper).await;
+        return Err(interruption);
     }
     crash_point("run-before-clean-up");
     let lease = keeper.stop().await?;
@@ -364,11 +382,20 @@ async fn work(shared: &Arc<Shared>) -> Result<()> {
             .index_of(id)
             .expect("checked in the plan")
     });
-    loop {
+    'pieces: loop {
         if shared.stop.load(Ordering::Relaxed) {
             break;
         }
-        let piece = shared.queue.lock().expect("queue lock").pop_front();
+        let piece = {
+            let mut queue = shared.queue.lock().expect("queue lock");
+            if shared.interrupt.is_requested() {
+                if !queue.is_empty() {
+                    shared.cut_short.store(true, Ordering::SeqCst);
+                }
+                break;
+            }
+            queue.pop_front()
+        };
         let Some(piece) = piece else { break };
         let label = piece_label(&piece);
         let mut batches = shared.planned.read(piece, shared.batch_size);
@@ -411,6 +438,12 @@ async fn work(shared: &Arc<Shared>) -> Result<()> {
                     .is_some_and(|(interval, since)| since.elapsed() >= interval);
             if due {
                 flush(shared, &mut unit).await?;
+            }
+            if shared.interrupt.is_requested() {
+                // What was transformed is committed below; the rest of this
+                // piece is read again by the next run (its rows are not).
+                shared.cut_short.store(true, Ordering::SeqCst);
+                break 'pieces;
             }
         }
     }

@@ -13,6 +13,7 @@ mod command;
 mod dataset;
 mod error;
 mod executor;
+mod interrupt;
 mod ops;
 mod progress;
 mod row_hash;
@@ -25,6 +26,7 @@ pub use dataset::{
 };
 pub use error::{Error, Result};
 pub use executor::UNIT_MAX_BYTES;
+pub use interrupt::Interrupt;
 pub use ops::{BoxError, Row};
 pub use progress::{JobSummary, Progress, ProgressSnapshot};
 pub use row_hash::{ROW_HASH_COLUMN, row_hash, row_hash_column, row_hash_seed};
