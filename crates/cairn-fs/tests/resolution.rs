@@ -312,3 +312,98 @@ fn use_ssl_false_means_http_for_the_regional_endpoint() {
         "aws:kms (key alias/k)"
     );
 }
+
+/// Every keyword argument of gcsfs 2026.10's `GCSFileSystem` (its signature,
+/// read from the gcsfs wheel), with a value of its type.
+const GCSFS_KEYWORDS: &[(&str, &str)] = &[
+    ("project", "\"p\""),
+    ("access", "\"read_only\""),
+    ("token", "\"anon\""),
+    ("block_size", "5242880"),
+    ("consistency", "\"md5\""),
+    ("cache_timeout", "10"),
+    ("secure_serialize", "true"),
+    ("check_connection", "false"),
+    ("requests_timeout", "30"),
+    ("requester_pays", "false"),
+    ("asynchronous", "false"),
+    ("session_kwargs", "{}"),
+    ("loop", "null"),
+    ("timeout", "30"),
+    ("endpoint_url", "\"http://127.0.0.1:1\""),
+    ("default_location", "\"US\""),
+    ("version_aware", "false"),
+    ("skip_instance_cache", "false"),
+];
+
+/// Every keyword argument of ossfs 2025.5's `OSSFileSystem`.
+const OSSFS_KEYWORDS: &[(&str, &str)] = &[
+    ("endpoint", "\"http://127.0.0.1:1\""),
+    ("key", "\"k\""),
+    ("secret", "\"s\""),
+    ("token", "\"t\""),
+    ("default_cache_type", "\"readahead\""),
+    ("default_block_size", "5242880"),
+    ("psize", "1"),
+    ("skip_instance_cache", "false"),
+    ("asynchronous", "false"),
+    ("loop", "null"),
+];
+
+#[test]
+fn every_gcsfs_and_ossfs_keyword_is_recognised() {
+    for (protocol, keywords) in [("gcs", GCSFS_KEYWORDS), ("oss", OSSFS_KEYWORDS)] {
+        for (name, value) in keywords {
+            let value: serde_json::Value = serde_json::from_str(value).unwrap();
+            let mut options = serde_json::json!({ protocol: { *name: value } });
+            if protocol == "oss" {
+                // The options every OSS filesystem needs, beside the one tried.
+                for (needed, v) in [
+                    ("endpoint", "http://127.0.0.1:1"),
+                    ("key", "k"),
+                    ("secret", "s"),
+                ] {
+                    if options[protocol].get(needed).is_none() {
+                        options[protocol][needed] = v.into();
+                    }
+                }
+            }
+            build(protocol, options, &[]).unwrap_or_else(|e| panic!("{protocol}.{name}: {e}"));
+        }
+    }
+    // As fsspec's variables set them.
+    build(
+        "gcs",
+        serde_json::json!({}),
+        &[("FSSPEC_GCS_BLOCK_SIZE", "5242880")],
+    )
+    .unwrap();
+    build(
+        "oss",
+        serde_json::json!({"oss": {"endpoint": "http://127.0.0.1:1"}}),
+        &[("FSSPEC_OSS_DEFAULT_CACHE_TYPE", "none")],
+    )
+    .unwrap();
+    // gcsfs's access level is the OAuth scope.
+    let fs = build(
+        "gcs",
+        serde_json::json!({"gcs": {"access": "read_write"}}),
+        &[],
+    )
+    .unwrap();
+    assert!(format!("{fs:?}").contains("read_write"), "{fs:?}");
+    // What cairn cannot honour is refused, naming the option.
+    for (name, value) in [
+        ("requester_pays", serde_json::json!(true)),
+        ("version_aware", serde_json::json!(true)),
+        ("token", serde_json::json!("browser")),
+        ("access", serde_json::json!("everything")),
+    ] {
+        let err = build("gcs", serde_json::json!({ "gcs": { name: value } }), &[]).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Config, "{name}: {err}");
+        assert!(err.to_string().contains(name), "{name}: {err}");
+    }
+    // A key no such library knows stays an error.
+    let err = build("gcs", serde_json::json!({"gcs": {"blok_size": 1}}), &[]).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Config);
+}

@@ -16,6 +16,21 @@ use crate::options::{
 pub(crate) enum Kind {
     Text,
     Flag,
+    /// A keyword of the Python library (gcsfs, ossfs) about its own
+    /// machinery: accepted with any value and without effect, so its
+    /// storage options and `FSSPEC_*` variables work unchanged.
+    Ignored,
+}
+
+/// A [`Kind::Ignored`] keyword.
+pub(crate) const fn ignored(name: &'static str) -> Spec {
+    Spec {
+        name,
+        aliases: &[],
+        kind: Kind::Ignored,
+        env: &[],
+        secret: false,
+    }
 }
 
 /// One option of a backend.
@@ -54,7 +69,11 @@ impl std::fmt::Debug for FlatConfig {
 
 /// The canonical names of `specs`, for error messages.
 fn names(specs: &[Spec]) -> Vec<&'static str> {
-    specs.iter().map(|s| s.name).collect()
+    specs
+        .iter()
+        .filter(|s| s.kind != Kind::Ignored)
+        .map(|s| s.name)
+        .collect()
 }
 
 /// The text options of `specs`, aliases included (kept raw from `FSSPEC_<P>_<K>`).
@@ -81,6 +100,9 @@ impl FlatConfig {
                 .iter()
                 .find(|s| s.name == lower || s.aliases.contains(&lower.as_str()))
                 .ok_or_else(|| unknown_key(&at.label(), &names(specs)))?;
+            if spec.kind == Kind::Ignored {
+                continue;
+            }
             let resolved = read(spec, value, &at.label())?;
             values.retain(|(n, _)| *n != spec.name);
             values.push((spec.name, at.setting(resolved)));
@@ -178,5 +200,6 @@ fn read(spec: &Spec, value: &Value, label: &str) -> Result<Resolved> {
     Ok(match spec.kind {
         Kind::Text => Resolved::Text(value_as_string(value, label)?),
         Kind::Flag => Resolved::Flag(value_as_bool(value, label)?),
+        Kind::Ignored => unreachable!("ignored keywords are skipped before reading"),
     })
 }

@@ -1,11 +1,20 @@
 //! `gcs://` (alias `gs://`): OpenDAL's native GCS service, with gcsfs's
-//! option names where they fit.
+//! option names where they fit. Every keyword argument of gcsfs 2026.10's
+//! `GCSFileSystem` is recognised: `project`, `token` (an access token, a
+//! credentials file, `anon`, `google_default`, `cloud`), `endpoint_url`,
+//! `access` (as the OAuth scope) are honoured; `requester_pays` and
+//! `version_aware` are refused when true (cairn cannot honour them); the
+//! rest concern gcsfs's own machinery and are accepted without effect
+//! (`block_size`, `consistency`, `cache_timeout`, `secure_serialize`,
+//! `check_connection`, `requests_timeout`, `timeout`, `asynchronous`,
+//! `session_kwargs`, `loop`, `default_location`, `skip_instance_cache`;
+//! cairn's own timeouts and retries apply).
 
 use std::sync::Arc;
 
 use opendal::Operator;
 
-use super::flat::{FlatConfig, Kind, Spec, text_names};
+use super::flat::{FlatConfig, Kind, Spec, ignored, text_names};
 use super::{Backend, BackendFactory, ConditionalWrites, Layout, open_operator};
 use crate::error::{Error, ErrorKind, Result};
 use crate::options::{BackendOptions, ConfigLine, Environment};
@@ -74,7 +83,55 @@ const SPECS: &[Spec] = &[
         env: &[],
         secret: false,
     },
+    Spec {
+        name: "access",
+        aliases: &[],
+        kind: Kind::Text,
+        env: &[],
+        secret: false,
+    },
+    Spec {
+        name: "requester_pays",
+        aliases: &[],
+        kind: Kind::Flag,
+        env: &[],
+        secret: false,
+    },
+    Spec {
+        name: "version_aware",
+        aliases: &[],
+        kind: Kind::Flag,
+        env: &[],
+        secret: false,
+    },
+    ignored("block_size"),
+    ignored("consistency"),
+    ignored("cache_timeout"),
+    ignored("secure_serialize"),
+    ignored("check_connection"),
+    ignored("requests_timeout"),
+    ignored("timeout"),
+    ignored("asynchronous"),
+    ignored("session_kwargs"),
+    ignored("loop"),
+    ignored("default_location"),
+    ignored("skip_instance_cache"),
 ];
+
+/// gcsfs's `access` levels as OAuth scopes.
+fn scope_of_access(access: &str) -> Result<String> {
+    match access {
+        "read_only" | "read_write" | "full_control" => Ok(format!(
+            "https://www.googleapis.com/auth/devstorage.{access}"
+        )),
+        other => Err(Error::new(
+            ErrorKind::Config,
+            format!(
+                "option gcs.access is {other:?}; use \"read_only\", \"read_write\" or \"full_control\" (or give gcs.scope)"
+            ),
+        )),
+    }
+}
 
 /// The factory of `gcs://` and `gs://`.
 ///
@@ -104,6 +161,32 @@ impl BackendFactory for GcsFactory {
     }
     fn configure(&self, options: &BackendOptions, env: &Environment) -> Result<Arc<dyn Backend>> {
         let config = FlatConfig::resolve(SPECS, options, env)?;
+        // What cairn cannot honour is refused, not ignored.
+        if config.flag("requester_pays") {
+            return Err(Error::new(
+                ErrorKind::Config,
+                "option gcs.requester_pays=true is not supported: cairn cannot bill requests to a user project yet; read requester-pays buckets with gcsfs, or copy the data to a bucket you own",
+            ));
+        }
+        if config.flag("version_aware") {
+            return Err(Error::new(
+                ErrorKind::Config,
+                "option gcs.version_aware=true is not supported: cairn reads the live generation of each object; leave it false",
+            ));
+        }
+        if let Some(token @ ("cache" | "browser")) = config.text_value("token") {
+            return Err(Error::new(
+                ErrorKind::Config,
+                format!(
+                    "option gcs.token={token:?} is gcsfs's interactive login, which cairn does not do; give a credentials file (gcs.token=/path/key.json or GOOGLE_APPLICATION_CREDENTIALS) or an access token"
+                ),
+            ));
+        }
+        let scope = match (config.text_value("scope"), config.text_value("access")) {
+            (Some(scope), _) => Some(scope.to_string()),
+            (None, Some(access)) => Some(scope_of_access(access)?),
+            (None, None) => None,
+        };
         // STORAGE_EMULATOR_HOST is often a bare host:port.
         let endpoint = config.text_value("endpoint").map(|e| {
             if e.contains("://") {
@@ -120,7 +203,11 @@ impl BackendFactory for GcsFactory {
                 format!("the gcs endpoint {endpoint:?} is not a URL; write it as http://host:port"),
             ));
         }
-        Ok(Arc::new(GcsBackend { config, endpoint }))
+        Ok(Arc::new(GcsBackend {
+            config,
+            endpoint,
+            scope,
+        }))
     }
 }
 
@@ -129,6 +216,8 @@ struct GcsBackend {
     config: FlatConfig,
     /// The endpoint as a URL (a scheme added to a bare host:port).
     endpoint: Option<String>,
+    /// The OAuth scope (`scope`, or gcsfs's `access` level).
+    scope: Option<String>,
 }
 
 impl Backend for GcsBackend {
@@ -153,7 +242,7 @@ impl Backend for GcsBackend {
         if let Some(path) = c.text_value("credential_path") {
             builder = builder.credential_path(path);
         }
-        if let Some(scope) = c.text_value("scope") {
+        if let Some(scope) = &self.scope {
             builder = builder.scope(scope);
         }
         if c.flag("anon") {

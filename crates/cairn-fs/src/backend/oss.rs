@@ -1,12 +1,16 @@
 //! `oss://`: Alibaba Cloud OSS through OpenDAL's native OSS service
 //! (create-if-absent with `x-oss-forbid-overwrite`, batch deletes with
-//! Content-MD5).
+//! Content-MD5). Every keyword argument of ossfs 2025.5's `OSSFileSystem`
+//! is recognised: `endpoint`, `key`, `secret`, `token` are honoured;
+//! `default_cache_type`, `default_block_size`, `psize`,
+//! `skip_instance_cache`, `asynchronous` and `loop` concern ossfs's own
+//! machinery and are accepted without effect.
 
 use std::sync::Arc;
 
 use opendal::Operator;
 
-use super::flat::{FlatConfig, Kind, Spec, text_names};
+use super::flat::{FlatConfig, Kind, Spec, ignored, text_names};
 use super::{Backend, BackendFactory, ConditionalWrites, Layout, open_operator};
 use crate::error::{Error, ErrorKind, Result};
 use crate::options::{BackendOptions, ConfigLine, Environment};
@@ -54,6 +58,12 @@ const SPECS: &[Spec] = &[
         env: &[],
         secret: false,
     },
+    ignored("default_cache_type"),
+    ignored("default_block_size"),
+    ignored("psize"),
+    ignored("skip_instance_cache"),
+    ignored("asynchronous"),
+    ignored("loop"),
 ];
 
 /// The factory of `oss://`.

@@ -64,7 +64,11 @@ class CairnFileSystem(AbstractFileSystem):
             )
         for ignored in _PYTHON_OBJECT_OPTIONS:
             storage_options.pop(ignored, None)
-        self.blocksize = storage_options.pop("default_block_size", None) or DEFAULT_BLOCK_SIZE
+        block_size = storage_options.pop("default_block_size", None)
+        if protocol.lower() in ("gcs", "gs"):
+            # gcsfs's name for it (still passed on: cairn-fs recognises it).
+            block_size = block_size or storage_options.get("block_size")
+        self.blocksize = block_size or DEFAULT_BLOCK_SIZE
         super().__init__(protocol=protocol, checkpoint=checkpoint, **storage_options)
         try:
             options = json.dumps({protocol.lower(): storage_options})
