@@ -45,6 +45,41 @@ const NAMES: &[&str] = &[
     "AWS_ACCESS_KEY_ID",
     "FSSPEC_GCS_TOKEN",
     "FSSPEC_S3__X",
+    // Keywords of s3fs, gcsfs and ossfs as their users set them.
+    "FSSPEC_S3_DEFAULT_BLOCK_SIZE",
+    "FSSPEC_S3_REQUESTER_PAYS",
+    "FSSPEC_S3_MAX_CONCURRENCY",
+    "FSSPEC_S3_SKIP_INSTANCE_CACHE",
+    "FSSPEC_S3_S3_ADDITIONAL_KWARGS",
+    "FSSPEC_GCS_BLOCK_SIZE",
+    "FSSPEC_GCS_CONSISTENCY",
+    "FSSPEC_GCS_ACCESS",
+    "FSSPEC_OSS_DEFAULT_CACHE_TYPE",
+    "FSSPEC_OSS_PSIZE",
+];
+
+/// The keyword arguments of s3fs 2026.9, gcsfs 2026.10 and ossfs 2025.5 (and
+/// fsspec's own) that the generated environments set: cairn must never call
+/// them unknown, whatever their values.
+const LIBRARY_KEYWORDS: &[(&str, &[&str])] = &[
+    (
+        "s3",
+        &[
+            "key",
+            "secret",
+            "client_kwargs",
+            "anon",
+            "endpoint_url",
+            "use_listings_cache",
+            "default_block_size",
+            "requester_pays",
+            "max_concurrency",
+            "skip_instance_cache",
+            "s3_additional_kwargs",
+        ],
+    ),
+    ("gcs", &["token", "block_size", "consistency", "access"]),
+    ("oss", &["default_cache_type", "psize"]),
 ];
 
 const VALUES: &[&str] = &[
@@ -145,11 +180,41 @@ fn cairn_reads_fsspec_variables_exactly_as_fsspec_does() {
     assert_eq!(answers.len(), envs.len());
 
     let mut compared = 0;
+    let mut built = 0;
     for (env, expected) in envs.iter().zip(&answers) {
         let ours = FsspecEnv::parse(&Environment::from_pairs(env.clone()), |_, _| false).to_json();
         assert_eq!(&ours, expected, "environment {env:?}");
         compared += 1;
+        // The keys fsspec hands a library's filesystem: cairn knows each.
+        for (protocol, keywords) in LIBRARY_KEYWORDS {
+            let Some(conf) = expected.get(protocol).and_then(|c| c.as_object()) else {
+                continue;
+            };
+            if !conf.keys().all(|k| keywords.contains(&k.as_str())) {
+                continue;
+            }
+            let result = cairn_fs::FileSystemBuilder::new(protocol)
+                .env(Environment::from_pairs(env.clone()))
+                .build();
+            if let Err(e) = result {
+                // Values may be wrong (a nested client_kwargs key botocore
+                // would refuse too); a top-level keyword is never unknown.
+                let text = e.to_string();
+                let unknown = conf.keys().any(|k| {
+                    text.contains(&format!("unknown option {protocol}.{k} "))
+                        || text.contains(&format!("unknown option {protocol}.{k};"))
+                });
+                assert!(
+                    !unknown,
+                    "{protocol}: fsspec passes {conf:?} to the library; cairn calls a key unknown: {e} (environment {env:?})"
+                );
+            }
+            built += 1;
+        }
     }
-    eprintln!("{compared} environments agree with fsspec");
-    assert!(compared >= 100);
+    eprintln!("{compared} environments agree with fsspec; {built} built with library keywords");
+    assert!(
+        compared >= 100 && built >= 20,
+        "{compared} compared, {built} built"
+    );
 }
