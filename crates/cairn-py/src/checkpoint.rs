@@ -6,6 +6,7 @@
 use arrow_array::{Array, BooleanArray, make_array};
 use arrow_data::ArrayData;
 use arrow_pyarrow::PyArrowType;
+use bytes::Bytes;
 use cairn_checkpoint::{CheckpointConfig, IdSet, StringMode};
 use cairn_fs::ErrorKind;
 use pyo3::exceptions::PyValueError;
@@ -16,6 +17,24 @@ use crate::errors::checkpoint_to_py;
 use crate::filesystem::NativeFileSystem;
 use crate::runtime::wait;
 
+/// Memory a Python object holds, as the owner of shared bytes: the object
+/// is kept alive (and released, with the GIL, when the last set using the
+/// memory is dropped).
+struct SharedMemory {
+    _owner: Py<PyAny>,
+    address: usize,
+    length: usize,
+}
+
+impl AsRef<[u8]> for SharedMemory {
+    fn as_ref(&self) -> &[u8] {
+        // SAFETY: `_from_shared_memory`'s caller passes the address and
+        // length of the contiguous memory of `_owner`, which stays alive and
+        // unmoved while held here; the set only reads it.
+        unsafe { std::slice::from_raw_parts(self.address as *const u8, self.length) }
+    }
+}
+
 /// An immutable set of committed IDs.
 #[pyclass(module = "cairn._native", frozen)]
 pub(crate) struct NativeIdSet {
@@ -24,6 +43,34 @@ pub(crate) struct NativeIdSet {
 
 #[pymethods]
 impl NativeIdSet {
+    /// The set [`NativeIdSet::to_bytes`] wrote, read in place from the
+    /// `length` bytes at `address` that `owner` (a C-contiguous NumPy array,
+    /// as Ray returns from its shared object store) holds: the big arrays
+    /// are not copied, so the filter actors of a machine share one copy.
+    /// `owner` is kept alive by the set. Called by `cairn.ray`, which takes
+    /// address and length from the array itself (the buffer protocol is not
+    /// in the stable ABI before Python 3.11).
+    #[staticmethod]
+    fn _from_shared_memory(
+        py: Python<'_>,
+        owner: Py<PyAny>,
+        address: usize,
+        length: usize,
+    ) -> PyResult<Self> {
+        if address == 0 && length > 0 {
+            return Err(PyValueError::new_err("the ID set's memory has no address"));
+        }
+        let bytes = Bytes::from_owner(SharedMemory {
+            _owner: owner,
+            address,
+            length,
+        });
+        let set = py
+            .detach(|| IdSet::from_shared(bytes))
+            .map_err(checkpoint_to_py)?;
+        Ok(Self { set })
+    }
+
     /// The set [`NativeIdSet::to_bytes`] wrote.
     #[staticmethod]
     fn from_bytes(py: Python<'_>, data: &[u8]) -> PyResult<Self> {

@@ -266,3 +266,44 @@ def test_bad_configurations_are_clear_errors(s3, tmp_path):
         assert os.path.exists(f"{ckpt}/w_000001.parquet")
     finally:
         ray.shutdown()
+
+
+def test_the_set_is_used_in_place_and_keeps_its_memory_alive():
+    import gc
+
+    import numpy as np
+
+    from cairn._native import NativeIdSet
+
+    ids = pa.array(np.arange(0, 2_000_000, 7, dtype=np.int64) * 104729)
+    owned = NativeIdSet.from_bytes(_set_bytes(ids))
+    array = np.frombuffer(_set_bytes(ids), dtype=np.uint8)
+    shared = NativeIdSet._from_shared_memory(
+        array, array.__array_interface__["data"][0], array.nbytes
+    )
+    del array
+    gc.collect()
+    assert len(shared) == len(owned) == len(ids)
+    assert shared.memory_bytes() < owned.memory_bytes() / 4, "the keys are read in place"
+    probe = pa.array([0, 104729 * 7, 5, None], pa.int64())
+    assert shared.uncommitted(probe).to_pylist() == [False, False, True, True]
+
+
+def _set_bytes(ids):
+    """A serialized set of `ids`, made the way CheckpointManager makes it."""
+    import tempfile
+
+    import cairn
+
+    with tempfile.TemporaryDirectory() as root:
+        ckpt, out = f"{root}/ckpt", f"{root}/out"
+        os.makedirs(ckpt)
+        os.makedirs(out)
+        pq.write_table(pa.table({"uid": ids}), f"{ckpt}/w_000001.parquet")
+        open(f"{out}/w_000001-0.parquet", "wb").close()
+        fs = cairn.CairnFileSystem("file", checkpoint=True)
+        url = fs._native.url(fs._native.strip(ckpt))
+        from cairn._native import open_checkpoint
+
+        ids_set, _ = open_checkpoint(fs._native, url, "uid", fs._native, out)
+        return ids_set.to_bytes()

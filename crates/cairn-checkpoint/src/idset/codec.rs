@@ -4,13 +4,18 @@
 //!
 //! Layout, all integers little-endian: the magic `CAIRNIDS`, a format
 //! version byte, a kind byte, then the kind's parts, each a `u64` count
-//! followed by its items. Radix indexes are not stored; they are rebuilt in
-//! one pass. Decoding checks every count against the bytes left and that
-//! keys are sorted and distinct (membership relies on it), so damaged bytes
-//! are an error, never a wrong answer.
+//! followed by its items; the big arrays (integer singles, string
+//! fingerprints) start at a multiple of 16 bytes from the start, so
+//! [`IdSet::from_shared`] can use them in place. Radix indexes are not
+//! stored; they are rebuilt in one pass. Decoding checks every count against
+//! the bytes left and that keys are sorted and distinct (membership relies
+//! on it), so damaged bytes are an error, never a wrong answer.
+
+use bytes::Bytes;
 
 use super::IdSet;
 use super::ints::IntIdSet;
+use super::keys::{Keys, Plain};
 use super::strings::StringIdSet;
 use crate::error::{Error, Result};
 
@@ -45,11 +50,21 @@ impl Writer {
     pub(crate) fn count(&mut self, len: usize) {
         self.u64(len as u64);
     }
+
+    /// Zero bytes up to the next multiple of 16 from the start.
+    pub(crate) fn pad(&mut self) {
+        let padded = self.bytes.len().next_multiple_of(16);
+        self.bytes.resize(padded, 0);
+    }
 }
 
 /// Reads what [`Writer`] wrote, refusing to read past the end.
 pub(crate) struct Reader<'a> {
     bytes: &'a [u8],
+    /// Bytes read so far (the offset of `bytes` in the whole).
+    pos: usize,
+    /// The whole, when the big arrays may be used in place.
+    shared: Option<&'a Bytes>,
 }
 
 impl<'a> Reader<'a> {
@@ -59,18 +74,34 @@ impl<'a> Reader<'a> {
         }
         let (head, rest) = self.bytes.split_at(n);
         self.bytes = rest;
+        self.pos += n;
         Ok(head)
+    }
+
+    /// `n` keys after the padding [`Writer::pad`] wrote: in place in the
+    /// shared bytes when they allow it, else parsed with `parse`.
+    pub(crate) fn keys<T: Plain>(
+        &mut self,
+        n: usize,
+        parse: impl Fn(&[u8]) -> T,
+    ) -> Result<Keys<T>> {
+        let padding = self.pos.next_multiple_of(16) - self.pos;
+        self.take(padding)?;
+        let start = self.pos;
+        let raw = self.take(n * std::mem::size_of::<T>())?;
+        Ok(match self.shared {
+            Some(whole) => Keys::from_le_bytes(whole.slice(start..self.pos), n, parse),
+            None => Keys::Owned(
+                raw.chunks_exact(std::mem::size_of::<T>())
+                    .map(parse)
+                    .collect(),
+            ),
+        })
     }
 
     pub(crate) fn u64(&mut self) -> Result<u64> {
         Ok(u64::from_le_bytes(
             self.take(8)?.try_into().expect("8 bytes"),
-        ))
-    }
-
-    pub(crate) fn u128(&mut self) -> Result<u128> {
-        Ok(u128::from_le_bytes(
-            self.take(16)?.try_into().expect("16 bytes"),
         ))
     }
 
@@ -138,28 +169,58 @@ impl IdSet {
     /// The set [`IdSet::to_bytes`] wrote; bytes that are not one (damaged,
     /// truncated, another format version) are [`Error::CorruptIdSet`].
     pub fn from_bytes(bytes: &[u8]) -> Result<IdSet> {
-        let mut r = Reader { bytes };
-        if r.raw(MAGIC.len()).ok() != Some(MAGIC.as_slice()) {
-            return Err(corrupt("it does not start with the ID-set magic bytes"));
-        }
-        let version = r.raw(1)?[0];
-        if version != VERSION {
-            return Err(corrupt(&format!(
-                "format version {version}, this cairn reads version {VERSION}; use the same cairn version on the driver and the workers"
-            )));
-        }
-        let set = match r.raw(1)?[0] {
-            KIND_EMPTY => IdSet::Empty,
-            KIND_INT => IdSet::Int(IntIdSet::decode(&mut r)?),
-            KIND_FINGERPRINT => IdSet::Str(StringIdSet::decode(&mut r, false)?),
-            KIND_EXACT => IdSet::Str(StringIdSet::decode(&mut r, true)?),
-            other => return Err(corrupt(&format!("unknown kind {other}"))),
-        };
-        if !r.bytes.is_empty() {
-            return Err(corrupt("bytes follow the end of the set"));
-        }
-        Ok(set)
+        decode(Reader {
+            bytes,
+            pos: 0,
+            shared: None,
+        })
     }
+
+    /// [`IdSet::from_bytes`] without copying the big arrays: they are used
+    /// where they lie in `bytes` (kept alive by the set) when aligned, so
+    /// processes that map the same shared memory hold one copy between
+    /// them. Checked as [`IdSet::from_bytes`] checks.
+    ///
+    /// ```
+    /// use arrow_array::UInt64Array;
+    /// use cairn_checkpoint::{IdSet, IdSetBuilder, StringMode};
+    /// let mut builder = IdSetBuilder::new(StringMode::default());
+    /// builder.push_array(&UInt64Array::from_iter_values((0..10_000u64).map(|i| i * 7919))).unwrap();
+    /// let set = builder.build();
+    /// let shared = IdSet::from_shared(bytes::Bytes::from(set.to_bytes())).unwrap();
+    /// assert_eq!(shared, set);
+    /// assert!(shared.memory_bytes() < set.memory_bytes() / 4, "the keys are not copied");
+    /// ```
+    pub fn from_shared(bytes: Bytes) -> Result<IdSet> {
+        decode(Reader {
+            bytes: &bytes,
+            pos: 0,
+            shared: Some(&bytes),
+        })
+    }
+}
+
+fn decode(mut r: Reader<'_>) -> Result<IdSet> {
+    if r.raw(MAGIC.len()).ok() != Some(MAGIC.as_slice()) {
+        return Err(corrupt("it does not start with the ID-set magic bytes"));
+    }
+    let version = r.raw(1)?[0];
+    if version != VERSION {
+        return Err(corrupt(&format!(
+            "format version {version}, this cairn reads version {VERSION}; use the same cairn version on the driver and the workers"
+        )));
+    }
+    let set = match r.raw(1)?[0] {
+        KIND_EMPTY => IdSet::Empty,
+        KIND_INT => IdSet::Int(IntIdSet::decode(&mut r)?),
+        KIND_FINGERPRINT => IdSet::Str(StringIdSet::decode(&mut r, false)?),
+        KIND_EXACT => IdSet::Str(StringIdSet::decode(&mut r, true)?),
+        other => return Err(corrupt(&format!("unknown kind {other}"))),
+    };
+    if !r.bytes.is_empty() {
+        return Err(corrupt("bytes follow the end of the set"));
+    }
+    Ok(set)
 }
 
 #[cfg(test)]
@@ -201,6 +262,12 @@ mod tests {
         for set in [IdSet::Empty, ints(keys), ints(vec![]), exact, fingerprints] {
             let bytes = set.to_bytes();
             assert_eq!(IdSet::from_bytes(&bytes).unwrap(), set);
+            assert_eq!(IdSet::from_shared(Bytes::from(bytes.clone())).unwrap(), set);
+            // Misaligned shared bytes are copied, not misread.
+            let mut shifted = vec![0u8];
+            shifted.extend_from_slice(&bytes);
+            let misaligned = Bytes::from(shifted).slice(1..);
+            assert_eq!(IdSet::from_shared(misaligned).unwrap(), set);
         }
     }
 
@@ -225,6 +292,7 @@ mod tests {
         w.count(0); // ranges
         w.count(0); // bitmaps
         w.count(2);
+        w.pad();
         w.u64(9);
         w.u64(3);
         let e = IdSet::from_bytes(&w.bytes).unwrap_err().to_string();

@@ -7,6 +7,7 @@
 //! `u64::MAX` are the same ID; a job's ID column has one type, so they never meet.
 
 use super::codec::{Reader, Writer, corrupt};
+use super::keys::Keys;
 use super::radix::RadixIndex;
 use crate::error::Result;
 
@@ -33,7 +34,7 @@ pub struct IntIdSet {
     /// (block, bitmap), sorted by block.
     bitmaps: Vec<(u64, Box<[u64; BITMAP_WORDS]>)>,
     /// Sorted, distinct.
-    singles: Vec<u64>,
+    singles: Keys<u64>,
     /// Buckets of `singles` by their top bits.
     index: RadixIndex,
     len: u64,
@@ -100,7 +101,7 @@ impl IntIdSet {
             ranges,
             bitmaps,
             index: RadixIndex::build(&keys),
-            singles: keys,
+            singles: keys.into(),
             len,
         }
     }
@@ -118,8 +119,9 @@ impl IntIdSet {
             let offset = (key & ((1 << BLOCK_SHIFT) - 1)) as usize;
             return self.bitmaps[b].1[offset / 64] & (1 << (offset % 64)) != 0;
         }
-        let bucket = self.index.range(key, self.singles.len());
-        self.singles[bucket].binary_search(&key).is_ok()
+        let singles = self.singles.as_slice();
+        let bucket = self.index.range(key, singles.len());
+        singles[bucket].binary_search(&key).is_ok()
     }
 
     /// Number of IDs.
@@ -137,7 +139,7 @@ impl IntIdSet {
         self.ranges.capacity() * 16
             + self.bitmaps.capacity() * 16
             + self.bitmaps.len() * BITMAP_BYTES
-            + self.singles.capacity() * 8
+            + self.singles.owned_bytes()
             + self.index.memory_bytes()
     }
 }
@@ -163,8 +165,10 @@ impl IntIdSet {
                 w.u64(*word);
             }
         }
-        w.count(self.singles.len());
-        for &key in &self.singles {
+        let singles = self.singles.as_slice();
+        w.count(singles.len());
+        w.pad();
+        for &key in singles {
             w.u64(key);
         }
     }
@@ -186,15 +190,15 @@ impl IntIdSet {
             }
             bitmaps.push((block, bits));
         }
-        let mut singles = Vec::with_capacity(r.count(8)?);
-        for _ in 0..singles.capacity() {
-            singles.push(r.u64()?);
-        }
+        let count = r.count(8)?;
+        let singles = r.keys(count, |b| {
+            u64::from_le_bytes(b.try_into().expect("8 bytes"))
+        })?;
         let ranges_ordered =
             ranges.iter().all(|r| r.0 <= r.1) && ranges.windows(2).all(|w| w[0].1 < w[1].0);
         if !ranges_ordered
             || !strictly_increasing(&bitmaps, |b| b.0)
-            || !strictly_increasing(&singles, |k| *k)
+            || !strictly_increasing(singles.as_slice(), |k| *k)
         {
             return Err(corrupt("its keys are not sorted and distinct"));
         }
@@ -206,12 +210,12 @@ impl IntIdSet {
                     .iter()
                     .map(|b| b.1.iter().map(|w| u64::from(w.count_ones())).sum()),
             )
-            .fold(singles.len() as u64, u64::saturating_add);
+            .fold(singles.as_slice().len() as u64, u64::saturating_add);
         if counted != len {
             return Err(corrupt("its count of IDs does not match its parts"));
         }
         Ok(Self {
-            index: RadixIndex::build(&singles),
+            index: RadixIndex::build(singles.as_slice()),
             ranges,
             bitmaps,
             singles,
@@ -261,7 +265,7 @@ mod tests {
         let sparse = IntIdSet::from_keys(vec![1, 1 << 20, 1 << 40, 7]);
         assert_eq!(
             (
-                sparse.singles.len(),
+                sparse.singles.as_slice().len(),
                 sparse.ranges.len(),
                 sparse.bitmaps.len()
             ),
@@ -270,7 +274,11 @@ mod tests {
         // Every other ID of a block: a bitmap.
         let gappy = IntIdSet::from_keys((0..65_536u64).step_by(2).collect());
         assert_eq!(
-            (gappy.singles.len(), gappy.ranges.len(), gappy.bitmaps.len()),
+            (
+                gappy.singles.as_slice().len(),
+                gappy.ranges.len(),
+                gappy.bitmaps.len()
+            ),
             (0, 0, 1)
         );
         assert!(gappy.contains(65_534) && !gappy.contains(65_535));

@@ -14,6 +14,7 @@
 
 mod codec;
 mod ints;
+mod keys;
 mod radix;
 mod strings;
 

@@ -15,6 +15,7 @@
 //! (`codec`) names its format version.
 
 use super::codec::{Reader, Writer, corrupt};
+use super::keys::Keys;
 use super::radix::RadixIndex;
 use crate::error::Result;
 
@@ -57,7 +58,7 @@ pub struct StringIdSet {
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Repr {
     /// Sorted, distinct fingerprints, and an index over them.
-    Fingerprint(Vec<u128>, RadixIndex),
+    Fingerprint(Keys<u128>, RadixIndex),
     /// Sorted, distinct IDs as (start, length) into one byte buffer.
     Exact {
         bytes: Vec<u8>,
@@ -90,7 +91,7 @@ impl StringIdSet {
         fps.shrink_to_fit();
         let index = RadixIndex::build(&fps);
         Self {
-            repr: Repr::Fingerprint(fps, index),
+            repr: Repr::Fingerprint(fps.into(), index),
         }
     }
 
@@ -109,6 +110,7 @@ impl StringIdSet {
         match &self.repr {
             Repr::Fingerprint(fps, index) => {
                 let fp = fingerprint(id);
+                let fps = fps.as_slice();
                 fps[index.range(fp, fps.len())].binary_search(&fp).is_ok()
             }
             Repr::Exact { bytes, spans } => spans
@@ -120,7 +122,7 @@ impl StringIdSet {
     /// Number of IDs.
     pub fn len(&self) -> u64 {
         match &self.repr {
-            Repr::Fingerprint(fps, _) => fps.len() as u64,
+            Repr::Fingerprint(fps, _) => fps.as_slice().len() as u64,
             Repr::Exact { spans, .. } => spans.len() as u64,
         }
     }
@@ -133,7 +135,7 @@ impl StringIdSet {
     /// Heap bytes the set holds.
     pub fn memory_bytes(&self) -> usize {
         match &self.repr {
-            Repr::Fingerprint(fps, index) => fps.capacity() * 16 + index.memory_bytes(),
+            Repr::Fingerprint(fps, index) => fps.owned_bytes() + index.memory_bytes(),
             Repr::Exact { bytes, spans } => bytes.capacity() + spans.capacity() * 16,
         }
     }
@@ -149,7 +151,9 @@ impl StringIdSet {
     pub(crate) fn encode(&self, w: &mut Writer) {
         match &self.repr {
             Repr::Fingerprint(fps, _) => {
+                let fps = fps.as_slice();
                 w.count(fps.len());
+                w.pad();
                 for &fp in fps {
                     w.u128(fp);
                 }
@@ -170,14 +174,14 @@ impl StringIdSet {
     /// membership relies on and that every span lies in the bytes.
     pub(crate) fn decode(r: &mut Reader<'_>, exact: bool) -> Result<Self> {
         if !exact {
-            let mut fps = Vec::with_capacity(r.count(16)?);
-            for _ in 0..fps.capacity() {
-                fps.push(r.u128()?);
-            }
-            if !fps.windows(2).all(|w| w[0] < w[1]) {
+            let count = r.count(16)?;
+            let fps = r.keys(count, |b| {
+                u128::from_le_bytes(b.try_into().expect("16 bytes"))
+            })?;
+            if !fps.as_slice().windows(2).all(|w| w[0] < w[1]) {
                 return Err(corrupt("its fingerprints are not sorted and distinct"));
             }
-            let index = RadixIndex::build(&fps);
+            let index = RadixIndex::build(fps.as_slice());
             return Ok(Self {
                 repr: Repr::Fingerprint(fps, index),
             });

@@ -10,9 +10,10 @@ rename to committed). cairn replaces the two pieces that run on resume:
   not guarantee), refuses a checkpoint bound to another output or whose
   committed data is gone, and loads the committed IDs in Rust, in parallel,
   into cairn's compact ID set;
-- :class:`CheckpointFilter` (``checkpoint_filter_cls``) receives that set
-  once per filter actor and drops committed rows block by block in Rust,
-  through the Arrow C Data Interface, keeping row order.
+- :class:`CheckpointFilter` (``checkpoint_filter_cls``) uses that set where
+  it lies in Ray's shared object store (one copy per machine, not one per
+  actor) and drops committed rows block by block in Rust, through the Arrow
+  C Data Interface, keeping row order.
 
 :func:`checkpoint_config` returns a ``CheckpointConfig`` wired with both
 and with :func:`cairn.build_checkpoint_filesystem`::
@@ -32,6 +33,7 @@ import os
 import time
 from typing import Any, Mapping, Optional, Tuple
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.fs as pafs
 import ray
@@ -89,7 +91,7 @@ class CheckpointManager(_RayManager):
         data_file_filesystem: Optional[pafs.FileSystem] = None,
     ) -> Tuple[Optional[Any], int]:
         """Settles pending units, loads the committed IDs and puts their set
-        in Ray's object store: ``(ref, bytes the set holds)``, or
+        in Ray's object store: ``(ref, the set's size in bytes)``, or
         ``(None, 0)`` when nothing is committed."""
         started = time.monotonic()
         if self.checkpoint_path_partition_filter is not None:
@@ -136,22 +138,25 @@ class CheckpointManager(_RayManager):
         if len(ids) == 0:
             logger.info("cairn: nothing committed in %s", checkpoint_url)
             return None, 0
-        data = ids.to_bytes()
-        held = ids.memory_bytes()
+        # A NumPy array: Ray's object store hands it to each filter actor
+        # in place (shared memory), and the set is used where it lies.
+        data = np.frombuffer(ids.to_bytes(), dtype=np.uint8)
+        size = data.nbytes
         del ids
         ref = ray.put(data)
         logger.info(
-            "cairn: %d committed IDs in %d units loaded from %s in %.2f s (%d bytes held per "
-            "filter actor); %d pending unit(s) rolled back, %d data file(s) deleted",
+            "cairn: %d committed IDs in %d units loaded from %s in %.2f s (a set of %d bytes, "
+            "shared by the filter actors of a machine); %d pending unit(s) rolled back, "
+            "%d data file(s) deleted",
             report["ids"],
             report["committed_units"],
             checkpoint_url,
             time.monotonic() - started,
-            held,
+            size,
             len(report.get("rolled_back", [])),
             report.get("data_files_deleted", 0),
         )
-        return ref, held
+        return ref, size
 
     def _output_filesystem(
         self,
@@ -182,7 +187,11 @@ class CheckpointFilter(_RayFilter):
     def __init__(self, config: CheckpointConfig, checkpoint_ref: Any = None):
         super().__init__(config, checkpoint_ref)
         data = ray.get(checkpoint_ref) if checkpoint_ref is not None else None
-        if isinstance(data, NativeIdSet):
+        if isinstance(data, np.ndarray):
+            array = np.ascontiguousarray(data, dtype=np.uint8)
+            address = array.__array_interface__["data"][0]
+            self._ids = NativeIdSet._from_shared_memory(array, address, array.nbytes)
+        elif isinstance(data, NativeIdSet):
             self._ids = data
         elif isinstance(data, (bytes, bytearray, memoryview)):
             self._ids = NativeIdSet.from_bytes(bytes(data))
