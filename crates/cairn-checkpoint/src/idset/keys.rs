@@ -32,7 +32,7 @@ impl<T: Plain> Keys<T> {
     pub(crate) fn from_le_bytes(bytes: Bytes, len: usize, parse: impl Fn(&[u8]) -> T) -> Self {
         let size = std::mem::size_of::<T>();
         debug_assert!(bytes.len() >= len * size);
-        let aligned = (bytes.as_ptr() as usize) % std::mem::align_of::<T>() == 0;
+        let aligned = (bytes.as_ptr() as usize).is_multiple_of(std::mem::align_of::<T>());
         if cfg!(target_endian = "little") && aligned {
             return Keys::Shared {
                 bytes: bytes.slice(..len * size),
