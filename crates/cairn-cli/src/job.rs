@@ -64,6 +64,14 @@ impl InputArgs {
 }
 
 impl Format {
+    /// The format as users write it.
+    fn name(self) -> &'static str {
+        match self {
+            Format::Parquet => "Parquet",
+            Format::Json => "JSON-lines",
+        }
+    }
+
     /// A source of files in this format at `urls`.
     fn source(self, urls: Vec<String>) -> Source {
         match self {
@@ -264,7 +272,26 @@ pub async fn run(command: JobCommand, options: &StorageOptions) -> CliResult<u8>
             let expected = count_ids(&input, &id_column, options).await?;
             let found = match count_ids(&output_source, &id_column, options).await {
                 Ok(found) => found,
-                Err(e) if e.to_string().contains("no input files") => HashMap::new(),
+                Err(e) if e.to_string().contains("no input files") => {
+                    // Not one file of the format asked for: the output may
+                    // be in the other one (a JSON job verified as Parquet).
+                    let other = match output_format {
+                        Format::Parquet => Format::Json,
+                        Format::Json => Format::Parquet,
+                    };
+                    match count_ids(&other.source(vec![output.clone()]), &id_column, options).await
+                    {
+                        Ok(found) => {
+                            eprintln!(
+                                "note: {output} holds no {} files; read it as {} (give --output-format to say so)",
+                                output_format.name(),
+                                other.name()
+                            );
+                            found
+                        }
+                        Err(_) => HashMap::new(),
+                    }
+                }
                 Err(e) => return Err(e),
             };
             let missing = expected.keys().filter(|k| !found.contains_key(k)).count();

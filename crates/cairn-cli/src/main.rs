@@ -21,7 +21,8 @@ struct Cli {
         short = 'o',
         long = "option",
         global = true,
-        value_name = "PROTOCOL.KEY=VALUE"
+        value_name = "PROTOCOL.KEY=VALUE",
+        value_parser = option_assignment
     )]
     options: Vec<String>,
 
@@ -122,7 +123,12 @@ struct Transfer {
 
 fn main() -> ExitCode {
     cairn_checkpoint::failpoint::setup_from_env();
-    let cli = Cli::parse();
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(message) = spaced_option(&args) {
+        eprintln!("cairn: {message}");
+        return ExitCode::from(2);
+    }
+    let cli = Cli::parse_from(args);
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("CAIRN_LOG")
@@ -170,6 +176,58 @@ fn storage_options(assignments: &[String]) -> cairn_fs::Result<StorageOptions> {
     Ok(options)
 }
 
+/// `-o key value` (a space where `=` belongs): clap would call the value
+/// an unknown subcommand, so say what to write instead.
+fn spaced_option(args: &[String]) -> Option<String> {
+    let at = args.iter().position(|a| a == "-o" || a == "--option")?;
+    let key = args.get(at + 1)?;
+    if key.contains('=') {
+        return spaced_option(&args[at + 1..]);
+    }
+    let value = args.get(at + 2).map_or("VALUE", String::as_str);
+    Some(format!(
+        "-o takes PROTOCOL.KEY=VALUE with no space around '=': write -o {key}={value}"
+    ))
+}
+
+/// Checks one `-o` value is `key=value` (a space instead of `=` makes the
+/// value the next word, and clap would then call it a subcommand).
+fn option_assignment(value: &str) -> Result<String, String> {
+    match value.split_once('=') {
+        Some((key, _)) if !key.trim().is_empty() => Ok(value.to_string()),
+        _ => Err(format!(
+            "expected PROTOCOL.KEY=VALUE with no space around '=': write -o {value}=VALUE (e.g. -o s3.region=us-east-1)"
+        )),
+    }
+}
+
+/// A local path given where a URL belongs and the other way round:
+/// `put`/`get` with their arguments swapped.
+fn swapped_transfer(command: &str, src: &str, dst: &str) -> Option<cairn_fs::Error> {
+    let remote = |s: &str| {
+        let (scheme, _) = cairn_fs::split_protocol(s);
+        scheme.is_some_and(|p| !matches!(p.as_str(), "file" | "local"))
+    };
+    let (should_be_local, should_be_remote, other, fix) = match command {
+        "put" => (src, dst, "get", format!("cairn get {src} {dst}")),
+        _ => (dst, src, "put", format!("cairn put {src} {dst}")),
+    };
+    (remote(should_be_local) && !remote(should_be_remote)).then(|| {
+        cairn_fs::Error::new(
+            cairn_fs::ErrorKind::InvalidUrl,
+            format!(
+                "`cairn {command}` takes {}; {should_be_local} is a URL and {should_be_remote} a local path. To {}, use `{fix}` ({other})",
+                if command == "put" {
+                    "LOCAL_PATH URL (it uploads)"
+                } else {
+                    "URL LOCAL_PATH (it downloads)"
+                },
+                if command == "put" { "download" } else { "upload" }
+            ),
+        )
+    })
+}
+
 async fn run(cli: Cli) -> cairn_fs::Result<()> {
     let options = storage_options(&cli.options)?;
     let open = |url: &str| FileSystem::from_url(url, &options);
@@ -195,10 +253,16 @@ async fn run(cli: Cli) -> cairn_fs::Result<()> {
             stdout.write_all(&data)?;
         }
         Command::Put(t) => {
+            if let Some(e) = swapped_transfer("put", &t.src, &t.dst) {
+                return Err(e);
+            }
             let (fs, _) = open(&t.dst)?;
             fs.put(&t.src, &t.dst, t.recursive, t.maxdepth).await?;
         }
         Command::Get(t) => {
+            if let Some(e) = swapped_transfer("get", &t.src, &t.dst) {
+                return Err(e);
+            }
             let (fs, _) = open(&t.src)?;
             fs.get(&t.src, &t.dst, t.recursive, t.maxdepth).await?;
         }

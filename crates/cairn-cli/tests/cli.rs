@@ -240,3 +240,153 @@ fn ckpt_commands_on_a_checkpoint_written_like_ray() {
         String::from_utf8_lossy(&failed.stdout).contains(&format!("MISSING DATA  {}", bases[1]))
     );
 }
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn errors_say_the_fix() {
+    // `-o key value`: the fix, not "unrecognized subcommand".
+    let out = cairn(&["-o", "s3.region", "us-east-1", "ls", "s3://bucket"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("write -o s3.region=us-east-1"),
+        "{}",
+        stderr(&out)
+    );
+    // put/get with their arguments swapped.
+    let out = cairn(&["put", "s3://bucket/key", "/tmp/local-file"]);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("cairn get s3://bucket/key /tmp/local-file"),
+        "{}",
+        stderr(&out)
+    );
+    let out = cairn(&["get", "/tmp/local-file", "s3://bucket/key"]);
+    assert!(
+        stderr(&out).contains("cairn put /tmp/local-file s3://bucket/key"),
+        "{}",
+        stderr(&out)
+    );
+    // JSON lines given to a Parquet job.
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().display().to_string();
+    std::fs::create_dir_all(format!("{d}/in")).unwrap();
+    std::fs::write(format!("{d}/in/a.jsonl"), "{\"uid\": 1}\n").unwrap();
+    let out = cairn(&[
+        "job",
+        "run",
+        "--input",
+        &format!("{d}/in"),
+        "--output",
+        &format!("{d}/out"),
+    ]);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("JSON-lines files (a.jsonl)")
+            && stderr(&out).contains("--format json"),
+        "{}",
+        stderr(&out)
+    );
+    // An endpoint nothing listens on: at once, naming it.
+    let started = std::time::Instant::now();
+    let out = Command::new(env!("CARGO_BIN_EXE_cairn"))
+        .args(["ls", "s3://bucket/"])
+        .env("AWS_ACCESS_KEY_ID", "key-for-the-test")
+        .env("AWS_SECRET_ACCESS_KEY", "secret-for-the-test")
+        .env("AWS_ENDPOINT_URL", "http://127.0.0.1:9")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("connection refused by http://127.0.0.1:9"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(5),
+        "no silent retries"
+    );
+    // No credentials at all: where to put them.
+    let out = Command::new(env!("CARGO_BIN_EXE_cairn"))
+        .args(["ls", "s3://bucket/"])
+        .env_remove("AWS_ACCESS_KEY_ID")
+        .env_remove("AWS_SECRET_ACCESS_KEY")
+        .env_remove("AWS_PROFILE")
+        .env("AWS_CONFIG_FILE", "/nonexistent")
+        .env("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
+        .env("AWS_ENDPOINT_URL", "http://127.0.0.1:9")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("no credentials were found")
+            && stderr(&out).contains("AWS_ACCESS_KEY_ID"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn job_verify_reads_a_json_lines_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().display().to_string();
+    ok(&[
+        "job",
+        "sample",
+        &format!("{d}/in"),
+        "--rows",
+        "3000",
+        "--files",
+        "2",
+    ]);
+    ok(&[
+        "job",
+        "run",
+        "--input",
+        &format!("{d}/in"),
+        "--output",
+        &format!("{d}/out"),
+        "--output-format",
+        "json",
+    ]);
+    // Without --output-format: read as JSON lines, with a note, and correct.
+    let out = cairn(&[
+        "job",
+        "verify",
+        "--input",
+        &format!("{d}/in"),
+        "--output",
+        &format!("{d}/out"),
+        "--id-column",
+        "uid",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("missing: 0, duplicated: 0"));
+    assert!(
+        stderr(&out).contains("read it as JSON-lines"),
+        "{}",
+        stderr(&out)
+    );
+    // A damaged JSON output is still caught: one line removed.
+    let file = std::fs::read_dir(format!("{d}/out"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "json"))
+        .unwrap();
+    let text = std::fs::read_to_string(&file).unwrap();
+    std::fs::write(&file, text.split_once('\n').unwrap().1).unwrap();
+    let out = cairn(&[
+        "job",
+        "verify",
+        "--input",
+        &format!("{d}/in"),
+        "--output",
+        &format!("{d}/out"),
+        "--id-column",
+        "uid",
+    ]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("missing: 1"));
+}

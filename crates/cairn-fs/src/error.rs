@@ -221,6 +221,25 @@ impl fmt::Display for RedactedCause {
 impl std::error::Error for RedactedCause {}
 
 /// Converts an OpenDAL error about `url` into a cairn error with advice.
+/// Where the credentials of `url`'s protocol come from, for the error that
+/// none were found.
+fn credential_hint(url: &str) -> &'static str {
+    match url.split_once("://").map(|(scheme, _)| scheme) {
+        Some("cos") => {
+            "set TENCENTCLOUD_SECRET_ID and TENCENTCLOUD_SECRET_KEY, or -o cos.key=... -o cos.secret=..."
+        }
+        Some("oss") => {
+            "set ALIBABA_CLOUD_ACCESS_KEY_ID and ALIBABA_CLOUD_ACCESS_KEY_SECRET, or -o oss.key=... -o oss.secret=..."
+        }
+        Some("gcs" | "gs") => {
+            "set GOOGLE_APPLICATION_CREDENTIALS to a key file, or -o gcs.token=..., or -o gcs.anon=true for a public bucket"
+        }
+        _ => {
+            "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE), or -o s3.key=... -o s3.secret=..., or -o s3.anon=true for a public bucket"
+        }
+    }
+}
+
 pub(crate) fn from_opendal(err: opendal::Error, url: &str, bucket: Option<&str>) -> Error {
     use opendal::ErrorKind as K;
     let text = err.to_string();
@@ -270,9 +289,11 @@ pub(crate) fn from_opendal(err: opendal::Error, url: &str, bucket: Option<&str>)
             ErrorKind::RateLimited,
             "the store is throttling requests; retry later or lower concurrency".to_string(),
         ),
-        K::ConfigInvalid => (
-            ErrorKind::Config,
-            "the backend rejected its configuration; check the storage options".to_string(),
+        K::ConfigInvalid => (ErrorKind::Config, err.message().to_string()),
+        // reqsign found no credentials anywhere it looks (it gives no kind).
+        _ if text.contains("failed to load signing credential") => (
+            ErrorKind::PermissionDenied,
+            format!("no credentials were found; {}", credential_hint(url)),
         ),
         _ => (ErrorKind::Other, "the storage operation failed".to_string()),
     };

@@ -75,9 +75,44 @@ impl RequestHook for ContentMd5OnMultiDelete {
 }
 
 /// An HTTP transport that runs hooks, then sends with reqwest.
+///
+/// It also tells a wrong endpoint from a server that is down for a moment:
+/// a connection refused before this transport ever got an answer means
+/// nothing listens at the endpoint (a typo, a server not started), so it
+/// fails at once, naming the endpoint, instead of after every retry. Once
+/// the server has answered, a refused connection (a restart) is retried as
+/// any connection error is.
 pub(crate) struct HookedTransport {
     pub inner: opendal_http_transport_reqwest::ReqwestTransport,
     pub hooks: Vec<Arc<dyn RequestHook>>,
+    pub answered: std::sync::atomic::AtomicBool,
+}
+
+impl HookedTransport {
+    pub(crate) fn new(
+        inner: opendal_http_transport_reqwest::ReqwestTransport,
+        hooks: Vec<Arc<dyn RequestHook>>,
+    ) -> Self {
+        Self {
+            inner,
+            hooks,
+            answered: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+}
+
+/// Whether `err` comes from a refused TCP connection.
+fn connection_refused(err: &opendal::Error) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(err);
+    while let Some(e) = source {
+        if let Some(io) = e.downcast_ref::<std::io::Error>()
+            && io.kind() == std::io::ErrorKind::ConnectionRefused
+        {
+            return true;
+        }
+        source = e.source();
+    }
+    false
 }
 
 impl HttpTransport for HookedTransport {
@@ -85,9 +120,31 @@ impl HttpTransport for HookedTransport {
         &self,
         mut request: http::Request<Buffer>,
     ) -> opendal::Result<http::Response<HttpBody>> {
+        use std::sync::atomic::Ordering;
         for hook in &self.hooks {
             hook.on_request(&mut request);
         }
-        self.inner.fetch(request).await
+        let endpoint = format!(
+            "{}://{}",
+            request.uri().scheme_str().unwrap_or("http"),
+            request.uri().authority().map_or("?", |a| a.as_str())
+        );
+        match self.inner.fetch(request).await {
+            Ok(response) => {
+                self.answered.store(true, Ordering::Relaxed);
+                Ok(response)
+            }
+            Err(e) if !self.answered.load(Ordering::Relaxed) && connection_refused(&e) => {
+                Err(opendal::Error::new(
+                    opendal::ErrorKind::ConfigInvalid,
+                    format!(
+                        "connection refused by {endpoint}: nothing listens there. Check the endpoint (endpoint_url option, AWS_ENDPOINT_URL, ...) and that the server is running"
+                    ),
+                )
+                .set_permanent()
+                .set_source(e))
+            }
+            Err(e) => Err(e),
+        }
     }
 }

@@ -73,15 +73,14 @@ pub(super) async fn list_inputs(
             }
         }
         if found.is_empty() {
+            let looked_for = extensions
+                .iter()
+                .map(|e| format!("*.{e}"))
+                .collect::<Vec<_>>()
+                .join(", ");
+            let hint = other_format_hint(&fs, &path, extensions).await;
             return Err(Error::Plan {
-                reason: format!(
-                    "no input files at {url} (looked for {}); check the URL",
-                    extensions
-                        .iter()
-                        .map(|e| format!("*.{e}"))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ),
+                reason: format!("no input files at {url} (looked for {looked_for}); {hint}"),
             });
         }
         found.sort_by(|a, b| a.name.cmp(&b.name));
@@ -105,4 +104,41 @@ pub(super) async fn list_inputs(
         }
     }
     Ok(out)
+}
+
+/// What to say when a listing found no input files: the other format's
+/// files when the directory holds some (JSON lines given to a Parquet job,
+/// or the other way round), else to check the URL.
+async fn other_format_hint(fs: &FileSystem, path: &str, extensions: &[&str]) -> String {
+    const JSON: &[&str] = &["json", "jsonl", "ndjson"];
+    let (other, flag) = if extensions.iter().any(|e| JSON.contains(e)) {
+        (
+            &["parquet"][..],
+            "read them as Parquet (`--format parquet`)",
+        )
+    } else {
+        (JSON, "read them as JSON lines (`--format json`)")
+    };
+    let Ok(entries) = fs.find(path, None, false).await else {
+        return "check the URL".into();
+    };
+    let named: Vec<&str> = entries
+        .iter()
+        .map(|e| e.name.rsplit('/').next().unwrap_or(&e.name))
+        .filter(|base| other.iter().any(|ext| base.ends_with(&format!(".{ext}"))))
+        .take(3)
+        .collect();
+    if named.is_empty() {
+        "check the URL".into()
+    } else {
+        format!(
+            "it holds {} ({}): {flag}",
+            if other.contains(&"parquet") {
+                "Parquet files"
+            } else {
+                "JSON-lines files"
+            },
+            named.join(", ")
+        )
+    }
 }

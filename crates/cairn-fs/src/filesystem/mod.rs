@@ -541,10 +541,10 @@ impl FileSystem {
                 .http_client
                 .clone()
                 .unwrap_or_else(crate::http::default_client);
-            let transport = HookedTransport {
-                inner: opendal_http_transport_reqwest::ReqwestTransport::new(client),
-                hooks: self.inner.hooks.clone(),
-            };
+            let transport = HookedTransport::new(
+                opendal_http_transport_reqwest::ReqwestTransport::new(client),
+                self.inner.hooks.clone(),
+            );
             let ctx = op
                 .context()
                 .with_http_transport(opendal::HttpTransporter::new(transport));
