@@ -1,6 +1,6 @@
 //! `cairn`: fsspec-style file commands over every cairn-fs backend.
 
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 
 mod ckpt;
@@ -138,6 +138,7 @@ fn main() -> ExitCode {
                 }),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .init();
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
@@ -161,6 +162,9 @@ fn main() -> ExitCode {
     };
     match coded {
         Ok(code) => ExitCode::from(code),
+        // The reader of our output went away (`cairn ckpt ids | head`):
+        // nothing is wrong, and nothing more to say.
+        Err(e) if is_broken_pipe(e.as_ref()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("cairn: {e}");
             ExitCode::FAILURE
@@ -174,6 +178,21 @@ fn storage_options(assignments: &[String]) -> cairn_fs::Result<StorageOptions> {
         options.set_dotted(assignment)?;
     }
     Ok(options)
+}
+
+/// Whether `e` (or what caused it) is a write to a closed pipe.
+fn is_broken_pipe(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut current = Some(e);
+    while let Some(err) = current {
+        if err
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+        {
+            return true;
+        }
+        current = err.source();
+    }
+    false
 }
 
 /// `-o key value` (a space where `=` belongs): clap would call the value

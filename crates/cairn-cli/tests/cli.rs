@@ -390,3 +390,58 @@ fn job_verify_reads_a_json_lines_output() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stdout).contains("missing: 1"));
 }
+
+#[test]
+fn logs_and_pipes_behave() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().display().to_string();
+    std::fs::create_dir_all(format!("{d}/sub")).unwrap();
+    std::fs::write(format!("{d}/sub/f"), "x").unwrap();
+    // No colour codes when stderr is not a terminal.
+    let out = Command::new(env!("CARGO_BIN_EXE_cairn"))
+        .args(["ls", &d])
+        .env("CAIRN_LOG", "debug")
+        .output()
+        .unwrap();
+    assert!(!stderr(&out).is_empty(), "debug logs expected");
+    assert!(!stderr(&out).contains('\u{1b}'), "{}", stderr(&out));
+    // `cat` of a directory says so.
+    let out = cairn(&["cat", &d]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("is a directory"), "{}", stderr(&out));
+    // A reader that goes away early is not an error.
+    ok(&[
+        "job",
+        "sample",
+        &format!("{d}/in"),
+        "--rows",
+        "200000",
+        "--files",
+        "1",
+    ]);
+    ok(&[
+        "job",
+        "run",
+        "--input",
+        &format!("{d}/in"),
+        "--output",
+        &format!("{d}/out"),
+        "--checkpoint",
+        &format!("{d}/ckpt"),
+        "--id-column",
+        "uid",
+        "--keep-checkpoint",
+    ]);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_cairn"))
+        .args(["ckpt", "ids", &format!("{d}/ckpt")])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = [0u8; 16];
+    std::io::Read::read_exact(child.stdout.as_mut().unwrap(), &mut first).unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(!stderr(&out).contains("Broken pipe"), "{}", stderr(&out));
+}

@@ -269,6 +269,10 @@ pub(crate) fn from_opendal(err: opendal::Error, url: &str, bucket: Option<&str>)
                 bucket.unwrap_or("?")
             ),
         ),
+        _ if text.contains("(os error 21)") => (
+            ErrorKind::IsADirectory,
+            "the path is a directory; use a recursive operation or name a file".to_string(),
+        ),
         _ if text.contains("(os error 20)") => (
             ErrorKind::NotADirectory,
             "a parent of this path is a file, not a directory".to_string(),
