@@ -119,6 +119,25 @@ fn wrong_secret_on_a_real_server_is_reported_without_the_secret() {
         "{err}"
     );
     assert!(!err.contains(secret), "secret leaked: {err}");
+    // The right secret signed for the wrong region: the region to use.
+    let out = cairn(&[
+        "ls",
+        "-o",
+        &format!("s3.endpoint_url={endpoint}"),
+        "-o",
+        &format!("s3.key={key}"),
+        "-o",
+        &format!("s3.secret={}", s3.secret),
+        "-o",
+        "s3.region=eu-west-1",
+        &format!("s3://{bucket}/"),
+    ]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!("set -o s3.region={}", s3.region)),
+        "{err}"
+    );
 }
 
 #[test]

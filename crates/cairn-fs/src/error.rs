@@ -221,6 +221,26 @@ impl fmt::Display for RedactedCause {
 impl std::error::Error for RedactedCause {}
 
 /// Converts an OpenDAL error about `url` into a cairn error with advice.
+/// The region an S3 server says it expects, from its error: AWS's
+/// "expecting 'eu-west-1'", Garage's "expected: '20261130/us-east-1/s3/...'",
+/// or AWS's `x-amz-bucket-region` header on a bodiless HEAD answer.
+fn expected_region(text: &str) -> Option<String> {
+    let after = |marker: &str| {
+        text.find(marker)
+            .map(|at| &text[at + marker.len()..])
+            .and_then(|rest| rest.split(['\'', '"']).next())
+    };
+    if let Some(region) = after("expecting '") {
+        return Some(region.to_string());
+    }
+    if text.contains("AuthorizationHeaderMalformed")
+        && let Some(scope) = after("expected: '")
+    {
+        return scope.split('/').nth(1).map(str::to_string);
+    }
+    after("\"x-amz-bucket-region\": \"").map(str::to_string)
+}
+
 /// Where the credentials of `url`'s protocol come from, for the error that
 /// none were found.
 fn credential_hint(url: &str) -> &'static str {
@@ -294,6 +314,17 @@ pub(crate) fn from_opendal(err: opendal::Error, url: &str, bucket: Option<&str>)
             "the store is throttling requests; retry later or lower concurrency".to_string(),
         ),
         K::ConfigInvalid => (ErrorKind::Config, err.message().to_string()),
+        // Signed for another region: the server's answer names its own.
+        _ if expected_region(&text).is_some() => {
+            let region = expected_region(&text).unwrap_or_default();
+            (
+                ErrorKind::Config,
+                format!(
+                    "the store expects region {region:?}, not the one requests were signed for: set -o {p}.region={region} (or AWS_REGION={region})",
+                    p = url.split_once("://").map_or("s3", |(p, _)| p)
+                ),
+            )
+        }
         // reqsign found no credentials anywhere it looks (it gives no kind).
         _ if text.contains("failed to load signing credential") => (
             ErrorKind::PermissionDenied,
@@ -321,6 +352,21 @@ impl From<std::io::Error> for Error {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn the_expected_region_is_read_from_each_server_s_answer() {
+        let aws = r#"S3Error { code: "AuthorizationHeaderMalformed", message: "The authorization header is malformed; the region 'us-east-1' is wrong; expecting 'eu-west-1'" }"#;
+        let garage = r#"S3Error { code: "AuthorizationHeaderMalformed", message: "Authorization header malformed, unexpected scope: '20261130/eu-west-1/s3/aws4_request', expected: '20261130/us-east-1/s3/aws4_request'" }"#;
+        let head = r#"response: Parts { status: 400, headers: {"x-amz-bucket-region": "ap-south-1", "content-length": "0"} }"#;
+        assert_eq!(super::expected_region(aws).as_deref(), Some("eu-west-1"));
+        assert_eq!(super::expected_region(garage).as_deref(), Some("us-east-1"));
+        assert_eq!(super::expected_region(head).as_deref(), Some("ap-south-1"));
+        assert_eq!(
+            super::expected_region("S3Error { code: \"AccessDenied\" }"),
+            None
+        );
+    }
+
     use super::*;
 
     #[test]
