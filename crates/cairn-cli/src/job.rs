@@ -395,12 +395,17 @@ fn report(
             summary.units_rolled_back, summary.data_files_rolled_back
         )?;
     }
+    // Counts that add up: input = already committed + processed; the
+    // committed ones were skipped unread (row groups, files) or read and
+    // dropped.
+    let input = summary.rows_read + summary.rows_skipped_unread;
+    let dropped = summary.rows_skipped - summary.rows_skipped_unread;
     writeln!(
         err,
-        "rows: {} read, {} skipped as already committed ({} without reading), {} written; {} units committed, {} files ({:.1} MiB) in {:.2} s",
-        summary.rows_read,
+        "rows: {input} in the input, {} already committed ({} skipped without reading, {dropped} read and dropped), {} processed, {} written; {} units committed, {} files ({:.1} MiB) in {:.2} s",
         summary.rows_skipped,
         summary.rows_skipped_unread,
+        input - summary.rows_skipped,
         summary.rows_written,
         summary.units_committed,
         summary.files_written,

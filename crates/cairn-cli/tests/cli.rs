@@ -464,3 +464,72 @@ fn logs_and_pipes_behave() {
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(!stderr(&out).contains("Broken pipe"), "{}", stderr(&out));
 }
+
+#[test]
+fn the_summary_counts_add_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().display().to_string();
+    // Row groups of 1,500 rows against units of 1,000: a resume skips some
+    // committed rows unread and reads and drops others.
+    ok(&[
+        "job",
+        "sample",
+        &format!("{d}/in"),
+        "--rows",
+        "30000",
+        "--files",
+        "2",
+        "--row-group-rows",
+        "1500",
+    ]);
+    let job = [
+        "job",
+        "run",
+        "--input",
+        &format!("{d}/in"),
+        "--output",
+        &format!("{d}/out"),
+        "--checkpoint",
+        &format!("{d}/ckpt"),
+        "--id-column",
+        "uid",
+        "--workers",
+        "1",
+        "--commit-every-rows",
+        "1000",
+        "--batch-size",
+        "1000",
+    ];
+    let crashed = Command::new(env!("CARGO_BIN_EXE_cairn"))
+        .args(job)
+        .env("FAILPOINTS", "unit-after-commit=10*off->return")
+        .output()
+        .unwrap();
+    assert!(!crashed.status.success());
+    let status: serde_json::Value =
+        serde_json::from_str(&ok(&["ckpt", "status", &format!("{d}/ckpt"), "--json"])).unwrap();
+    let committed_before = status["committed_ids"].as_u64().unwrap();
+    let out = cairn(&job);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stderr(&out);
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("rows: "))
+        .expect("a summary line");
+    let numbers: Vec<u64> = line
+        .split(|c: char| !c.is_ascii_digit())
+        .filter(|w| !w.is_empty())
+        .map(|w| w.parse().unwrap())
+        .collect();
+    // input, committed, unread, dropped, processed, written, ...
+    let (input, committed, unread, dropped, processed) =
+        (numbers[0], numbers[1], numbers[2], numbers[3], numbers[4]);
+    assert_eq!(input, 30_000, "{line}");
+    assert_eq!(committed, committed_before, "{line}");
+    assert_eq!(committed, unread + dropped, "{line}");
+    assert_eq!(input, committed + processed, "{line}");
+    assert!(
+        unread > 0 && dropped > 0,
+        "both kinds of skip happen here: {line}"
+    );
+}
