@@ -184,7 +184,9 @@ impl LeaseRecord {
     }
 
     /// Whether the lease still keeps other runs out.
-    fn is_live(&self) -> bool {
+    /// Whether a run holds the lease now: not released, not expired, and
+    /// (on this host) its process still runs.
+    pub fn is_live(&self) -> bool {
         !self.released && self.expires_at > now_secs() && !self.holder_is_gone()
     }
 

@@ -101,11 +101,7 @@ pub async fn run(command: CkptCommand, options: &StorageOptions) -> CliResult<u8
                     in_flight.len()
                 )?;
                 match lease {
-                    Some(l) => writeln!(
-                        out,
-                        "lease            {} pid {} run {} (expires at {} s)",
-                        l.host, l.pid, l.run, l.expires_at
-                    )?,
+                    Some(l) => writeln!(out, "lease            {}", describe_lease(&l))?,
                     None => writeln!(out, "lease            none")?,
                 }
                 if !state.foreign.is_empty() {
@@ -250,4 +246,27 @@ fn print_ids(out: &mut impl Write, array: &dyn Array) -> CliResult<()> {
         other => writeln!(out, "(IDs of type {other} are not printable)")?,
     }
     Ok(())
+}
+
+/// The lease as a person reads it: who, and until when (a time, not a
+/// count of seconds since 1970).
+fn describe_lease(lease: &cairn_checkpoint::LeaseRecord) -> String {
+    let holder = format!("{} pid {} (run {})", lease.host, lease.pid, lease.run);
+    let at = i64::try_from(lease.expires_at)
+        .ok()
+        .and_then(|s| jiff::Timestamp::from_second(s).ok())
+        .map_or_else(|| lease.expires_at.to_string(), |t| t.to_string());
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    if lease.released {
+        format!("released by {holder}: free")
+    } else if lease.is_live() {
+        format!(
+            "held by {holder} until {at} (in {} s; renewed while that run lives)",
+            lease.expires_at.saturating_sub(now)
+        )
+    } else {
+        format!("expired at {at}, last held by {holder}: free (the next run takes it over)")
+    }
 }

@@ -533,3 +533,60 @@ fn the_summary_counts_add_up() {
         "both kinds of skip happen here: {line}"
     );
 }
+
+#[test]
+fn ckpt_status_shows_the_lease_as_a_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().display().to_string();
+    ok(&[
+        "job",
+        "sample",
+        &format!("{d}/in"),
+        "--rows",
+        "20000",
+        "--files",
+        "1",
+    ]);
+    let ckpt = format!("{d}/ckpt");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_cairn"))
+        .args([
+            "job",
+            "run",
+            "--input",
+            &format!("{d}/in"),
+            "--output",
+            &format!("{d}/out"),
+            "--checkpoint",
+            &ckpt,
+            "--id-column",
+            "uid",
+            "--commit-every-rows",
+            "2000",
+            "--workers",
+            "1",
+            "--keep-checkpoint",
+        ])
+        .env("FAILPOINTS", "unit-after-data=sleep(300)")
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut held = None;
+    for _ in 0..100 {
+        let out = cairn(&["ckpt", "status", &ckpt]);
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        if text.contains("held by") {
+            held = Some(text);
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    child.wait().unwrap();
+    let held = held.expect("the lease was seen held");
+    let line = held.lines().find(|l| l.starts_with("lease")).unwrap();
+    assert!(
+        line.contains("until 20") && line.contains("renewed while that run lives"),
+        "{line}"
+    );
+    let after = ok(&["ckpt", "status", &ckpt]);
+    assert!(after.contains("released by"), "{after}");
+}
