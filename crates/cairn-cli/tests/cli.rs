@@ -590,3 +590,40 @@ fn ckpt_status_shows_the_lease_as_a_time() {
     let after = ok(&["ckpt", "status", &ckpt]);
     assert!(after.contains("released by"), "{after}");
 }
+
+#[test]
+fn json_lines_columns_keep_the_input_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().display().to_string();
+    std::fs::create_dir_all(format!("{d}/in")).unwrap();
+    std::fs::write(
+        format!("{d}/in/a.jsonl"),
+        "{\"uid\": 1, \"zeta\": \"a\", \"alpha\": 2}\n{\"uid\": 2, \"zeta\": \"b\", \"alpha\": 3, \"mid\": true}\n",
+    )
+    .unwrap();
+    ok(&[
+        "job",
+        "run",
+        "--input",
+        &format!("{d}/in"),
+        "--format",
+        "json",
+        "--output",
+        &format!("{d}/out"),
+        "--output-format",
+        "json",
+    ]);
+    let file = std::fs::read_dir(format!("{d}/out"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let first = std::fs::read_to_string(file).unwrap();
+    let first = first.lines().next().unwrap().to_string();
+    let at = |k: &str| first.find(&format!("\"{k}\"")).unwrap_or(usize::MAX);
+    assert!(
+        at("uid") < at("zeta") && at("zeta") < at("alpha"),
+        "{first}"
+    );
+}

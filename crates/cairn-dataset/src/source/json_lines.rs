@@ -37,6 +37,7 @@ pub(super) async fn plan_json(
                 file: url.clone(),
                 reason: format!("not JSON lines ({e}); give one JSON object per line"),
             })?;
+        let schema = in_document_order(schema, complete);
         merged = Schema::try_merge([merged, schema]).map_err(|e| Error::Input {
             file: url.clone(),
             reason: format!("its columns conflict with the files before it ({e})"),
@@ -64,6 +65,57 @@ pub(super) async fn plan_json(
         id_range: None,
         inputs,
     })
+}
+
+/// `schema` (inferred; its fields come out sorted by name) with its fields
+/// in the order the lines of `text` first name them, so the output keeps
+/// the input's column order.
+fn in_document_order(schema: Schema, text: &[u8]) -> Schema {
+    let mut order: Vec<String> = Vec::new();
+    for line in text.split(|&b| b == b'\n').take(1000) {
+        let mut de = serde_json::Deserializer::from_slice(line);
+        if let Ok(keys) = serde::de::Deserializer::deserialize_map(&mut de, KeysInOrder) {
+            for key in keys {
+                if !order.contains(&key) {
+                    order.push(key);
+                }
+            }
+        }
+        if order.len() >= schema.fields().len() {
+            break;
+        }
+    }
+    let mut fields: Vec<_> = schema.fields().iter().cloned().collect();
+    fields.sort_by_key(|f| {
+        order
+            .iter()
+            .position(|k| k == f.name())
+            .unwrap_or(usize::MAX)
+    });
+    Schema::new_with_metadata(fields, schema.metadata().clone())
+}
+
+/// A JSON object's keys, in the order they are written.
+struct KeysInOrder;
+
+impl<'de> serde::de::Visitor<'de> for KeysInOrder {
+    type Value = Vec<String>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(
+        self,
+        mut map: A,
+    ) -> std::result::Result<Vec<String>, A::Error> {
+        let mut keys = Vec::new();
+        while let Some(key) = map.next_key::<String>()? {
+            map.next_value::<serde::de::IgnoredAny>()?;
+            keys.push(key);
+        }
+        Ok(keys)
+    }
 }
 
 /// Bytes read from storage at a time.
