@@ -351,9 +351,16 @@ fn progress_bar(ctx: &JobContext) -> (ProgressBar, tokio::task::JoinHandle<()>) 
     let bar = ProgressBar::new(0);
     bar.set_style(
         ProgressStyle::with_template(
-            "{elapsed_precise} [{bar:30}] {human_pos}/{human_len} rows ({per_sec}, ETA {eta}) {msg}",
+            "{elapsed_precise} [{bar:30}] {human_pos}/{human_len} rows ({rate}, ETA {eta}) {msg}",
         )
         .expect("valid template")
+        // Whole rows a second ({per_sec} prints fractions of a row).
+        .with_key(
+            "rate",
+            |state: &indicatif::ProgressState, w: &mut dyn std::fmt::Write| {
+                let _ = write!(w, "{:.0} rows/s", state.per_sec());
+            },
+        )
         .progress_chars("=> "),
     );
     let progress = ctx.progress.clone();
