@@ -15,6 +15,7 @@ use clap::Subcommand;
 pub enum CkptCommand {
     /// Committed units and IDs, pending units, the lease holder.
     Status {
+        /// The checkpoint directory (URL or absolute path).
         path: String,
         /// Print JSON.
         #[arg(long)]
@@ -23,20 +24,28 @@ pub enum CkptCommand {
     /// Check that every committed unit has data files in OUTPUT; list orphans
     /// (data files of no committed unit). Exits 1 if a committed unit has no data.
     Verify {
+        /// The checkpoint directory (URL or absolute path).
         path: String,
+        /// The job's output directory.
         #[arg(long)]
         output: String,
+        /// Print JSON.
         #[arg(long)]
         json: bool,
     },
     /// Run recovery by hand: roll back pending units (takes the lease).
     Gc {
+        /// The checkpoint directory (URL or absolute path).
         path: String,
+        /// The job's output directory (where pending units' data files are).
         #[arg(long)]
         output: String,
     },
     /// Print every committed ID, one per line.
-    Ids { path: String },
+    Ids {
+        /// The checkpoint directory (URL or absolute path).
+        path: String,
+    },
 }
 
 type CliResult<T> = Result<T, Box<dyn std::error::Error>>;

@@ -148,8 +148,10 @@ pub enum JobCommand {
     Sample {
         /// Output directory URL.
         output: String,
+        /// Rows in all.
         #[arg(long, default_value_t = 100_000)]
         rows: usize,
+        /// Parquet files to spread them over.
         #[arg(long, default_value_t = 10)]
         files: usize,
         /// Rows per Parquet row group.
@@ -161,12 +163,17 @@ pub enum JobCommand {
     Verify {
         #[command(flatten)]
         input: InputArgs,
+        /// The job's output directory URL.
         #[arg(long)]
         output: String,
+        /// The output's format (a directory holding only the other format
+        /// is read as that one, with a note).
         #[arg(long, value_enum, default_value = "parquet")]
         output_format: Format,
+        /// The column that identifies each row, in input and output.
         #[arg(long)]
         id_column: String,
+        /// Print the report as JSON.
         #[arg(long)]
         json: bool,
     },

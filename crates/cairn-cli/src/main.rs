@@ -34,6 +34,7 @@ struct Cli {
 enum Command {
     /// List a directory (or show a file).
     Ls {
+        /// The directory or file (any cairn URL or local path).
         url: String,
         /// Sizes and types too.
         #[arg(short, long)]
@@ -43,12 +44,16 @@ enum Command {
     },
     /// Describe one file or directory.
     Stat {
+        /// The file or directory.
         url: String,
         #[command(flatten)]
         out: Output,
     },
     /// Print a file's contents.
-    Cat { url: String },
+    Cat {
+        /// The file.
+        url: String,
+    },
     /// Upload local files.
     Put(Transfer),
     /// Download to local files.
@@ -59,16 +64,21 @@ enum Command {
     Mv(Transfer),
     /// Remove files (with -r, directories too).
     Rm {
+        /// Files (or, with -r, directories) to remove; globs allowed.
         #[arg(required = true)]
         urls: Vec<String>,
+        /// Remove directories and everything under them.
         #[arg(short, long)]
         recursive: bool,
+        /// With -r, go at most this many levels down.
         #[arg(long)]
         maxdepth: Option<usize>,
     },
     /// Every file under a path.
     Find {
+        /// The directory to search.
         url: String,
+        /// Go at most this many levels down.
         #[arg(long)]
         maxdepth: Option<usize>,
         /// List directories too.
@@ -79,14 +89,19 @@ enum Command {
     },
     /// Total size of the files under a path.
     Du {
+        /// The directory to measure.
         url: String,
+        /// Count files at most this many levels down.
         #[arg(long)]
         maxdepth: Option<usize>,
         #[command(flatten)]
         out: Output,
     },
     /// Make a directory and its parents.
-    Mkdir { url: String },
+    Mkdir {
+        /// The directory to make.
+        url: String,
+    },
     /// Inspect and repair checkpoint directories (cairn's or Ray Data's).
     #[command(subcommand)]
     Ckpt(ckpt::CkptCommand),
@@ -96,6 +111,7 @@ enum Command {
     /// Show every resolved option of the URL's backend and where it came from
     /// (default, environment variable, FSSPEC_ variable, -o option); secrets redacted.
     Config {
+        /// A URL of the backend to describe.
         url: String,
         #[command(flatten)]
         out: Output,
@@ -115,8 +131,10 @@ struct Transfer {
     src: String,
     /// Target; a trailing slash marks a directory.
     dst: String,
+    /// Directories too, with everything under them.
     #[arg(short, long)]
     recursive: bool,
+    /// With -r, go at most this many levels down.
     #[arg(long)]
     maxdepth: Option<usize>,
 }
@@ -412,6 +430,31 @@ fn print_infos(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_argument_has_help_text() {
+        use clap::CommandFactory;
+        fn walk(command: &clap::Command, path: &str, missing: &mut Vec<String>) {
+            for arg in command.get_arguments() {
+                let id = arg.get_id().as_str();
+                if matches!(id, "help" | "version") {
+                    continue;
+                }
+                if arg.get_help().is_none() && arg.get_long_help().is_none() {
+                    missing.push(format!("{path} {id}"));
+                }
+            }
+            for sub in command.get_subcommands() {
+                if sub.get_about().is_none() && sub.get_name() != "help" {
+                    missing.push(format!("{path} {} (no about)", sub.get_name()));
+                }
+                walk(sub, &format!("{path} {}", sub.get_name()), missing);
+            }
+        }
+        let mut missing = Vec::new();
+        walk(&Cli::command(), "cairn", &mut missing);
+        assert!(missing.is_empty(), "arguments without help: {missing:?}");
+    }
 
     #[test]
     fn cli_parses_options_and_flags() {
