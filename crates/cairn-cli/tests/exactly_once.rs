@@ -985,3 +985,46 @@ fn interrupt_and_resume(place: &Place) {
 fn sigint_and_sigterm_stop_cleanly_and_resume_exactly_once_on_local_disk() {
     interrupt_and_resume(&Place::local());
 }
+
+/// A second signal exits at once, without waiting for the units in flight;
+/// the checkpoint still resumes exactly once.
+#[test]
+fn a_second_signal_exits_at_once_and_the_resume_is_exactly_once() {
+    let place = Place::local();
+    place.sample("in", 20_000, 2);
+    let paths = [place.url("in"), place.url("out"), place.url("ckpt")];
+    let args = job_args(&place, &paths, &[]);
+    let child = place
+        .cairn(&args)
+        // Each unit's commit waits 3 s: the first signal's clean stop would
+        // take that long; the second must not.
+        .env("FAILPOINTS", "unit-after-data=sleep(3000)")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(700));
+    let pid = child.id().to_string();
+    let signal = |name: &str| {
+        assert!(
+            Command::new("kill")
+                .args([name, &pid])
+                .status()
+                .unwrap()
+                .success()
+        );
+    };
+    signal("-INT");
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let second = std::time::Instant::now();
+    signal("-INT");
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        second.elapsed() < std::time::Duration::from_secs(2),
+        "the second signal must not wait for the unit in flight"
+    );
+    assert_eq!(out.status.code(), Some(130), "{}", text(&out));
+    assert!(text(&out).contains("stopped at once"), "{}", text(&out));
+    place.ok(&args);
+    place.assert_exactly_once("in", "out");
+}
