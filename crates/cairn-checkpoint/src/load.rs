@@ -35,6 +35,16 @@ pub struct CommittedState {
     pub units_without_output: Vec<UnitName>,
 }
 
+impl CommittedState {
+    /// Pending units without a committed twin: the units a run left in
+    /// flight, which recovery rolls back.
+    pub fn in_flight(&self) -> impl Iterator<Item = &UnitName> {
+        self.pending
+            .iter()
+            .filter(|unit| self.committed.binary_search(unit).is_err())
+    }
+}
+
 /// The ID column of a checkpoint: the one column of its first ID file
 /// (committed or pending), or `None` for an empty checkpoint.
 pub async fn infer_id_column(fs: &FileSystem, dir: &str) -> Result<Option<String>> {

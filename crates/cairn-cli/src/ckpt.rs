@@ -77,11 +77,7 @@ pub async fn run(command: CkptCommand, options: &StorageOptions) -> CliResult<u8
             let (_, dir, column) = open(&path, options).await?;
             let state = dir.load(StringMode::default()).await?;
             let lease = dir.read_lease().await?;
-            let in_flight: Vec<&UnitName> = state
-                .pending
-                .iter()
-                .filter(|u| state.committed.binary_search(u).is_err())
-                .collect();
+            let in_flight: Vec<&UnitName> = state.in_flight().collect();
             if json {
                 let report = serde_json::json!({
                     "path": path,

@@ -1,5 +1,7 @@
 //! The `cairn` binary, run as a user would: real files, real process, exit codes.
 
+mod common;
+
 use std::process::{Command, Output};
 
 fn cairn(args: &[&str]) -> Output {
@@ -351,15 +353,7 @@ fn errors_say_the_fix() {
 fn job_verify_reads_a_json_lines_output() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path().display().to_string();
-    ok(&[
-        "job",
-        "sample",
-        &format!("{d}/in"),
-        "--rows",
-        "3000",
-        "--files",
-        "2",
-    ]);
+    common::sample(&[], &format!("{d}/in"), 3_000, 2, 10_000);
     ok(&[
         "job",
         "run",
@@ -429,15 +423,7 @@ fn logs_and_pipes_behave() {
     assert!(!out.status.success());
     assert!(stderr(&out).contains("is a directory"), "{}", stderr(&out));
     // A reader that goes away early is not an error.
-    ok(&[
-        "job",
-        "sample",
-        &format!("{d}/in"),
-        "--rows",
-        "200000",
-        "--files",
-        "1",
-    ]);
+    common::sample(&[], &format!("{d}/in"), 200_000, 1, 10_000);
     ok(&[
         "job",
         "run",
@@ -471,17 +457,7 @@ fn the_summary_counts_add_up() {
     let d = dir.path().display().to_string();
     // Row groups of 1,500 rows against units of 1,000: a resume skips some
     // committed rows unread and reads and drops others.
-    ok(&[
-        "job",
-        "sample",
-        &format!("{d}/in"),
-        "--rows",
-        "30000",
-        "--files",
-        "2",
-        "--row-group-rows",
-        "1500",
-    ]);
+    common::sample(&[], &format!("{d}/in"), 30_000, 2, 1_500);
     let job = [
         "job",
         "run",
@@ -538,15 +514,7 @@ fn the_summary_counts_add_up() {
 fn ckpt_status_shows_the_lease_as_a_time() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path().display().to_string();
-    ok(&[
-        "job",
-        "sample",
-        &format!("{d}/in"),
-        "--rows",
-        "20000",
-        "--files",
-        "1",
-    ]);
+    common::sample(&[], &format!("{d}/in"), 20_000, 1, 10_000);
     let ckpt = format!("{d}/ckpt");
     let mut child = Command::new(env!("CARGO_BIN_EXE_cairn"))
         .args([

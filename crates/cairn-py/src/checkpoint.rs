@@ -181,12 +181,7 @@ pub(crate) fn open_checkpoint<'py>(
         (None, None) => {
             let dir = config.dir().map_err(checkpoint_to_py)?;
             let state = wait(py, dir.load(config.string_mode)).map_err(checkpoint_to_py)?;
-            let pending: Vec<String> = state
-                .pending
-                .iter()
-                .filter(|u| state.committed.binary_search(u).is_err())
-                .map(|u| u.as_str().to_string())
-                .collect();
+            let pending: Vec<String> = state.in_flight().map(|u| u.as_str().to_string()).collect();
             report.set_item("committed_units", state.committed.len())?;
             report.set_item("pending_kept", pending)?;
             report.set_item("foreign", state.foreign.clone())?;

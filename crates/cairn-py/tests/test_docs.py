@@ -5,7 +5,6 @@ with pyarrow alone (its own S3 filesystem) that the output holds every
 input `uid` exactly once. An example marked "not run" shows as skipped with
 its reason. Runs in the Ray virtualenv (scripts/test.sh)."""
 
-import collections
 import os
 import re
 import subprocess
@@ -16,11 +15,10 @@ import pytest
 
 pytest.importorskip("ray", reason="needs Ray 2.60: scripts/test.sh runs this in its ray-venv")
 
-import pyarrow as pa  # noqa: E402
 import pyarrow.fs as pafs  # noqa: E402
-import pyarrow.parquet as pq  # noqa: E402
 
 from conftest import garage_options  # noqa: E402
+from oracle import column_counts, pyarrow_s3, write_uid_files  # noqa: E402
 
 DOC = os.path.join(os.path.dirname(__file__), "..", "..", "..", "docs", "python.md")
 FILES, ROWS_PER_FILE = 8, 8000
@@ -41,50 +39,21 @@ def examples():
     return [pytest.param(marker, code, id=marker.split()[0]) for marker, code in found]
 
 
-def write_input(fs, root):
-    for f in range(FILES):
-        start = f * ROWS_PER_FILE
-        table = pa.table(
-            {
-                "uid": pa.array(range(start, start + ROWS_PER_FILE), pa.int64()),
-                "text": [f"row {i}" for i in range(start, start + ROWS_PER_FILE)],
-            }
-        )
-        pq.write_table(table, f"{root}/input/part-{f:04}.parquet", filesystem=fs)
-
-
-def uid_counts(fs, root):
-    found = fs.get_file_info(pafs.FileSelector(root, recursive=True, allow_not_found=True))
-    counts = collections.Counter()
-    for info in found:
-        if info.type == pafs.FileType.File and info.path.endswith(".parquet"):
-            counts.update(
-                pq.read_table(info.path, columns=["uid"], filesystem=fs)["uid"].to_pylist()
-            )
-    return counts
-
-
 @pytest.mark.parametrize("marker,code", examples())
 def test_the_documented_example_runs_and_is_exactly_once(marker, code, tmp_path):
     name = marker.split()[0]
     if "not run" in marker:
         pytest.skip(marker[len(name) :].strip(" ()"))
     options = garage_options()
-    s3 = pafs.S3FileSystem(
-        access_key=options["key"],
-        secret_key=options["secret"],
-        endpoint_override=options["endpoint_url"],
-        region=options["region"],
-        scheme="http",
-    )
+    s3 = pyarrow_s3(options)
     root = f"{os.environ['CAIRN_TEST_GARAGE_BUCKET']}/docs-{name}-{uuid.uuid4().hex[:8]}"
     shared = str(tmp_path / "shared")
     kind, output = OUTPUTS[name]
     if kind == "s3":
-        write_input(s3, root)
+        write_uid_files(s3, f"{root}/input", FILES, ROWS_PER_FILE)
     else:
         os.makedirs(f"{shared}/input")
-        write_input(pafs.LocalFileSystem(), shared)
+        write_uid_files(pafs.LocalFileSystem(), f"{shared}/input", FILES, ROWS_PER_FILE)
     env = dict(
         os.environ,
         DATA_ROOT=root,
@@ -112,8 +81,8 @@ def test_the_documented_example_runs_and_is_exactly_once(marker, code, tmp_path)
     if name == "resume":
         assert "first attempt failed" in run.stdout, "the first attempt must fail"
     if kind == "s3":
-        counts = uid_counts(s3, f"{root}/{output}")
+        counts = column_counts(s3, f"{root}/{output}", "uid")
     else:
-        counts = uid_counts(pafs.LocalFileSystem(), f"{shared}/{output}")
+        counts = column_counts(pafs.LocalFileSystem(), f"{shared}/{output}", "uid")
     assert set(counts) == set(range(FILES * ROWS_PER_FILE)), f"{len(counts)} distinct IDs"
     assert set(counts.values()) == {1}, "an ID was written twice"

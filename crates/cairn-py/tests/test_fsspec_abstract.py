@@ -59,20 +59,14 @@ class GarageFixtures(abstract.AbstractFixtures):
         return False
 
 
-class CosFixtures(abstract.AbstractFixtures):
+class CosFixtures(GarageFixtures):
+    """Garage as cos: the same bucket, addressed in virtual-host style."""
+
     @pytest.fixture
     def fs(self):
         options = garage_options()
         options["endpoint_url"] = os.environ["CAIRN_TEST_GARAGE_VHOST_ENDPOINT"]
         return CairnFileSystem("cos", **options)
-
-    @pytest.fixture
-    def fs_path(self):
-        return fresh(os.environ["CAIRN_TEST_GARAGE_BUCKET"])
-
-    @pytest.fixture
-    def supports_empty_directories(self):
-        return False
 
 
 SUITES = (

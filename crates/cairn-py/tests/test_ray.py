@@ -7,7 +7,6 @@ Exactly-once is judged with pyarrow alone (its own S3 filesystem), never
 with cairn. Runs in the Ray virtualenv (scripts/test.sh); elsewhere the
 tests show as skipped."""
 
-import collections
 import json
 import os
 import signal
@@ -25,6 +24,7 @@ import pyarrow.fs as pafs  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
 from conftest import garage_options  # noqa: E402
+from oracle import column_counts, files, pyarrow_s3, write_uid_files  # noqa: E402
 
 JOB = os.path.join(os.path.dirname(__file__), "ray_job.py")
 FILES = 16
@@ -36,42 +36,11 @@ def s3():
     """Garage's options for cairn, pyarrow's own S3 filesystem (the oracle)
     and the bucket."""
     options = garage_options()
-    oracle = pafs.S3FileSystem(
-        access_key=options["key"],
-        secret_key=options["secret"],
-        endpoint_override=options["endpoint_url"],
-        region=options["region"],
-        scheme="http",
-    )
-    return options, oracle, os.environ["CAIRN_TEST_GARAGE_BUCKET"]
+    return options, pyarrow_s3(options), os.environ["CAIRN_TEST_GARAGE_BUCKET"]
 
 
 def write_input(oracle, prefix):
-    """FILES Parquet files of ROWS_PER_FILE rows (uid, text)."""
-    for f in range(FILES):
-        start = f * ROWS_PER_FILE
-        uids = pa.array(range(start, start + ROWS_PER_FILE), pa.int64())
-        text = pa.array([f"row {i}" for i in range(start, start + ROWS_PER_FILE)])
-        pq.write_table(
-            pa.table({"uid": uids, "text": text}),
-            f"{prefix}/part-{f:04}.parquet",
-            filesystem=oracle,
-        )
-
-
-def files(oracle, prefix):
-    found = oracle.get_file_info(pafs.FileSelector(prefix, recursive=True, allow_not_found=True))
-    return sorted(f.path for f in found if f.type == pafs.FileType.File)
-
-
-def column_counts(oracle, prefix, column):
-    counts = collections.Counter()
-    for path in files(oracle, prefix):
-        if path.endswith(".parquet"):
-            counts.update(
-                pq.read_table(path, columns=[column], filesystem=oracle)[column].to_pylist()
-            )
-    return counts
+    write_uid_files(oracle, prefix, FILES, ROWS_PER_FILE)
 
 
 def run_job(spec, kill_when=None, timeout=300):

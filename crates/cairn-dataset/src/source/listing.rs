@@ -49,6 +49,8 @@ pub(super) async fn list_inputs(
         };
         let path = fs.strip(url)?;
         let mut found: Vec<FileInfo> = Vec::new();
+        // A directory's files of other formats, for the error if none fits.
+        let mut others: Vec<FileInfo> = Vec::new();
         if path.contains(['*', '?', '[']) {
             for name in fs.glob(&path, None).await? {
                 let info = fs.info(&name).await?;
@@ -60,12 +62,11 @@ pub(super) async fn list_inputs(
             let info = fs.info(&path).await?;
             if info.is_dir() {
                 for entry in fs.find(&path, None, false).await? {
-                    let base = entry.name.rsplit('/').next().unwrap_or(&entry.name);
-                    let wanted = extensions
-                        .iter()
-                        .any(|ext| base.ends_with(&format!(".{ext}")));
-                    if wanted && !base.starts_with(['.', '_']) {
+                    let base = base_name(&entry.name);
+                    if has_extension(base, extensions) && !base.starts_with(['.', '_']) {
                         found.push(entry);
+                    } else {
+                        others.push(entry);
                     }
                 }
             } else {
@@ -78,7 +79,7 @@ pub(super) async fn list_inputs(
                 .map(|e| format!("*.{e}"))
                 .collect::<Vec<_>>()
                 .join(", ");
-            let hint = other_format_hint(&fs, &path, extensions).await;
+            let hint = other_format_hint(&others, extensions);
             return Err(Error::Plan {
                 reason: format!("no input files at {url} (looked for {looked_for}); {hint}"),
             });
@@ -106,10 +107,23 @@ pub(super) async fn list_inputs(
     Ok(out)
 }
 
+/// The last component of a listed path.
+fn base_name(path: &str) -> &str {
+    path.rsplit('/').next().unwrap_or(path)
+}
+
+/// Whether `base` ends with `.` and one of `extensions`.
+fn has_extension(base: &str, extensions: &[&str]) -> bool {
+    extensions
+        .iter()
+        .any(|ext| base.strip_suffix(ext).is_some_and(|b| b.ends_with('.')))
+}
+
 /// What to say when a listing found no input files: the other format's
-/// files when the directory holds some (JSON lines given to a Parquet job,
-/// or the other way round), else to check the URL.
-async fn other_format_hint(fs: &FileSystem, path: &str, extensions: &[&str]) -> String {
+/// files among `others` (the directory's files that did not fit) when there
+/// are some (JSON lines given to a Parquet job, or the other way round),
+/// else to check the URL.
+fn other_format_hint(others: &[FileInfo], extensions: &[&str]) -> String {
     const JSON: &[&str] = &["json", "jsonl", "ndjson"];
     let (other, flag) = if extensions.iter().any(|e| JSON.contains(e)) {
         (
@@ -119,13 +133,10 @@ async fn other_format_hint(fs: &FileSystem, path: &str, extensions: &[&str]) -> 
     } else {
         (JSON, "read them as JSON lines (`--format json`)")
     };
-    let Ok(entries) = fs.find(path, None, false).await else {
-        return "check the URL".into();
-    };
-    let named: Vec<&str> = entries
+    let named: Vec<&str> = others
         .iter()
-        .map(|e| e.name.rsplit('/').next().unwrap_or(&e.name))
-        .filter(|base| other.iter().any(|ext| base.ends_with(&format!(".{ext}"))))
+        .map(|e| base_name(&e.name))
+        .filter(|base| has_extension(base, other))
         .take(3)
         .collect();
     if named.is_empty() {

@@ -41,7 +41,7 @@ from ray.data.checkpoint import CheckpointConfig
 from ray.data.checkpoint.checkpoint_filter import CheckpointFilter as _RayFilter
 from ray.data.checkpoint.checkpoint_filter import CheckpointManager as _RayManager
 
-from . import build_checkpoint_filesystem
+from . import _protocol_of, build_checkpoint_filesystem
 from ._native import NativeIdSet, open_checkpoint
 from .fsspec import CairnFileSystem
 
@@ -61,10 +61,6 @@ def _cairn_of(filesystem: Any) -> Optional[CairnFileSystem]:
     if isinstance(filesystem, pafs.LocalFileSystem):
         return CairnFileSystem("file", checkpoint=True)
     return None
-
-
-def _protocol_of(path: str) -> str:
-    return path.split("://", 1)[0].lower() if "://" in path else "file"
 
 
 def _local(path: str, fs: CairnFileSystem) -> str:

@@ -1,0 +1,49 @@
+"""The exactly-once oracle of the Python tests: pyarrow alone (its own S3
+filesystem, its own Parquet reader), never cairn, writes the input and
+counts what the output holds."""
+
+import collections
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+
+
+def pyarrow_s3(options):
+    """pyarrow's own S3 filesystem for the Garage `options` of conftest."""
+    return pafs.S3FileSystem(
+        access_key=options["key"],
+        secret_key=options["secret"],
+        endpoint_override=options["endpoint_url"],
+        region=options["region"],
+        scheme="http",
+    )
+
+
+def write_uid_files(fs, directory, files, rows_per_file):
+    """`files` Parquet files of `rows_per_file` rows (uid, text) in
+    `directory`: uids 0 .. files * rows_per_file."""
+    for f in range(files):
+        start = f * rows_per_file
+        table = pa.table(
+            {
+                "uid": pa.array(range(start, start + rows_per_file), pa.int64()),
+                "text": [f"row {i}" for i in range(start, start + rows_per_file)],
+            }
+        )
+        pq.write_table(table, f"{directory}/part-{f:04}.parquet", filesystem=fs)
+
+
+def files(fs, prefix):
+    """Every file under `prefix`, sorted."""
+    found = fs.get_file_info(pafs.FileSelector(prefix, recursive=True, allow_not_found=True))
+    return sorted(f.path for f in found if f.type == pafs.FileType.File)
+
+
+def column_counts(fs, prefix, column):
+    """How often each value of `column` occurs in the Parquet files under `prefix`."""
+    counts = collections.Counter()
+    for path in files(fs, prefix):
+        if path.endswith(".parquet"):
+            counts.update(pq.read_table(path, columns=[column], filesystem=fs)[column].to_pylist())
+    return counts
