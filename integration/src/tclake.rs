@@ -69,7 +69,8 @@ impl Catalog {
 
 /// The catalog of this test process, started on first use: catalog `lake`
 /// (VOLUME) with schema `raw` and volumes `files` (12 h credentials) and
-/// `short` (credentials that expire after 20 s, replaced after 5 s); `tables` (LAKEHOUSE);
+/// `short` (credentials that expire after 20 s, replaced after 5 s), and the
+/// user guide's `raw/videos` and `curated/clips`; `tables` (LAKEHOUSE);
 /// `broken`, whose every call answers `InternalError`. `None` when the
 /// servers are opted out.
 pub fn tclake_catalog(test: &str) -> Option<&'static Catalog> {
@@ -80,8 +81,11 @@ pub fn tclake_catalog(test: &str) -> Option<&'static Catalog> {
         let config = json!({
             "sid": TCLAKE_SID, "sk": TCLAKE_SK,
             "catalogs": {"lake": "VOLUME", "tables": "LAKEHOUSE", "broken": "VOLUME"},
-            "schemas": ["lake/raw", "tables/t", "broken/s"],
+            "schemas": ["lake/raw", "lake/curated", "tables/t", "broken/s"],
             "volumes": {
+                // The volumes of docs/user-guide.md's examples.
+                "lake/raw/videos": {"location": format!("cos://{}/docs/tclake/videos", s3.bucket)},
+                "lake/curated/clips": {"location": format!("cos://{}/docs/tclake/clips", s3.bucket)},
                 "lake/raw/files": {"location": format!("cos://{}/tclake/files", s3.bucket), "expiry_seconds": 43200},
                 "lake/raw/short": {"location": format!("cosn://{}/tclake/short/", s3.bucket), "expiry_seconds": 20},
                 "broken/s/v": {"location": format!("cos://{}/tclake/broken", s3.bucket)},
