@@ -2,6 +2,7 @@
 //! once as `pub async fn(&Target)`, run against every backend by the files in
 //! `tests/` through [`conformance_suite!`].
 
+pub mod fault_proxy;
 pub mod loopback;
 mod scenarios;
 mod target;

@@ -260,6 +260,27 @@ fn credential_hint(url: &str) -> &'static str {
     }
 }
 
+/// Names the store behind `err` when it failed or stopped answering (a
+/// 5xx, throttling or network trouble that outlasted the retries), with the
+/// retry budget spent and what to do.
+pub(crate) fn with_store_hint(
+    mut err: Error,
+    endpoint: &str,
+    policy: &crate::backend::IoPolicy,
+) -> Error {
+    if matches!(err.kind, ErrorKind::Other | ErrorKind::RateLimited) {
+        let deadline = policy
+            .retry_deadline
+            .map(|d| format!(" or {} s", d.as_secs_f64()))
+            .unwrap_or_default();
+        err.message = format!(
+            "{}: the store at {endpoint} failed or did not answer within {} attempts{deadline}; once it answers again, run the same command to continue (retries: config_kwargs.retries.total_max_attempts, retry_deadline)",
+            err.message, policy.max_attempts
+        );
+    }
+    err
+}
+
 pub(crate) fn from_opendal(err: opendal::Error, url: &str, bucket: Option<&str>) -> Error {
     use opendal::ErrorKind as K;
     let text = err.to_string();

@@ -59,19 +59,54 @@ pub fn is_multi_delete<T>(request: &http::Request<T>) -> bool {
 
 impl RequestHook for ContentMd5OnMultiDelete {
     fn on_request(&self, request: &mut http::Request<Buffer>) {
-        if !is_multi_delete(request) {
+        if is_multi_delete(request) {
+            set_content_md5(request);
+        }
+    }
+}
+
+/// Puts a `Content-MD5` (base64 of the MD5 of the body) on every upload
+/// with a body: `PutObject` and `UploadPart` (a `PUT` without
+/// `x-amz-copy-source`). The server then refuses a body that arrived
+/// damaged or short (`BadDigest`) instead of storing it. Used for stores
+/// whose support of the `x-amz-checksum-*` headers is not known (cos);
+/// s3 sends `x-amz-checksum-crc32c` instead. A header already set is kept.
+///
+/// ```
+/// use cairn_fs::hooks::{ContentMd5OnUpload, RequestHook};
+/// let mut req = http::Request::put("http://b.cos.example.com/key")
+///     .body(opendal::Buffer::from("data"))
+///     .unwrap();
+/// ContentMd5OnUpload.on_request(&mut req);
+/// let expected = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, md5::compute("data").0);
+/// assert_eq!(req.headers()["content-md5"], expected.as_str());
+/// ```
+#[derive(Debug, Default, Clone, Copy)]
+pub struct ContentMd5OnUpload;
+
+impl RequestHook for ContentMd5OnUpload {
+    fn on_request(&self, request: &mut http::Request<Buffer>) {
+        if request.method() != http::Method::PUT
+            || request.headers().contains_key("content-md5")
+            || request.headers().contains_key("x-amz-copy-source")
+        {
             return;
         }
-        let mut context = md5::Context::new();
-        for chunk in request.body().clone() {
-            context.consume(&chunk);
-        }
-        let digest = base64::engine::general_purpose::STANDARD.encode(context.finalize().0);
-        let value = http::HeaderValue::from_str(&digest).expect("base64 is a valid header value");
-        request
-            .headers_mut()
-            .insert(http::header::HeaderName::from_static("content-md5"), value);
+        set_content_md5(request);
     }
+}
+
+/// Sets `Content-MD5` to the digest of `request`'s body.
+fn set_content_md5(request: &mut http::Request<Buffer>) {
+    let mut context = md5::Context::new();
+    for chunk in request.body().clone() {
+        context.consume(&chunk);
+    }
+    let digest = base64::engine::general_purpose::STANDARD.encode(context.finalize().0);
+    let value = http::HeaderValue::from_str(&digest).expect("base64 is a valid header value");
+    request
+        .headers_mut()
+        .insert(http::header::HeaderName::from_static("content-md5"), value);
 }
 
 /// An HTTP transport that runs hooks, then sends with reqwest.

@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use super::s3::{S3Backend, S3Config, S3Flavor, STRING_OPTIONS};
+use super::s3::{ChecksumHeader, S3Backend, S3Config, S3Flavor, STRING_OPTIONS};
 use super::{Backend, BackendFactory, Layout};
 use crate::error::Result;
 use crate::hooks::ContentMd5OnMultiDelete;
@@ -23,6 +23,8 @@ pub const COS: S3Flavor = S3Flavor {
     default_region: None,
     regional_endpoint: |region| format!("https://cos.{region}.myqcloud.com"),
     virtual_by_default: Some(true),
+    botocore_env: false,
+    checksum: ChecksumHeader::ContentMd5,
 };
 
 /// The factory of `cos://`.

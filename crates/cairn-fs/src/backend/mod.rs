@@ -162,6 +162,12 @@ pub trait Backend: Send + Sync + std::fmt::Debug + 'static {
         ConditionalWrites::Native
     }
 
+    /// The service endpoint requests go to, named in errors about a store
+    /// that failed or did not answer (`None`: no network endpoint).
+    fn endpoint(&self) -> Option<String> {
+        None
+    }
+
     /// Values to scrub from every error message (secrets).
     fn secrets(&self) -> Vec<String> {
         Vec::new()
@@ -199,15 +205,29 @@ pub trait Backend: Send + Sync + std::fmt::Debug + 'static {
 
 /// Retry and timeout settings, applied as OpenDAL layers in one place.
 ///
+/// Retries follow the AWS SDKs' standard mode: throttling (429, 503
+/// SlowDown), 5xx, timeouts and connection errors are retried with
+/// exponential back-off (×2 per attempt from `retry_base_delay`, capped at
+/// `retry_max_delay`) plus a random jitter of up to the current delay; other
+/// 4xx answers are not retried. A request stops at `max_attempts` or once
+/// `retry_deadline` has passed since it started, whichever comes first.
+///
 /// ```
 /// let p = cairn_fs::backend::IoPolicy::default();
 /// assert!(p.max_attempts >= 1);
+/// assert_eq!(p.retry_base_delay, std::time::Duration::from_millis(100));
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct IoPolicy {
     /// Attempts per request, the first included.
     pub max_attempts: usize,
-    /// Deadline of a whole non-streaming call.
+    /// Delay before the first retry (before jitter).
+    pub retry_base_delay: std::time::Duration,
+    /// Longest delay between two attempts (before jitter).
+    pub retry_max_delay: std::time::Duration,
+    /// Deadline of a whole call, its retries included (`None`: attempts only).
+    pub retry_deadline: Option<std::time::Duration>,
+    /// Deadline of each attempt of a non-streaming call.
     pub op_timeout: std::time::Duration,
     /// Deadline of each streaming read or write step.
     pub io_timeout: std::time::Duration,
@@ -216,7 +236,12 @@ pub struct IoPolicy {
 impl Default for IoPolicy {
     fn default() -> Self {
         Self {
-            max_attempts: 5,
+            // Ten attempts ride out about 50 s of trouble (a server
+            // restart, a throttling burst) before the call fails.
+            max_attempts: 10,
+            retry_base_delay: std::time::Duration::from_millis(100),
+            retry_max_delay: std::time::Duration::from_secs(20),
+            retry_deadline: Some(std::time::Duration::from_secs(300)),
             op_timeout: std::time::Duration::from_secs(120),
             io_timeout: std::time::Duration::from_secs(30),
         }

@@ -63,6 +63,9 @@ pub enum S3Option {
     S3AdditionalKwargs,
     /// s3fs's `version_aware`: `false` only (cairn reads the current version).
     VersionAware,
+    /// cairn's deadline, in seconds, of one call with its retries
+    /// (`retry_deadline`; 0 leaves only the attempt limit).
+    RetryDeadline,
     /// s3fs keyword arguments about its own Python machinery or caches
     /// (`default_block_size`, `default_fill_cache`, `default_cache_type`,
     /// `cache_regions`, `session`, `asynchronous`, `loop`,
@@ -102,6 +105,7 @@ const TOP_LEVEL: &[(S3Option, &[&str])] = &[
     (S3Option::RequesterPays, &["requester_pays"]),
     (S3Option::S3AdditionalKwargs, &["s3_additional_kwargs"]),
     (S3Option::VersionAware, &["version_aware"]),
+    (S3Option::RetryDeadline, &["retry_deadline"]),
     (
         S3Option::S3fsNoOp,
         &[
@@ -204,6 +208,40 @@ pub struct S3Config {
     pub server_side_encryption: Option<(Setting<String>, Option<String>)>,
     /// Retry and timeouts.
     pub io: IoPolicy,
+    /// Where `io.max_attempts` came from.
+    pub max_attempts_source: Source,
+    /// botocore's retry mode (`legacy`, `standard`, `adaptive`): the same
+    /// back-off in cairn (adaptive's client-side rate limiter is not built).
+    pub retry_mode: Setting<String>,
+    /// Where `io.retry_deadline` came from.
+    pub retry_deadline_source: Source,
+    /// The checksum each upload carries for the server to verify (`None`:
+    /// botocore's `request_checksum_calculation=when_required`).
+    pub checksum: Setting<Option<ChecksumHeader>>,
+}
+
+/// The checksum header an S3-compatible store verifies on uploads.
+///
+/// ```
+/// use cairn_fs::backend::s3::ChecksumHeader;
+/// assert_eq!(ChecksumHeader::Crc32c.to_string(), "x-amz-checksum-crc32c");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChecksumHeader {
+    /// `x-amz-checksum-crc32c` on every put and part (AWS S3, MinIO, Garage, moto).
+    Crc32c,
+    /// `Content-MD5` on every put and part (stores of unknown
+    /// `x-amz-checksum-*` support, such as COS).
+    ContentMd5,
+}
+
+impl std::fmt::Display for ChecksumHeader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Crc32c => "x-amz-checksum-crc32c",
+            Self::ContentMd5 => "content-md5",
+        })
+    }
 }
 
 impl std::fmt::Debug for S3Config {
@@ -244,6 +282,12 @@ pub struct S3Flavor {
     /// Virtual-host addressing unless `addressing_style` says otherwise;
     /// `None` means: path style for a custom endpoint, virtual host otherwise.
     pub virtual_by_default: Option<bool>,
+    /// Reads botocore's `AWS_MAX_ATTEMPTS`, `AWS_RETRY_MODE` and
+    /// `AWS_REQUEST_CHECKSUM_CALCULATION`.
+    pub botocore_env: bool,
+    /// The checksum uploads carry unless `request_checksum_calculation` is
+    /// `when_required`.
+    pub checksum: ChecksumHeader,
 }
 
 /// AWS S3 and S3-compatible servers (MinIO, Garage, moto, ...).
@@ -257,6 +301,8 @@ pub const AWS: S3Flavor = S3Flavor {
     default_region: Some(DEFAULT_REGION),
     regional_endpoint: |region| format!("https://s3.{region}.amazonaws.com"),
     virtual_by_default: None,
+    botocore_env: true,
+    checksum: ChecksumHeader::Crc32c,
 };
 
 impl S3Config {
@@ -481,12 +527,70 @@ impl S3Config {
         if let Some(secs) = config.read_timeout {
             io.io_timeout = secs;
         }
-        if let Some(attempts) = config.max_attempts {
-            io.max_attempts = attempts.max(1);
-        }
         if let Some(connect) = config.connect_timeout {
             io.op_timeout = io.op_timeout.max(connect);
         }
+        let botocore_env = |name: &str| {
+            flavor
+                .botocore_env
+                .then(|| env.get(name))
+                .flatten()
+                .map(|v| (v.to_string(), Source::Env(name.to_string())))
+        };
+        let attempts = match (config.total_attempts, botocore_env("AWS_MAX_ATTEMPTS")) {
+            (Some(setting), _) => Some(setting),
+            (None, Some((text, source))) => {
+                let n = text.trim().parse::<usize>().map_err(|_| {
+                    config_error(format!(
+                        "{source} is {text:?}: give the total number of attempts per request, e.g. 5"
+                    ))
+                })?;
+                Some(Setting::new(n, source))
+            }
+            (None, None) => None,
+        };
+        let max_attempts_source = match attempts {
+            Some(setting) => {
+                io.max_attempts = setting.value.max(1);
+                setting.source
+            }
+            None => Source::Default,
+        };
+        let retry_mode = match (config.retry_mode, botocore_env("AWS_RETRY_MODE")) {
+            (Some(mode), _) => mode,
+            (None, Some((text, source))) => {
+                Setting::new(retry_mode(&text, &source.to_string())?, source)
+            }
+            (None, None) => Setting::new("standard".to_string(), Source::Default),
+        };
+        let retry_deadline_source = match get(S3Option::RetryDeadline) {
+            Some((at, v)) => {
+                let label = at.label();
+                let secs = value_as_f64(v, &label)?;
+                if !(secs >= 0.0 && secs.is_finite()) {
+                    return Err(config_error(format!(
+                        "option {label} is {secs}: give the seconds a call may take with its retries (0: no deadline)"
+                    )));
+                }
+                io.retry_deadline = (secs > 0.0).then(|| Duration::from_secs_f64(secs));
+                at.setting(()).source
+            }
+            None => Source::Default,
+        };
+        let checksum_on = match (
+            config.checksum_when_supported,
+            botocore_env("AWS_REQUEST_CHECKSUM_CALCULATION"),
+        ) {
+            (Some(on), _) => on,
+            (None, Some((text, source))) => {
+                Setting::new(checksum_calculation(&text, &source.to_string())?, source)
+            }
+            (None, None) => Setting::new(true, Source::Default),
+        };
+        let checksum = Setting::new(
+            checksum_on.value.then_some(flavor.checksum),
+            checksum_on.source,
+        );
 
         Ok(Self {
             key,
@@ -501,7 +605,32 @@ impl S3Config {
             requester_pays: bool_opt(S3Option::RequesterPays, false)?,
             server_side_encryption,
             io,
+            max_attempts_source,
+            retry_mode,
+            retry_deadline_source,
+            checksum,
         })
+    }
+}
+
+/// botocore's retry mode names, checked (`what` names where it came from).
+fn retry_mode(text: &str, what: &str) -> Result<String> {
+    match text.trim().to_ascii_lowercase().as_str() {
+        mode @ ("legacy" | "standard" | "adaptive") => Ok(mode.to_string()),
+        _ => Err(config_error(format!(
+            "{what} is {text:?}; use \"standard\" (or botocore's \"legacy\" or \"adaptive\", which cairn treats the same)"
+        ))),
+    }
+}
+
+/// botocore's `request_checksum_calculation`: `when_supported` is true.
+fn checksum_calculation(text: &str, what: &str) -> Result<bool> {
+    match text.trim().to_ascii_lowercase().as_str() {
+        "when_supported" => Ok(true),
+        "when_required" => Ok(false),
+        _ => Err(config_error(format!(
+            "{what} is {text:?}; use \"when_supported\" (a checksum on every upload) or \"when_required\" (none)"
+        ))),
     }
 }
 
@@ -570,11 +699,20 @@ struct ConfigKwargs {
     addressing_style: Option<Setting<AddressingStyle>>,
     connect_timeout: Option<Duration>,
     read_timeout: Option<Duration>,
-    max_attempts: Option<usize>,
+    /// Attempts per request, the first included.
+    total_attempts: Option<Setting<usize>>,
+    retry_mode: Option<Setting<String>>,
+    checksum_when_supported: Option<Setting<bool>>,
 }
 
 impl ConfigKwargs {
-    const VALID: &'static [&'static str] = &["s3", "connect_timeout", "read_timeout", "retries"];
+    const VALID: &'static [&'static str] = &[
+        "s3",
+        "connect_timeout",
+        "read_timeout",
+        "retries",
+        "request_checksum_calculation",
+    ];
 
     fn parse(map: &Map<String, Value>, parent: &At) -> Result<Self> {
         let mut out = Self::default();
@@ -606,15 +744,34 @@ impl ConfigKwargs {
                 "read_timeout" => {
                     out.read_timeout = Some(Duration::from_secs_f64(value_as_f64(value, &path)?))
                 }
+                "request_checksum_calculation" => {
+                    let text = value_as_string(value, &path)?;
+                    out.checksum_when_supported =
+                        Some(at.setting(checksum_calculation(&text, &format!("option {path}"))?));
+                }
                 "retries" => {
                     for (sub, v) in value_as_object(value, &path)? {
-                        let sub_path = at.child(sub).label();
+                        let sub_at = at.child(sub);
+                        let sub_path = sub_at.label();
                         match sub.as_str() {
+                            // botocore: `max_attempts` counts the retries,
+                            // `total_max_attempts` the first attempt too.
                             "max_attempts" | "total_max_attempts" => {
-                                out.max_attempts = Some(value_as_f64(v, &sub_path)? as usize)
+                                let n = value_as_f64(v, &sub_path)?;
+                                if !(n >= 0.0 && n.fract() == 0.0) {
+                                    return Err(config_error(format!(
+                                        "option {sub_path} is {n}: give a whole number of attempts"
+                                    )));
+                                }
+                                let first = usize::from(sub == "max_attempts");
+                                out.total_attempts = Some(sub_at.setting(n as usize + first));
                             }
                             "mode" => {
-                                value_as_string(v, &sub_path)?;
+                                let text = value_as_string(v, &sub_path)?;
+                                out.retry_mode = Some(
+                                    sub_at
+                                        .setting(retry_mode(&text, &format!("option {sub_path}"))?),
+                                );
                             }
                             _ => {
                                 return Err(unknown_key(
@@ -719,6 +876,9 @@ impl Backend for S3Backend {
         if c.requester_pays.value {
             builder = builder.enable_request_payer();
         }
+        if c.checksum.value == Some(ChecksumHeader::Crc32c) {
+            builder = builder.checksum_algorithm("crc32c");
+        }
         if let Some((algorithm, kms_key)) = &c.server_side_encryption {
             builder = builder.server_side_encryption(&algorithm.value);
             if let Some(key) = kms_key {
@@ -730,6 +890,10 @@ impl Backend for S3Backend {
 
     fn conditional_writes(&self) -> ConditionalWrites {
         self.config.conditional_writes.value
+    }
+
+    fn endpoint(&self) -> Option<String> {
+        Some(self.config.endpoint.value.clone())
     }
 
     fn secrets(&self) -> Vec<String> {
@@ -776,6 +940,32 @@ impl Backend for S3Backend {
                 c.requester_pays.value.to_string(),
                 &c.requester_pays.source,
             ),
+            line(
+                "max_attempts",
+                c.io.max_attempts.to_string(),
+                &c.max_attempts_source,
+            ),
+            line(
+                "retry_mode",
+                c.retry_mode.value.clone(),
+                &c.retry_mode.source,
+            ),
+            line(
+                "retry_deadline",
+                match c.io.retry_deadline {
+                    Some(d) => format!("{} s", d.as_secs_f64()),
+                    None => "none".into(),
+                },
+                &c.retry_deadline_source,
+            ),
+            line(
+                "upload_checksum",
+                match c.checksum.value {
+                    Some(header) => header.to_string(),
+                    None => "none".into(),
+                },
+                &c.checksum.source,
+            ),
         ];
         if let Some((algorithm, kms_key)) = &c.server_side_encryption {
             let value = match kms_key {
@@ -800,7 +990,11 @@ impl Backend for S3Backend {
     }
 
     fn request_hooks(&self) -> Vec<Arc<dyn crate::hooks::RequestHook>> {
-        self.hooks.clone()
+        let mut hooks = self.hooks.clone();
+        if self.config.checksum.value == Some(ChecksumHeader::ContentMd5) {
+            hooks.push(Arc::new(crate::hooks::ContentMd5OnUpload));
+        }
+        hooks
     }
 }
 

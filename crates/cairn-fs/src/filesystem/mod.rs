@@ -10,11 +10,10 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use opendal::Operator;
-use opendal::layers::{RetryLayer, TimeoutLayer};
 
 use crate::backend::{Backend, ConditionalWrites, Layout};
 use crate::cache::{DirCache, ListingCacheConfig};
-use crate::error::{Error, ErrorKind, Result, from_opendal};
+use crate::error::{Error, ErrorKind, Result, from_opendal, with_store_hint};
 use crate::fsspec_env::FsspecEnv;
 use crate::hooks::{HookedTransport, RequestHook};
 use crate::options::{BackendOptions, ConfigLine, Environment, Source, StorageOptions};
@@ -24,6 +23,7 @@ use crate::url::{absolute_local, normalize_posix, split_protocol};
 mod copy;
 mod info;
 mod io;
+mod layers;
 mod remove;
 mod walk;
 
@@ -63,6 +63,7 @@ struct Inner {
     cache: DirCache,
     http_client: Option<reqwest::Client>,
     hooks: Vec<Arc<dyn RequestHook>>,
+    retries: layers::RetryCounter,
 }
 
 impl std::fmt::Debug for FileSystem {
@@ -278,6 +279,7 @@ impl<'a> FileSystemBuilder<'a> {
                 cache: DirCache::new(cache),
                 http_client: self.http_client,
                 hooks,
+                retries: layers::RetryCounter::default(),
             }),
         })
     }
@@ -359,6 +361,17 @@ impl FileSystem {
             });
         }
         lines
+    }
+
+    /// Requests retried so far by this filesystem and its clones (after a
+    /// throttling answer, a 5xx, a timeout or a connection error).
+    ///
+    /// ```
+    /// let fs = cairn_fs::FileSystem::new("memory", &cairn_fs::StorageOptions::new()).unwrap();
+    /// assert_eq!(fs.retried_requests(), 0);
+    /// ```
+    pub fn retried_requests(&self) -> u64 {
+        self.inner.retries.get()
     }
 
     /// The listing-cache settings in force.
@@ -520,17 +533,8 @@ impl FileSystem {
             .inner
             .backend
             .operator(bucket)
-            .map_err(|e| e.redact(&self.inner.secrets))?
-            .layer(
-                TimeoutLayer::new()
-                    .with_timeout(policy.op_timeout)
-                    .with_io_timeout(policy.io_timeout),
-            )
-            .layer(
-                RetryLayer::new()
-                    .with_max_times(policy.max_attempts.saturating_sub(1))
-                    .with_jitter(),
-            );
+            .map_err(|e| e.redact(&self.inner.secrets))?;
+        let op = layers::with_io_layers(op, &policy, &self.inner.retries);
         // Local disk and memory send no HTTP; every other backend goes
         // through the hooks and cairn's client (crate::http).
         let op = if self.real_directories() && self.inner.http_client.is_none() {
@@ -557,7 +561,14 @@ impl FileSystem {
     /// Maps an OpenDAL error about `loc` to a cairn error, secrets scrubbed.
     pub(crate) fn error(&self, err: opendal::Error, loc: &Location) -> Error {
         let bucket = (self.inner.layout != Layout::SingleRoot).then_some(loc.bucket.as_str());
-        from_opendal(err, &self.url(&loc.path), bucket).redact(&self.inner.secrets)
+        // Temporary: the deadline cut the retries short; persistent: they
+        // ran out. Either way the store, not the request, is at fault.
+        let retried = err.is_temporary() || err.is_persistent();
+        let mut error = from_opendal(err, &self.url(&loc.path), bucket);
+        if retried && let Some(endpoint) = self.inner.backend.endpoint() {
+            error = with_store_hint(error, &endpoint, &self.inner.backend.io_policy());
+        }
+        error.redact(&self.inner.secrets)
     }
 
     /// The stripped path of an operator entry path inside `loc`'s bucket.

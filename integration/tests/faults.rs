@@ -1,0 +1,293 @@
+//! cairn-fs on Garage behind the fault proxy (`cairn_conformance::fault_proxy`):
+//! throttling, 5xx, dropped connections, cut and truncated bodies and stalls
+//! are ridden out by retries, with every byte checked; a body damaged on its
+//! way to the server is refused by the server thanks to the upload checksum
+//! (and stored damaged without it: the check this test relies on is real); a
+//! cut read is never returned as complete; an outage shorter than the retry
+//! budget is ridden out and a longer one fails naming the endpoint.
+
+use std::time::{Duration, Instant};
+
+use cairn_conformance::fault_proxy::{Fault, FaultPlan, FaultProxy};
+use cairn_conformance::{S3Settings, s3_server};
+use cairn_fs::{Environment, FileSystem, FileSystemBuilder, StorageOptions, WriteMode};
+use serde_json::{Value, json};
+
+fn seed() -> u64 {
+    let seed = std::env::var("CAIRN_FAULT_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos() as u64
+        });
+    eprintln!("fault seed: {seed} (CAIRN_FAULT_SEED replays)");
+    seed
+}
+
+/// A filesystem on Garage through `proxy`, with `extra` s3 options, and a
+/// fresh root URL.
+fn through(proxy: &FaultProxy, s3: &S3Settings, extra: Value, name: &str) -> (FileSystem, String) {
+    let mut options = s3.options_with_secret(&s3.secret);
+    options.set("s3", "endpoint_url", proxy.endpoint().into());
+    options.set("s3", "conditional_writes", "emulate".into());
+    for (key, value) in extra.as_object().expect("an object") {
+        options.set("s3", key, value.clone());
+    }
+    let fs = FileSystemBuilder::new("s3")
+        .options(options)
+        .env(Environment::default())
+        .build()
+        .expect("build the filesystem");
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    (fs, format!("s3://{}/faults-{name}-{nanos}", s3.bucket))
+}
+
+/// Direct to Garage (no proxy), for checking what the server holds.
+fn direct(s3: &S3Settings) -> FileSystem {
+    let mut options: StorageOptions = s3.options_with_secret(&s3.secret);
+    options.set("s3", "conditional_writes", "emulate".into());
+    FileSystemBuilder::new("s3")
+        .options(options)
+        .env(Environment::default())
+        .build()
+        .expect("build the filesystem")
+}
+
+fn payload(i: usize, len: usize) -> bytes::Bytes {
+    (0..len)
+        .map(|j| (i * 31 + j * 7 % 251) as u8)
+        .collect::<Vec<u8>>()
+        .into()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the Garage server: scripts/test.sh runs it"]
+async fn every_fault_kind_is_ridden_out_with_every_byte_checked() {
+    let Some((_, s3)) = s3_server("GARAGE", "faults") else {
+        return;
+    };
+    let mut plan = FaultPlan::new(seed(), 0.2, Fault::JOB);
+    plan.stall = Duration::from_millis(2500);
+    let proxy = FaultProxy::start(&s3.endpoint, plan);
+    // A read timeout under the stall, so stalls are timeouts to retry.
+    let (fs, root) = through(
+        &proxy,
+        &s3,
+        json!({"config_kwargs": {"read_timeout": 1, "retries": {"total_max_attempts": 12}}}),
+        "ride",
+    );
+    let started = Instant::now();
+    for i in 0..60 {
+        let url = format!("{root}/small/{i:03}");
+        fs.pipe(&url, payload(i, 1000 + i), WriteMode::Overwrite)
+            .await
+            .unwrap_or_else(|e| panic!("pipe {url}: {e}"));
+    }
+    // A multipart upload (8 MiB parts) and its ranged reads.
+    let big = payload(99, 20 << 20);
+    let mut writer = fs.open_write(&format!("{root}/big")).await.unwrap();
+    writer.write(big.clone()).await.unwrap();
+    writer.close().await.unwrap();
+    for i in 0..60 {
+        let url = format!("{root}/small/{i:03}");
+        let got = fs
+            .cat(&url)
+            .await
+            .unwrap_or_else(|e| panic!("cat {url}: {e}"));
+        assert_eq!(got, payload(i, 1000 + i), "{url} read back wrong");
+    }
+    let got = fs.cat(&format!("{root}/big")).await.unwrap();
+    assert!(
+        got == big,
+        "the multipart object read back wrong ({} bytes)",
+        got.len()
+    );
+    let range = fs
+        .cat_range(&format!("{root}/big"), 5 << 20, Some(6 << 20))
+        .await
+        .unwrap();
+    assert!(range == big.slice(5 << 20..6 << 20));
+    assert_eq!(fs.ls(&format!("{root}/small")).await.unwrap().len(), 60);
+    fs.rm(&root, true, None).await.unwrap();
+
+    let counts = proxy.counts();
+    eprintln!(
+        "faults {counts:?}; retries {}; {:.1} s",
+        fs.retried_requests(),
+        started.elapsed().as_secs_f64()
+    );
+    for kind in Fault::JOB {
+        assert!(
+            counts.get(kind.name()).copied().unwrap_or(0) > 0,
+            "no {} injected: {counts:?}",
+            kind.name()
+        );
+    }
+    assert!(fs.retried_requests() >= proxy.faults() / 2);
+    assert!(
+        direct(&s3)
+            .ls(&root)
+            .await
+            .map(|l| l.is_empty())
+            .unwrap_or(true),
+        "rm left objects behind"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the Garage server: scripts/test.sh runs it"]
+async fn a_body_damaged_on_the_way_is_refused_by_the_checksum() {
+    let Some((_, s3)) = s3_server("GARAGE", "faults") else {
+        return;
+    };
+    let proxy = FaultProxy::start(
+        &s3.endpoint,
+        FaultPlan::new(seed(), 1.0, &[Fault::CorruptUpload]),
+    );
+    let data = payload(5, 64 << 10);
+    let check = direct(&s3);
+    for (label, extra) in [
+        (
+            "default",
+            json!({"config_kwargs": {"retries": {"total_max_attempts": 2}}}),
+        ),
+        (
+            "multipart",
+            json!({"config_kwargs": {"retries": {"total_max_attempts": 2}}}),
+        ),
+    ] {
+        let (fs, root) = through(&proxy, &s3, extra, label);
+        let url = format!("{root}/object");
+        let outcome = if label == "multipart" {
+            let mut writer = fs.open_write(&url).await.unwrap();
+            let written = writer.write(payload(6, 10 << 20)).await;
+            match written {
+                Ok(()) => writer.close().await,
+                Err(e) => Err(e),
+            }
+        } else {
+            fs.pipe(&url, data.clone(), WriteMode::Overwrite).await
+        };
+        let err = outcome.expect_err("a damaged upload must fail");
+        eprintln!("{label}: {err}");
+        assert!(
+            !check.exists(&url).await.unwrap(),
+            "{label}: a damaged upload was stored"
+        );
+    }
+
+    // The same damage without a checksum is stored: the check above is the
+    // checksum's doing, not the proxy's.
+    let (fs, root) = through(
+        &proxy,
+        &s3,
+        json!({"config_kwargs": {"request_checksum_calculation": "when_required"}}),
+        "unchecked",
+    );
+    let url = format!("{root}/object");
+    fs.pipe(&url, data.clone(), WriteMode::Overwrite)
+        .await
+        .unwrap();
+    let stored = check.cat(&url).await.unwrap();
+    assert_eq!(stored.len(), data.len());
+    assert!(stored != data, "without a checksum the damage goes through");
+    check.rm(&root, true, None).await.unwrap();
+    assert!(proxy.faults() >= 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the Garage server: scripts/test.sh runs it"]
+async fn a_cut_read_is_never_returned_as_complete() {
+    let Some((_, s3)) = s3_server("GARAGE", "faults") else {
+        return;
+    };
+    let proxy = FaultProxy::start(
+        &s3.endpoint,
+        FaultPlan::new(seed(), 0.0, &[Fault::TruncatedBody, Fault::ResetMidBody]),
+    );
+    let (fs, root) = through(
+        &proxy,
+        &s3,
+        json!({"config_kwargs": {"retries": {"total_max_attempts": 2}}}),
+        "cut",
+    );
+    let url = format!("{root}/object");
+    let data = payload(3, 3 << 20);
+    fs.pipe(&url, data.clone(), WriteMode::Overwrite)
+        .await
+        .unwrap();
+    // Every answer cut: every read fails, none returns a short body.
+    proxy.set_rate(1.0);
+    for _ in 0..5 {
+        match fs.cat(&url).await {
+            Ok(got) => panic!("a cut read returned {} of {} bytes", got.len(), data.len()),
+            Err(e) => eprintln!("cut read: {e}"),
+        }
+        if let Ok(got) = fs.cat_range(&url, 1000, Some(2 << 20)).await {
+            panic!("a cut ranged read returned {} bytes", got.len());
+        }
+    }
+    // Half of them cut: retries bring the whole object back.
+    proxy.set_rate(0.5);
+    let (fs, _) = through(
+        &proxy,
+        &s3,
+        json!({"config_kwargs": {"retries": {"total_max_attempts": 20}}}),
+        "cut",
+    );
+    for _ in 0..5 {
+        assert!(fs.cat(&url).await.unwrap() == data);
+    }
+    proxy.set_rate(0.0);
+    fs.rm(&root, true, None).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the Garage server: scripts/test.sh runs it"]
+async fn an_outage_inside_the_retry_budget_is_ridden_out_and_a_longer_one_names_the_endpoint() {
+    let Some((_, s3)) = s3_server("GARAGE", "faults") else {
+        return;
+    };
+    let proxy = FaultProxy::start(&s3.endpoint, FaultPlan::new(seed(), 0.0, &[]));
+    let (fs, root) = through(&proxy, &s3, json!({}), "outage");
+    let url = format!("{root}/object");
+    fs.pipe(&url, "before".into(), WriteMode::Overwrite)
+        .await
+        .unwrap();
+
+    proxy.refuse_for(Duration::from_secs(2));
+    let started = Instant::now();
+    fs.pipe(&url, "during".into(), WriteMode::Overwrite)
+        .await
+        .expect("a 2 s outage is inside the default retry budget");
+    assert!(started.elapsed() >= Duration::from_millis(1500));
+    assert_eq!(fs.cat(&url).await.unwrap(), "during");
+    assert!(fs.retried_requests() > 0);
+
+    // A deadline of 1 s against a 5 s outage: the call fails, naming the
+    // endpoint, after about the deadline.
+    let (short, _) = through(&proxy, &s3, json!({"retry_deadline": 1}), "outage");
+    // Answered once: from then on a refused connection is an outage to
+    // retry, not a wrong endpoint (which the first contact fails fast on).
+    assert_eq!(short.cat(&url).await.unwrap(), "during");
+    proxy.refuse_for(Duration::from_secs(5));
+    let started = Instant::now();
+    let err = short
+        .cat(&url)
+        .await
+        .expect_err("the outage outlasts the deadline");
+    let waited = started.elapsed();
+    let text = err.to_string();
+    eprintln!("after {:.1} s: {text}", waited.as_secs_f64());
+    assert!(waited < Duration::from_secs(4), "the deadline was not kept");
+    assert!(text.contains(&proxy.endpoint()), "{text}");
+    assert!(text.contains("run the same command"), "{text}");
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    fs.rm(&root, true, None).await.unwrap();
+}
