@@ -115,6 +115,10 @@ struct Shared {
     dice: Mutex<fastrand::Rng>,
     counts: Mutex<BTreeMap<&'static str, u64>>,
     requests: AtomicU64,
+    /// Body faults drawn for answers without a body, applied to the next
+    /// answers that have one (so the rate of each kind holds whatever the
+    /// mix of requests).
+    owed: Mutex<Vec<Fault>>,
     refuse_until: Mutex<Option<Instant>>,
     refuse_now: Notify,
     client: reqwest::Client,
@@ -147,6 +151,7 @@ impl FaultProxy {
             plan: Mutex::new(plan),
             counts: Mutex::new(BTreeMap::new()),
             requests: AtomicU64::new(0),
+            owed: Mutex::new(Vec::new()),
             refuse_until: Mutex::new(None),
             refuse_now: Notify::new(),
             client: reqwest::Client::builder()
@@ -366,8 +371,10 @@ async fn handle(
         .client
         .request(parts.method.clone(), format!("{}{path}", shared.upstream))
         .body(body);
+    // Content-Length too: the body keeps its length, and signed requests
+    // list it (an empty PUT without it is refused).
     for (name, value) in &parts.headers {
-        if name != http::header::CONTENT_LENGTH && name != http::header::CONNECTION {
+        if name != http::header::CONNECTION {
             forward = forward.header(name, value);
         }
     }
@@ -379,12 +386,21 @@ async fn handle(
     let headers = answer.headers().clone();
     let bytes = answer.bytes().await.map_err(|_| dropped())?;
 
+    let cuttable = bytes.len() >= 2;
+    let fault = match fault {
+        Some(f @ (Fault::ResetMidBody | Fault::TruncatedBody)) if !cuttable => {
+            shared.owed.lock().expect("owed").push(f);
+            None
+        }
+        None if cuttable => shared.owed.lock().expect("owed").pop(),
+        other => other,
+    };
     let body = match fault {
         Some(f @ Fault::ResetAfterForward) => {
             count(&shared, f);
             return Err(dropped());
         }
-        Some(f @ (Fault::ResetMidBody | Fault::TruncatedBody)) if bytes.len() >= 2 => {
+        Some(f @ (Fault::ResetMidBody | Fault::TruncatedBody)) => {
             count(&shared, f);
             let end = match f {
                 Fault::TruncatedBody => bytes.len() / 2,

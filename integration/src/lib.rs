@@ -4,6 +4,7 @@
 
 pub mod fault_proxy;
 pub mod loopback;
+pub mod own_garage;
 mod scenarios;
 mod target;
 mod tclake;

@@ -16,10 +16,12 @@
 
 mod common;
 
+use common::{Oracle, s3_oracle};
+
 use std::collections::HashMap;
 use std::process::{Command, Output};
 
-use cairn_conformance::{S3Settings, s3_server, tools_python};
+use cairn_conformance::{S3Settings, s3_server};
 
 /// Where a scenario runs: a temporary local directory or a fresh S3 prefix.
 struct Place {
@@ -132,15 +134,6 @@ impl Place {
     }
 }
 
-#[derive(Debug, serde::Deserialize)]
-struct Oracle {
-    input_rows: u64,
-    output_rows: u64,
-    missing: u64,
-    duplicated: u64,
-    unknown: u64,
-}
-
 /// Counts every `uid` of the Parquet files under `dir`, read with the
 /// parquet crate alone.
 fn local_uids(dir: &str) -> HashMap<i64, u64> {
@@ -185,24 +178,6 @@ fn local_oracle(input: &str, output: &str) -> Oracle {
         duplicated: want.iter().filter(|(k, n)| count(&got, k) > **n).count() as u64,
         unknown: got.keys().filter(|k| !want.contains_key(k)).count() as u64,
     }
-}
-
-fn s3_oracle(s3: &S3Settings, input: &str, output: &str) -> Oracle {
-    let python = tools_python("exactly-once oracle").expect("the tools' Python (scripts/tools.sh)");
-    let script = format!("{}/../../scripts/oracle_ids.py", env!("CARGO_MANIFEST_DIR"));
-    let out = Command::new(python)
-        .args([script.as_str(), input, output, "uid"])
-        .env("ORACLE_S3_ENDPOINT", &s3.endpoint)
-        .env("ORACLE_S3_KEY", &s3.key)
-        .env("ORACLE_S3_SECRET", &s3.secret)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "oracle failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
 }
 
 fn text(out: &Output) -> String {

@@ -4,6 +4,8 @@
 
 use std::process::Command;
 
+use cairn_conformance::{S3Settings, tools_python};
+
 /// `cairn OPTIONS ARGS`, quiet logs.
 pub fn cairn(options: &[String], args: &[&str]) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_cairn"));
@@ -71,4 +73,49 @@ pub fn verify_exactly_once(options: &[String], input: &str, output: &str) {
         ],
     ));
     assert!(report.contains("exactly once:"), "{report}");
+}
+
+/// Per-ID counts of an input and an output, from an oracle that does not
+/// use cairn.
+#[derive(Debug, serde::Deserialize)]
+pub struct Oracle {
+    pub input_rows: u64,
+    pub output_rows: u64,
+    pub missing: u64,
+    pub duplicated: u64,
+    pub unknown: u64,
+}
+
+impl Oracle {
+    /// Every input row once in the output, nothing else.
+    pub fn assert_exactly_once(&self, what: &str) {
+        assert!(
+            self.input_rows > 0
+                && self.output_rows == self.input_rows
+                && self.missing == 0
+                && self.duplicated == 0
+                && self.unknown == 0,
+            "{what}: not exactly once: {self:?}"
+        );
+    }
+}
+
+/// The oracle on S3: pyarrow and s3fs read the `uid` column of every
+/// Parquet file under `input` and `output` (scripts/oracle_ids.py).
+pub fn s3_oracle(s3: &S3Settings, input: &str, output: &str) -> Oracle {
+    let python = tools_python("exactly-once oracle").expect("the tools' Python (scripts/tools.sh)");
+    let script = format!("{}/../../scripts/oracle_ids.py", env!("CARGO_MANIFEST_DIR"));
+    let out = Command::new(python)
+        .args([script.as_str(), input, output, "uid"])
+        .env("ORACLE_S3_ENDPOINT", &s3.endpoint)
+        .env("ORACLE_S3_KEY", &s3.key)
+        .env("ORACLE_S3_SECRET", &s3.secret)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "oracle failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
 }

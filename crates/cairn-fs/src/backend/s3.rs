@@ -1021,6 +1021,73 @@ mod tests {
     }
 
     #[test]
+    fn retries_as_botocore_counts_them() {
+        let c = resolve(json!({}), &[]).unwrap();
+        assert_eq!(c.io.max_attempts, 10);
+        assert_eq!(c.retry_mode.value, "standard");
+        assert_eq!(c.io.retry_deadline, Some(Duration::from_secs(300)));
+        assert_eq!(c.checksum.value, Some(ChecksumHeader::Crc32c));
+        // botocore: max_attempts counts the retries, total_max_attempts all.
+        let c = resolve(
+            json!({"config_kwargs": {"retries": {"max_attempts": 2}}}),
+            &[],
+        )
+        .unwrap();
+        assert_eq!(c.io.max_attempts, 3);
+        let c = resolve(
+            json!({"config_kwargs": {"retries": {"total_max_attempts": 2, "mode": "Adaptive"}}}),
+            &[("AWS_MAX_ATTEMPTS", "7")],
+        )
+        .unwrap();
+        assert_eq!(c.io.max_attempts, 2);
+        assert_eq!(c.retry_mode.value, "adaptive");
+        let c = resolve(
+            json!({}),
+            &[("AWS_MAX_ATTEMPTS", "7"), ("AWS_RETRY_MODE", "legacy")],
+        )
+        .unwrap();
+        assert_eq!(c.io.max_attempts, 7);
+        assert_eq!(
+            c.max_attempts_source,
+            Source::Env("AWS_MAX_ATTEMPTS".into())
+        );
+        assert_eq!(c.retry_mode.value, "legacy");
+        let c = resolve(json!({"retry_deadline": 0}), &[]).unwrap();
+        assert_eq!(c.io.retry_deadline, None);
+        let c = resolve(json!({"retry_deadline": 2.5}), &[]).unwrap();
+        assert_eq!(c.io.retry_deadline, Some(Duration::from_millis(2500)));
+        let c = resolve(
+            json!({}),
+            &[("AWS_REQUEST_CHECKSUM_CALCULATION", "WHEN_REQUIRED")],
+        )
+        .unwrap();
+        assert_eq!(c.checksum.value, None);
+
+        for (bad, named) in [
+            (
+                json!({"config_kwargs": {"retries": {"mode": "eager"}}}),
+                "retries.mode",
+            ),
+            (
+                json!({"config_kwargs": {"retries": {"max_attempts": 1.5}}}),
+                "max_attempts",
+            ),
+            (json!({"retry_deadline": -1}), "retry_deadline"),
+            (
+                json!({"config_kwargs": {"request_checksum_calculation": "always"}}),
+                "request_checksum_calculation",
+            ),
+        ] {
+            let err = resolve(bad.clone(), &[]).unwrap_err().to_string();
+            assert!(err.contains(named), "{bad}: {err}");
+        }
+        let err = resolve(json!({}), &[("AWS_MAX_ATTEMPTS", "many")])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("AWS_MAX_ATTEMPTS"), "{err}");
+    }
+
+    #[test]
     fn endpoint_precedence() {
         let env = [
             ("AWS_ENDPOINT_URL", "http://generic:1"),
