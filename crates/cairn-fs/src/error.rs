@@ -303,13 +303,27 @@ pub(crate) fn from_opendal(err: opendal::Error, url: &str, bucket: Option<&str>)
             ErrorKind::AlreadyExists,
             "the target already exists and the write asked not to overwrite it".to_string(),
         ),
-        K::PermissionDenied => (
+        // A session token past its expiry (S3 answers 400 ExpiredToken, or
+        // 403 with the same code).
+        _ if text.contains("ExpiredToken") => (
             ErrorKind::PermissionDenied,
             format!(
-                "access to bucket {:?} was refused; check the credentials (key/secret/token) and the bucket policy",
-                bucket.unwrap_or("?")
+                "the session token has expired; get new temporary credentials and set them again ({})",
+                credential_hint(url)
             ),
         ),
+        K::PermissionDenied => match bucket {
+            Some(bucket) => (
+                ErrorKind::PermissionDenied,
+                format!(
+                    "access to bucket {bucket:?} was refused; check the credentials (key/secret/token) and the bucket policy"
+                ),
+            ),
+            None => (
+                ErrorKind::PermissionDenied,
+                "permission denied: this user may not read or write here, or the filesystem is read-only".to_string(),
+            ),
+        },
         _ if text.contains("(os error 21)") => (
             ErrorKind::IsADirectory,
             "the path is a directory; use a recursive operation or name a file".to_string(),

@@ -136,18 +136,24 @@ impl HookedTransport {
     }
 }
 
-/// Whether `err` comes from a refused TCP connection.
-fn connection_refused(err: &opendal::Error) -> bool {
+/// The first I/O error of kind `kind` in `err`'s sources.
+fn io_error(err: &opendal::Error, kind: std::io::ErrorKind) -> Option<&std::io::Error> {
     let mut source: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(err);
     while let Some(e) = source {
-        if let Some(io) = e.downcast_ref::<std::io::Error>()
-            && io.kind() == std::io::ErrorKind::ConnectionRefused
-        {
-            return true;
+        // An I/O error may wrap another as its payload (hyper's connector
+        // wraps the TLS layer's), which `source()` skips.
+        let mut io = e.downcast_ref::<std::io::Error>();
+        while let Some(found) = io {
+            if found.kind() == kind {
+                return Some(found);
+            }
+            io = found
+                .get_ref()
+                .and_then(|inner| inner.downcast_ref::<std::io::Error>());
         }
         source = e.source();
     }
-    false
+    None
 }
 
 impl HttpTransport for HookedTransport {
@@ -169,11 +175,34 @@ impl HttpTransport for HookedTransport {
                 self.answered.store(true, Ordering::Relaxed);
                 Ok(response)
             }
-            Err(e) if !self.answered.load(Ordering::Relaxed) && connection_refused(&e) => {
+            Err(e)
+                if !self.answered.load(Ordering::Relaxed)
+                    && io_error(&e, std::io::ErrorKind::ConnectionRefused).is_some() =>
+            {
                 Err(opendal::Error::new(
                     opendal::ErrorKind::ConfigInvalid,
                     format!(
                         "connection refused by {endpoint}: nothing listens there. Check the endpoint (endpoint_url option, AWS_ENDPOINT_URL, ...) and that the server is running"
+                    ),
+                )
+                .set_permanent()
+                .set_source(e))
+            }
+            // The TLS layer reports a handshake it cannot read as invalid
+            // data: on the first contact over https, most often a server
+            // that speaks plain HTTP.
+            Err(e)
+                if !self.answered.load(Ordering::Relaxed)
+                    && endpoint.starts_with("https://")
+                    && io_error(&e, std::io::ErrorKind::InvalidData).is_some() =>
+            {
+                let reason = io_error(&e, std::io::ErrorKind::InvalidData)
+                    .map(|io| io.to_string())
+                    .unwrap_or_default();
+                Err(opendal::Error::new(
+                    opendal::ErrorKind::ConfigInvalid,
+                    format!(
+                        "the TLS handshake with {endpoint} failed ({reason}): if the server speaks plain HTTP, write the endpoint with http://"
                     ),
                 )
                 .set_permanent()
