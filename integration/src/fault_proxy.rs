@@ -54,6 +54,11 @@ pub enum Fault {
     Stall,
     /// One byte of an upload's body is flipped on its way to the server.
     CorruptUpload,
+    /// `400 ExpiredToken`, as AWS answers a request signed with a session
+    /// token past its expiry (Garage and moto accept any token).
+    ExpiredToken,
+    /// `507 XMinioStorageFull`, as MinIO answers when its disks are full.
+    StorageFull,
 }
 
 impl Fault {
@@ -77,6 +82,8 @@ impl Fault {
             Fault::TruncatedBody => "truncated body",
             Fault::Stall => "stall",
             Fault::CorruptUpload => "corrupt upload",
+            Fault::ExpiredToken => "expired token",
+            Fault::StorageFull => "storage full",
         }
     }
 }
@@ -346,6 +353,22 @@ async fn handle(
                 500,
                 "InternalError",
                 "We encountered an internal error. Please try again.",
+            ));
+        }
+        Some(f @ Fault::ExpiredToken) => {
+            count(&shared, f);
+            return Ok(s3_error(
+                400,
+                "ExpiredToken",
+                "The provided token has expired.",
+            ));
+        }
+        Some(f @ Fault::StorageFull) if parts.method == http::Method::PUT => {
+            count(&shared, f);
+            return Ok(s3_error(
+                507,
+                "XMinioStorageFull",
+                "Storage backend has reached its minimum free drive threshold. Please delete a few objects to proceed.",
             ));
         }
         Some(f @ Fault::Stall) => {

@@ -111,10 +111,10 @@ pub enum JobCommand {
         id_column: Option<String>,
         /// Rows per batch read and sent to each transform.
         #[arg(long, default_value_t = cairn_dataset::DEFAULT_BATCH_SIZE,
-              value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+              value_parser = at_least_one)]
         batch_size: usize,
         /// Units in flight at once (default: one per core).
-        #[arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+        #[arg(long, value_parser = at_least_one)]
         workers: Option<usize>,
         /// The most IDs the duplicate-ID check holds in memory (about 40
         /// bytes each; a dense integer range uses a bitmap instead).
@@ -134,6 +134,11 @@ pub enum JobCommand {
         /// batch on stdout per batch read; repeatable, applied in order.
         #[arg(long = "map-cmd", value_name = "COMMAND")]
         map_cmds: Vec<String>,
+        /// Seconds a transform may take over one batch; past it the process
+        /// (and what it started) is killed and the job stops (committed
+        /// units are kept). Default: no limit.
+        #[arg(long = "map-timeout", value_name = "SECS", value_parser = positive_seconds)]
+        map_timeout: Option<f64>,
         /// Keep only these columns (comma-separated), after the transforms.
         #[arg(long, value_delimiter = ',')]
         select: Vec<String>,
@@ -197,6 +202,7 @@ pub async fn run(command: JobCommand, options: &StorageOptions) -> CliResult<u8>
             commit_every_secs,
             keep_checkpoint,
             map_cmds,
+            map_timeout,
             select,
             json,
             quiet,
@@ -207,7 +213,13 @@ pub async fn run(command: JobCommand, options: &StorageOptions) -> CliResult<u8>
             }
             let mut dataset = Dataset::from_source(source);
             for command in &map_cmds {
-                dataset = dataset.map_command(command);
+                dataset = match map_timeout {
+                    Some(secs) => dataset.map_command_with_timeout(
+                        command,
+                        std::time::Duration::from_secs_f64(secs),
+                    ),
+                    None => dataset.map_command(command),
+                };
             }
             if !select.is_empty() {
                 dataset = dataset.select_columns(select);
@@ -512,4 +524,21 @@ async fn write_sample(
         fs.pipe(&path, buffer.into(), WriteMode::Overwrite).await?;
     }
     Ok(())
+}
+
+/// A number of seconds above zero (`--map-timeout`).
+fn positive_seconds(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(secs) if secs > 0.0 && secs.is_finite() => Ok(secs),
+        _ => Err(format!("{text:?} is not a number of seconds above 0")),
+    }
+}
+
+/// A count of at least 1 (`--batch-size`, `--workers`).
+fn at_least_one(text: &str) -> Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(n) if n >= 1 => Ok(n),
+        Ok(_) => Err("it must be at least 1".into()),
+        Err(_) => Err(format!("{text:?} is not a whole number")),
+    }
 }

@@ -194,6 +194,18 @@ fn storage_options(assignments: &[String]) -> cairn_fs::Result<StorageOptions> {
     let mut options = StorageOptions::new();
     for assignment in assignments {
         options.set_dotted(assignment)?;
+        // Options of a protocol nothing serves would be ignored: a typo.
+        let protocol = assignment.split(['.', '=']).next().unwrap_or_default();
+        if let Err(e) = cairn_fs::Registry::global().resolve(protocol) {
+            return Err(cairn_fs::Error::new(
+                cairn_fs::ErrorKind::Config,
+                format!(
+                    "option {}: {}",
+                    assignment.split('=').next().unwrap_or_default(),
+                    e.message()
+                ),
+            ));
+        }
     }
     Ok(options)
 }
@@ -221,7 +233,16 @@ fn spaced_option(args: &[String]) -> Option<String> {
     if key.contains('=') {
         return spaced_option(&args[at + 1..]);
     }
-    let value = args.get(at + 2).map_or("VALUE", String::as_str);
+    // The next word, unless it is a command (`-o s3.anon ls ...`).
+    let commands = [
+        "ls", "stat", "cat", "put", "get", "cp", "mv", "rm", "find", "du", "mkdir", "config",
+        "ckpt", "job",
+    ];
+    let value = args
+        .get(at + 2)
+        .map(String::as_str)
+        .filter(|v| !commands.contains(v))
+        .unwrap_or("VALUE");
     Some(format!(
         "-o takes PROTOCOL.KEY=VALUE with no space around '=': write -o {key}={value}"
     ))

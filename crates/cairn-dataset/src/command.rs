@@ -5,6 +5,7 @@
 use std::collections::VecDeque;
 use std::io::{BufReader, Read, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -27,11 +28,63 @@ pub(crate) struct CommandProcess {
     reader: Option<StreamReader<BufReader<ChildStdout>>>,
     stderr: Arc<Mutex<VecDeque<u8>>>,
     batches: u64,
+    watchdog: Option<Watchdog>,
+}
+
+/// Kills a process group that takes longer than `timeout` over one batch.
+struct Watchdog {
+    timeout: Duration,
+    /// When the batch in flight was sent (`None` between batches).
+    busy_since: Arc<Mutex<Option<Instant>>>,
+    fired: Arc<AtomicBool>,
+    done: Arc<AtomicBool>,
+}
+
+impl Watchdog {
+    fn start(timeout: Duration, group: u32) -> Self {
+        let busy_since = Arc::new(Mutex::new(None::<Instant>));
+        let fired = Arc::new(AtomicBool::new(false));
+        let done = Arc::new(AtomicBool::new(false));
+        let (busy, fire, stop) = (busy_since.clone(), fired.clone(), done.clone());
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                let since = *busy.lock().expect("watchdog lock");
+                if since.is_some_and(|t| t.elapsed() > timeout) {
+                    fire.store(true, Ordering::Relaxed);
+                    kill_group(group);
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        });
+        Self {
+            timeout,
+            busy_since,
+            fired,
+            done,
+        }
+    }
+
+    fn busy(&self, busy: bool) {
+        *self.busy_since.lock().expect("watchdog lock") = busy.then(Instant::now);
+    }
+}
+
+/// SIGKILL to the process group `group` (the transform runs in its own: the
+/// shell and whatever it started).
+fn kill_group(group: u32) {
+    #[cfg(unix)]
+    // SAFETY: killpg only sends a signal; `group` is the process group this
+    // module created for the transform (its leader's PID).
+    unsafe {
+        libc::killpg(group as libc::pid_t, libc::SIGKILL);
+    }
 }
 
 impl CommandProcess {
-    /// Starts `command` with `sh -c`.
-    pub(crate) fn spawn(command: &str) -> Result<Self> {
+    /// Starts `command` with `sh -c`; with a `timeout`, each batch must be
+    /// answered within it.
+    pub(crate) fn spawn(command: &str, timeout: Option<Duration>) -> Result<Self> {
         let mut child = Command::new("sh");
         child
             .arg("-c")
@@ -64,7 +117,9 @@ impl CommandProcess {
                 tail.drain(..excess);
             }
         });
+        let watchdog = timeout.map(|t| Watchdog::start(t, child.id()));
         Ok(Self {
+            watchdog,
             command: command.to_string(),
             stdin: child.stdin.take(),
             stdout: child.stdout.take(),
@@ -78,6 +133,17 @@ impl CommandProcess {
 
     /// Sends `batch`, returns the process's answer to it.
     pub(crate) fn transform(&mut self, batch: &RecordBatch) -> Result<RecordBatch> {
+        if let Some(watchdog) = &self.watchdog {
+            watchdog.busy(true);
+        }
+        let answer = self.exchange(batch);
+        if let Some(watchdog) = &self.watchdog {
+            watchdog.busy(false);
+        }
+        answer
+    }
+
+    fn exchange(&mut self, batch: &RecordBatch) -> Result<RecordBatch> {
         if let Err(reason) = self.send(batch) {
             return Err(self.failure(&format!("writing a batch to it failed ({reason})")));
         }
@@ -120,6 +186,18 @@ impl CommandProcess {
     /// The error for a failed exchange: what went wrong, the exit status when
     /// the process has ended, and the tail of its stderr.
     fn failure(&mut self, what: &str) -> Error {
+        let timed_out = self
+            .watchdog
+            .as_ref()
+            .filter(|w| w.fired.load(Ordering::Relaxed))
+            .map(|w| w.timeout);
+        let what = match timed_out {
+            Some(timeout) => format!(
+                "it gave no answer within {} s (the transform timeout, --map-timeout), so it was killed; {what}",
+                timeout.as_secs_f64()
+            ),
+            None => what.to_string(),
+        };
         let deadline = Instant::now() + Duration::from_secs(2);
         let status = loop {
             match self.child.try_wait() {
@@ -161,6 +239,9 @@ impl CommandProcess {
 
 impl Drop for CommandProcess {
     fn drop(&mut self) {
+        if let Some(watchdog) = &self.watchdog {
+            watchdog.done.store(true, Ordering::Relaxed);
+        }
         if let Some(mut writer) = self.writer.take() {
             let _ = writer.finish();
         }

@@ -237,6 +237,24 @@ impl Dataset {
     pub fn map_command(self, command: &str) -> Self {
         self.then(Op::Command {
             command: command.to_string(),
+            timeout: None,
+        })
+    }
+
+    /// [`map_command`](Self::map_command) whose process must answer each
+    /// batch within `timeout`: a process that hangs (a stuck model, a
+    /// deadlock) is killed with its process group and the job stops with an
+    /// error naming the timeout; committed units are kept.
+    ///
+    /// ```
+    /// let ds = cairn_dataset::Dataset::read_parquet(["/tmp/in"])
+    ///     .map_command_with_timeout("python3 model.py", std::time::Duration::from_secs(600));
+    /// # let _ = ds;
+    /// ```
+    pub fn map_command_with_timeout(self, command: &str, timeout: std::time::Duration) -> Self {
+        self.then(Op::Command {
+            command: command.to_string(),
+            timeout: Some(timeout),
         })
     }
 

@@ -52,6 +52,8 @@ pub(crate) enum Op {
     Drop(Vec<String>),
     Command {
         command: String,
+        /// Longest wait for one answer; the process is killed after it.
+        timeout: Option<std::time::Duration>,
     },
 }
 
@@ -72,7 +74,7 @@ impl Op {
             Op::WithColumn { column, .. } => format!("with_column({column})"),
             Op::Select(columns) => format!("select_columns({})", columns.join(", ")),
             Op::Drop(columns) => format!("drop_columns({})", columns.join(", ")),
-            Op::Command { command } => format!("map command `{command}`"),
+            Op::Command { command, .. } => format!("map command `{command}`"),
         }
     }
 }
@@ -264,9 +266,9 @@ impl Stage {
                     .collect();
                 out.push(batch.project(&indices).map_err(|e| fail(e.to_string()))?);
             }
-            Op::Command { command } => {
+            Op::Command { command, timeout } => {
                 if self.process.is_none() {
-                    self.process = Some(CommandProcess::spawn(command)?);
+                    self.process = Some(CommandProcess::spawn(command, *timeout)?);
                 }
                 let process = self.process.as_mut().expect("spawned above");
                 out.push(process.transform(&batch)?);

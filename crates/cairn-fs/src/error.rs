@@ -260,6 +260,9 @@ fn credential_hint(url: &str) -> &'static str {
     }
 }
 
+/// What a storage error says when nothing more precise is known.
+const GENERIC_FAILURE: &str = "the storage operation failed";
+
 /// Names the store behind `err` when it failed or stopped answering (a
 /// 5xx, throttling or network trouble that outlasted the retries), with the
 /// retry budget spent and what to do.
@@ -268,7 +271,8 @@ pub(crate) fn with_store_hint(
     endpoint: &str,
     policy: &crate::backend::IoPolicy,
 ) -> Error {
-    if matches!(err.kind, ErrorKind::Other | ErrorKind::RateLimited) {
+    // Only where nothing better was said (a full store says so itself).
+    if err.kind == ErrorKind::RateLimited || err.message == GENERIC_FAILURE {
         let deadline = policy
             .retry_deadline
             .map(|d| format!(" or {} s", d.as_secs_f64()))
@@ -302,6 +306,12 @@ pub(crate) fn from_opendal(err: opendal::Error, url: &str, bucket: Option<&str>)
         K::AlreadyExists | K::ConditionNotMatch => (
             ErrorKind::AlreadyExists,
             "the target already exists and the write asked not to overwrite it".to_string(),
+        ),
+        // No space left: a full local disk (ENOSPC) or a store that says so
+        // (MinIO's XMinioStorageFull, S3-compatible stores' StorageFull).
+        _ if text.contains("(os error 28)") || text.contains("StorageFull") => (
+            ErrorKind::Other,
+            "no space is left where this is written; free some space or write somewhere else (committed units are kept: the same command resumes)".to_string(),
         ),
         // A session token past its expiry (S3 answers 400 ExpiredToken, or
         // 403 with the same code).
@@ -365,7 +375,7 @@ pub(crate) fn from_opendal(err: opendal::Error, url: &str, bucket: Option<&str>)
             ErrorKind::PermissionDenied,
             format!("no credentials were found; {}", credential_hint(url)),
         ),
-        _ => (ErrorKind::Other, "the storage operation failed".to_string()),
+        _ => (ErrorKind::Other, GENERIC_FAILURE.to_string()),
     };
     let temporary = err.is_temporary();
     let mut out = Error::new(kind, message).with_url(url).with_source(err);
@@ -373,15 +383,41 @@ pub(crate) fn from_opendal(err: opendal::Error, url: &str, bucket: Option<&str>)
     out
 }
 
+/// The kind and the fix of a local I/O error a user can act on: no space,
+/// a read-only filesystem, no permission.
+pub(crate) fn local_io_reason(err: &std::io::Error) -> Option<(ErrorKind, &'static str)> {
+    use std::io::ErrorKind as K;
+    match err.kind() {
+        K::StorageFull | K::QuotaExceeded => Some((
+            ErrorKind::Io,
+            "no space is left on this filesystem; free some space or write somewhere else (committed units are kept: the same command resumes)",
+        )),
+        K::ReadOnlyFilesystem => Some((
+            ErrorKind::PermissionDenied,
+            "the filesystem is read-only; write somewhere else",
+        )),
+        K::PermissionDenied => Some((
+            ErrorKind::PermissionDenied,
+            "permission denied: this user may not write here",
+        )),
+        _ => None,
+    }
+}
+
 impl From<std::io::Error> for Error {
     fn from(err: std::io::Error) -> Self {
-        let kind = match err.kind() {
-            std::io::ErrorKind::NotFound => ErrorKind::NotFound,
-            std::io::ErrorKind::AlreadyExists => ErrorKind::AlreadyExists,
-            std::io::ErrorKind::PermissionDenied => ErrorKind::PermissionDenied,
-            _ => ErrorKind::Io,
+        let (kind, message) = match local_io_reason(&err) {
+            Some((kind, why)) => (kind, format!("local I/O failed: {why}")),
+            None => {
+                let kind = match err.kind() {
+                    std::io::ErrorKind::NotFound => ErrorKind::NotFound,
+                    std::io::ErrorKind::AlreadyExists => ErrorKind::AlreadyExists,
+                    _ => ErrorKind::Io,
+                };
+                (kind, "local I/O failed".to_string())
+            }
         };
-        Error::new(kind, "local I/O failed").with_source(err)
+        Error::new(kind, message).with_source(err)
     }
 }
 

@@ -502,7 +502,11 @@ pub(crate) fn value_as_bool(value: &Value, path: &str) -> Result<bool> {
         },
         _ => None,
     };
-    parsed.ok_or_else(|| config_error(format!("option {path} must be true or false")))
+    parsed.ok_or_else(|| {
+        config_error(format!(
+            "option {path} is {value}; it must be true or false"
+        ))
+    })
 }
 
 /// Reads a non-negative number option (seconds, counts).

@@ -173,24 +173,46 @@ fn range_committed(
     Ok(ids.contains_array(&range)?.true_count() as u128 == span)
 }
 
+/// What a file that Parquet cannot read looks like, from its first bytes.
+fn sniff(head: &[u8]) -> &'static str {
+    let text = head.trim_ascii_start();
+    if head.starts_with(b"PAR1") {
+        "it starts as Parquet does, so it is damaged or was cut short: restore it or move it out of the input"
+    } else if text.starts_with(b"{") {
+        "it looks like JSON lines: read the input with `--format json`"
+    } else {
+        "it is not Parquet: move it out of the input, or name only the Parquet files"
+    }
+}
+
 async fn open_parquet(fs: FileSystem, path: String, size: u64) -> Result<Arc<InputFile>> {
     let url = fs.url(&path);
-    let not_parquet = |e: ParquetError| Error::Input {
-        file: url.clone(),
-        reason: format!("not a readable Parquet file ({e})"),
-    };
     let mut reader = FileReader {
         fs: fs.clone(),
         path: path.clone(),
         metadata: None,
     };
-    let metadata = ParquetMetaDataReader::new()
+    let loaded = match ParquetMetaDataReader::new()
         .with_prefetch_hint(Some(64 * 1024))
         .load_and_finish(&mut reader, size)
         .await
-        .map_err(not_parquet)?;
-    let meta = ArrowReaderMetadata::try_new(Arc::new(metadata), ArrowReaderOptions::new())
-        .map_err(not_parquet)?;
+    {
+        Ok(metadata) => ArrowReaderMetadata::try_new(Arc::new(metadata), ArrowReaderOptions::new()),
+        Err(e) => Err(e),
+    };
+    let meta = match loaded {
+        Ok(meta) => meta,
+        Err(e) => {
+            let head = fs
+                .cat_range(&path, 0, Some(size.min(16)))
+                .await
+                .unwrap_or_default();
+            return Err(Error::Input {
+                file: url.clone(),
+                reason: format!("not a readable Parquet file ({e}); {}", sniff(&head)),
+            });
+        }
+    };
     Ok(Arc::new(InputFile {
         fs,
         url,

@@ -5,7 +5,7 @@ use futures::{AsyncRead, AsyncSeek, TryStreamExt};
 
 use super::{FileSystem, Location};
 use crate::backend::ConditionalWrites;
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, ErrorKind, Result, local_io_reason};
 
 /// Part size of streaming writes; objects larger than one part go multipart.
 pub(crate) const CHUNK: usize = 8 * 1024 * 1024;
@@ -149,17 +149,17 @@ fn durable_local_write_once(target: &std::path::Path, data: &[u8], mode: WriteMo
     use std::io::Write;
     let dir = target.parent().unwrap_or(std::path::Path::new("/"));
     if let Err(e) = create_dirs_durably(dir) {
-        let kind = if dir.ancestors().any(|a| a.is_file()) {
-            ErrorKind::NotADirectory
+        let (kind, why) = if dir.ancestors().any(|a| a.is_file()) {
+            (ErrorKind::NotADirectory, "a parent of it is a file")
         } else {
-            ErrorKind::Io
+            match local_io_reason(&e) {
+                Some((kind, why)) => (kind, why),
+                None => (ErrorKind::Io, "see the cause"),
+            }
         };
         return Err(Error::new(
             kind,
-            format!(
-                "cannot create the directory {}; is a parent of it a file?",
-                dir.display()
-            ),
+            format!("cannot create the directory {}: {why}", dir.display()),
         )
         .with_source(e));
     }
