@@ -101,6 +101,12 @@ pub struct FaultPlan {
     pub latency: Duration,
     /// How long a [`Fault::Stall`] waits.
     pub stall: Duration,
+    /// Only requests with this method whose path and query contain this
+    /// text get faults (`None`: every request), e.g. `POST` and
+    /// `uploadId=` for CompleteMultipartUpload.
+    pub only: Option<(http::Method, String)>,
+    /// At most this many faults in all (`None`: no limit).
+    pub max_faults: Option<u64>,
 }
 
 impl FaultPlan {
@@ -112,6 +118,8 @@ impl FaultPlan {
             kinds: kinds.to_vec(),
             latency: Duration::ZERO,
             stall: Duration::from_secs(3),
+            only: None,
+            max_faults: None,
         }
     }
 }
@@ -323,8 +331,18 @@ async fn handle(
     shared.requests.fetch_add(1, Ordering::Relaxed);
     let (fault, latency, stall) = {
         let plan = shared.plan.lock().expect("plan").clone();
+        let targeted = plan.only.as_ref().is_none_or(|(method, text)| {
+            request.method() == method
+                && request
+                    .uri()
+                    .path_and_query()
+                    .is_some_and(|p| p.as_str().contains(text.as_str()))
+        });
+        let spent = plan
+            .max_faults
+            .is_some_and(|max| shared.counts.lock().expect("counts").values().sum::<u64>() >= max);
         let mut dice = shared.dice.lock().expect("dice");
-        let fault = (!plan.kinds.is_empty() && dice.f64() < plan.rate)
+        let fault = (targeted && !spent && !plan.kinds.is_empty() && dice.f64() < plan.rate)
             .then(|| plan.kinds[dice.usize(..plan.kinds.len())]);
         (fault, plan.latency, plan.stall)
     };

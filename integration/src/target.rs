@@ -146,6 +146,47 @@ impl Target {
         })
     }
 
+    /// [`Target::s3`] whose filesystem goes through a fault proxy in front
+    /// of the server (one per test process, started by the first call):
+    /// `rate` of the requests get a fault of every kind a store gives
+    /// ([`Fault::JOB`](crate::fault_proxy::Fault::JOB); stalls of 2 s against
+    /// a 1 s read timeout). `CAIRN_FAULT_SEED` sets the seed (default 1).
+    pub fn s3_through_faults(
+        name: &str,
+        conditional: ConditionalWrites,
+        rate: f64,
+        test: &str,
+    ) -> Option<Self> {
+        use crate::fault_proxy::{Fault, FaultPlan, FaultProxy};
+        static PROXY: std::sync::OnceLock<FaultProxy> = std::sync::OnceLock::new();
+        let mut target = Self::s3(name, conditional, test)?;
+        let settings = target.s3.clone().expect("an s3 target has settings");
+        let proxy = PROXY.get_or_init(|| {
+            let seed = std::env::var("CAIRN_FAULT_SEED")
+                .ok()
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(1);
+            let mut plan = FaultPlan::new(seed, rate, Fault::JOB);
+            plan.stall = std::time::Duration::from_secs(2);
+            FaultProxy::start(&settings.endpoint, plan)
+        });
+        eprintln!("{test}: faults so far {:?}", proxy.counts());
+        let mut options = settings.options_with_secret(&settings.secret);
+        options.set("s3", "endpoint_url", proxy.endpoint().into());
+        options.set(
+            "s3",
+            "config_kwargs",
+            serde_json::json!({"read_timeout": 1}),
+        );
+        target.fs = FileSystemBuilder::new("s3")
+            .options(options)
+            .env(Environment::default())
+            .build()
+            .unwrap();
+        target.backend = "s3 through faults";
+        Some(target)
+    }
+
     /// `cos://` over the S3 server named by `CAIRN_TEST_<name>_*`, in
     /// virtual-host mode: requests go to `<bucket>.<host of
     /// CAIRN_TEST_<name>_VHOST_ENDPOINT>`, a `*.localhost` name that the test

@@ -72,6 +72,11 @@ pub struct FileWriter {
     path: String,
     fs: FileSystem,
     staged: Option<Staged>,
+    /// The operator and key written, for the check after a lost answer.
+    op: opendal::Operator,
+    key: String,
+    written: u64,
+    opened: std::time::SystemTime,
 }
 
 /// A write staged in a temporary file of the same directory.
@@ -84,16 +89,29 @@ struct Staged {
 impl FileWriter {
     /// Appends `data`.
     pub async fn write(&mut self, data: Bytes) -> Result<()> {
-        self.inner.write(data).await.map_err(|e| self.map(e))
+        let len = data.len() as u64;
+        self.inner.write(data).await.map_err(|e| self.map(e))?;
+        self.written += len;
+        Ok(())
     }
 
     /// Finishes the write and makes the file visible.
     pub async fn close(mut self) -> Result<()> {
-        self.inner
-            .close()
-            .await
-            .map(|_| ())
-            .map_err(|e| self.map(e))?;
+        match self.inner.close().await {
+            Ok(_) => {}
+            // NoSuchUpload on a retried CompleteMultipartUpload: the first
+            // attempt completed the object but its answer was lost (a
+            // dropped connection), so the upload ID is gone. The object is
+            // ours if it is there with our size, our part count in its
+            // multipart ETag, and a time after this writer opened.
+            Err(e) if e.kind() == opendal::ErrorKind::NotFound && self.staged.is_none() => {
+                if !self.completed_unheard().await {
+                    return Err(self.map(e));
+                }
+                tracing::debug!(url = %self.url, "multipart upload completed by an attempt whose answer was lost");
+            }
+            Err(e) => return Err(self.map(e)),
+        }
         if let Some(staged) = self.staged.take() {
             staged
                 .op
@@ -103,6 +121,24 @@ impl FileWriter {
         }
         self.fs.cache().invalidate(&self.path);
         Ok(())
+    }
+
+    /// Whether the object at this writer's key is the one it uploaded in
+    /// parts: its size, its multipart ETag's part count, written since open.
+    async fn completed_unheard(&self) -> bool {
+        let Ok(meta) = self.op.stat(&self.key).await else {
+            return false;
+        };
+        let parts = self.written.div_ceil(CHUNK as u64).max(1);
+        let etag_parts = meta
+            .etag()
+            .map(|e| e.trim_matches('"'))
+            .and_then(|e| e.rsplit_once('-'))
+            .and_then(|(_, n)| n.parse::<u64>().ok());
+        let recent = meta.last_modified().is_some_and(|t| {
+            std::time::SystemTime::from(t) + std::time::Duration::from_secs(60) >= self.opened
+        });
+        meta.content_length() == self.written && etag_parts == Some(parts) && recent
     }
 
     /// Abandons the write: aborts a multipart upload or removes the staged file.
@@ -121,7 +157,7 @@ impl FileWriter {
     }
 
     fn map(&self, err: opendal::Error) -> Error {
-        crate::error::from_opendal(err, &self.url, None).redact(&self.fs.inner.secrets)
+        self.fs.error_at(err, &self.url, None)
     }
 }
 
@@ -440,6 +476,10 @@ impl FileSystem {
             path: loc.path.clone(),
             fs: self.clone(),
             staged,
+            op: loc.op.clone(),
+            key: loc.key.clone(),
+            written: 0,
+            opened: std::time::SystemTime::now(),
         })
     }
 

@@ -561,10 +561,16 @@ impl FileSystem {
     /// Maps an OpenDAL error about `loc` to a cairn error, secrets scrubbed.
     pub(crate) fn error(&self, err: opendal::Error, loc: &Location) -> Error {
         let bucket = (self.inner.layout != Layout::SingleRoot).then_some(loc.bucket.as_str());
+        self.error_at(err, &self.url(&loc.path), bucket)
+    }
+
+    /// Maps an OpenDAL error about `url` (in `bucket`) to a cairn error,
+    /// naming the store when its retries ran out; secrets scrubbed.
+    pub(crate) fn error_at(&self, err: opendal::Error, url: &str, bucket: Option<&str>) -> Error {
         // Temporary: the deadline cut the retries short; persistent: they
         // ran out. Either way the store, not the request, is at fault.
         let retried = err.is_temporary() || err.is_persistent();
-        let mut error = from_opendal(err, &self.url(&loc.path), bucket);
+        let mut error = from_opendal(err, url, bucket);
         if retried && let Some(endpoint) = self.inner.backend.endpoint() {
             error = with_store_hint(error, &endpoint, &self.inner.backend.io_policy());
         }
