@@ -130,9 +130,11 @@ struct Shared {
     dice: Mutex<fastrand::Rng>,
     counts: Mutex<BTreeMap<&'static str, u64>>,
     requests: AtomicU64,
-    /// Body faults drawn for answers without a body, applied to the next
-    /// answers that have one (so the rate of each kind holds whatever the
-    /// mix of requests).
+    /// Faults drawn so far (checked against `max_faults` under the dice lock).
+    drawn: AtomicU64,
+    /// Body faults drawn for answers without a body (two at most), applied
+    /// later to answers that have one, each at the fault rate (so each kind
+    /// still shows up whatever the mix of requests).
     owed: Mutex<Vec<Fault>>,
     refuse_until: Mutex<Option<Instant>>,
     refuse_now: Notify,
@@ -166,6 +168,7 @@ impl FaultProxy {
             plan: Mutex::new(plan),
             counts: Mutex::new(BTreeMap::new()),
             requests: AtomicU64::new(0),
+            drawn: AtomicU64::new(0),
             owed: Mutex::new(Vec::new()),
             refuse_until: Mutex::new(None),
             refuse_now: Notify::new(),
@@ -214,6 +217,11 @@ impl FaultProxy {
     /// Changes the fraction of faulted requests (0.0 turns faults off).
     pub fn set_rate(&self, rate: f64) {
         self.shared.plan.lock().expect("plan").rate = rate;
+    }
+
+    /// Caps the faults injected in all (`None`: no cap).
+    pub fn set_max_faults(&self, max: Option<u64>) {
+        self.shared.plan.lock().expect("plan").max_faults = max;
     }
 
     /// Refuses every connection for `duration` from now: the port is
@@ -338,12 +346,15 @@ async fn handle(
                     .path_and_query()
                     .is_some_and(|p| p.as_str().contains(text.as_str()))
         });
+        let mut dice = shared.dice.lock().expect("dice");
         let spent = plan
             .max_faults
-            .is_some_and(|max| shared.counts.lock().expect("counts").values().sum::<u64>() >= max);
-        let mut dice = shared.dice.lock().expect("dice");
+            .is_some_and(|max| shared.drawn.load(Ordering::Relaxed) >= max);
         let fault = (targeted && !spent && !plan.kinds.is_empty() && dice.f64() < plan.rate)
             .then(|| plan.kinds[dice.usize(..plan.kinds.len())]);
+        if fault.is_some() {
+            shared.drawn.fetch_add(1, Ordering::Relaxed);
+        }
         (fault, plan.latency, plan.stall)
     };
     if !latency.is_zero() {
@@ -430,10 +441,23 @@ async fn handle(
     let cuttable = bytes.len() >= 2;
     let fault = match fault {
         Some(f @ (Fault::ResetMidBody | Fault::TruncatedBody)) if !cuttable => {
-            shared.owed.lock().expect("owed").push(f);
+            let mut owed = shared.owed.lock().expect("owed");
+            if owed.len() < 2 {
+                owed.push(f);
+            }
             None
         }
-        None if cuttable => shared.owed.lock().expect("owed").pop(),
+        // At the fault rate again, so owed faults spread out instead of
+        // cutting a run of answers (and a request's every retry) in a row.
+        None if cuttable => {
+            let rate = shared.plan.lock().expect("plan").rate;
+            let draw = shared.dice.lock().expect("dice").f64();
+            if draw < rate {
+                shared.owed.lock().expect("owed").pop()
+            } else {
+                None
+            }
+        }
         other => other,
     };
     let body = match fault {

@@ -231,6 +231,31 @@ async fn a_multipart_upload_completed_unheard_is_not_reported_failed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs the Garage server: scripts/test.sh runs it"]
+async fn a_failed_part_is_sent_again_not_the_whole_file() {
+    let Some((_, s3)) = s3_server("GARAGE", "faults") else {
+        return;
+    };
+    // One UploadPart answered 503: only that part goes again.
+    let mut plan = FaultPlan::new(seed(), 1.0, &[Fault::SlowDown]);
+    plan.only = Some((http::Method::PUT, "partNumber=".into()));
+    plan.max_faults = Some(1);
+    let proxy = FaultProxy::start(&s3.endpoint, plan);
+    let (fs, root) = through(&proxy, &s3, json!({}), "part");
+    let url = format!("{root}/big");
+    let data = payload(9, 20 << 20);
+    let mut writer = fs.open_write(&url).await.unwrap();
+    writer.write(data.clone()).await.unwrap();
+    writer.close().await.unwrap();
+    // Create, 3 parts of 8 MiB (the last 4 MiB), the part again, Complete.
+    let counts = proxy.counts();
+    assert_eq!(proxy.faults(), 1, "{counts:?}");
+    assert_eq!(counts["requests"], 6, "{counts:?}");
+    assert!(direct(&s3).cat(&url).await.unwrap() == data);
+    direct(&s3).rm(&root, true, None).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the Garage server: scripts/test.sh runs it"]
 async fn a_cut_read_is_never_returned_as_complete() {
     let Some((_, s3)) = s3_server("GARAGE", "faults") else {
         return;
@@ -262,8 +287,10 @@ async fn a_cut_read_is_never_returned_as_complete() {
             panic!("a cut ranged read returned {} bytes", got.len());
         }
     }
-    // A quarter of them cut: retries bring the whole object back.
-    proxy.set_rate(0.25);
+    // Half of them cut, four more cuts at most (so the back-off stays
+    // short): retries bring the whole object back.
+    proxy.set_rate(0.5);
+    proxy.set_max_faults(Some(proxy.faults() + 4));
     let (fs, _) = through(
         &proxy,
         &s3,
