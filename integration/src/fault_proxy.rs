@@ -88,6 +88,17 @@ impl Fault {
     }
 }
 
+/// The seed of a test's dice: `CAIRN_FAULT_SEED` when set, else `default`;
+/// printed, so a failing run can be replayed.
+pub fn seed_from_env(default: u64) -> u64 {
+    let seed = std::env::var("CAIRN_FAULT_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default);
+    eprintln!("fault seed: {seed} (CAIRN_FAULT_SEED replays it)");
+    seed
+}
+
 /// What the proxy injects.
 #[derive(Debug, Clone)]
 pub struct FaultPlan {

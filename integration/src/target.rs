@@ -157,16 +157,12 @@ impl Target {
         rate: f64,
         test: &str,
     ) -> Option<Self> {
-        use crate::fault_proxy::{Fault, FaultPlan, FaultProxy};
+        use crate::fault_proxy::{Fault, FaultPlan, FaultProxy, seed_from_env};
         static PROXY: std::sync::OnceLock<FaultProxy> = std::sync::OnceLock::new();
         let mut target = Self::s3(name, conditional, test)?;
         let settings = target.s3.clone().expect("an s3 target has settings");
         let proxy = PROXY.get_or_init(|| {
-            let seed = std::env::var("CAIRN_FAULT_SEED")
-                .ok()
-                .and_then(|s| s.parse().ok())
-                .unwrap_or(1);
-            let mut plan = FaultPlan::new(seed, rate, Fault::JOB);
+            let mut plan = FaultPlan::new(seed_from_env(1), rate, Fault::JOB);
             plan.stall = std::time::Duration::from_secs(2);
             FaultProxy::start(&settings.endpoint, plan)
         });

@@ -10,23 +10,19 @@
 
 use std::time::{Duration, Instant};
 
-use cairn_conformance::fault_proxy::{Fault, FaultPlan, FaultProxy};
+use cairn_conformance::fault_proxy::{self, Fault, FaultPlan, FaultProxy};
 use cairn_conformance::{S3Settings, s3_server};
 use cairn_fs::{Environment, FileSystem, FileSystemBuilder, StorageOptions, WriteMode};
 use serde_json::{Value, json};
 
+/// A fresh seed per run unless `CAIRN_FAULT_SEED` names one.
 fn seed() -> u64 {
-    let seed = std::env::var("CAIRN_FAULT_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos() as u64
-        });
-    eprintln!("fault seed: {seed} (CAIRN_FAULT_SEED replays)");
-    seed
+    fault_proxy::seed_from_env(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as u64,
+    )
 }
 
 /// A filesystem on Garage through `proxy`, with `extra` s3 options, and a

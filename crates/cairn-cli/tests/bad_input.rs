@@ -21,7 +21,7 @@ use std::sync::Arc;
 
 use arrow_array::{ArrayRef, Float64Array, Int64Array, RecordBatch, StringArray};
 use cairn_conformance::fault_proxy::{Fault, FaultPlan, FaultProxy};
-use cairn_conformance::{S3Settings, s3_server, tools_python};
+use cairn_conformance::{s3_server, tools_python};
 
 /// A secret no output may show (the key of the test Garage is fine).
 const WRONG_SECRET: &str = "wrong-secret-0123456789-do-not-print-me-abcdef";
@@ -676,7 +676,7 @@ fn every_bad_input_is_refused_with_its_fix_and_loses_nothing() {
     let mut failures = Vec::new();
     for case in &cases {
         let before = digest(&fixtures);
-        let mut command = garage_cairn(&s3, &s3.endpoint);
+        let mut command = common::cairn_on(&s3, &s3.endpoint);
         command.args(&case.args).env("NO_COLOR", "1");
         for (key, value) in &case.env {
             if value.is_empty() {
@@ -749,18 +749,6 @@ fn every_bad_input_is_refused_with_its_fix_and_loses_nothing() {
             "SKIPPED the comparison with docs/reliability.md: this machine cannot mount tmpfs, so the read-only and full-disk rows are missing"
         );
     }
-}
-
-/// `cairn` with the Garage credentials in the AWS variables and `endpoint`.
-fn garage_cairn(s3: &S3Settings, endpoint: &str) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_cairn"));
-    command
-        .env("AWS_ACCESS_KEY_ID", &s3.key)
-        .env("AWS_SECRET_ACCESS_KEY", &s3.secret)
-        .env("AWS_REGION", &s3.region)
-        .env("AWS_ENDPOINT_URL", endpoint)
-        .env("CAIRN_LOG", "error");
-    command
 }
 
 const START: &str = "<!-- bad-input table: written by crates/cairn-cli/tests/bad_input.rs -->\n";

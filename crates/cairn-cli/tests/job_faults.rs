@@ -19,10 +19,10 @@ mod common;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use cairn_conformance::fault_proxy::{Fault, FaultPlan, FaultProxy};
+use cairn_conformance::fault_proxy::{self, Fault, FaultPlan, FaultProxy};
 use cairn_conformance::own_garage::OwnGarage;
 use cairn_conformance::{S3Settings, s3_server, tools_python};
-use common::{embed_transform, s3_oracle};
+use common::{cairn_on, embed_transform, s3_oracle};
 
 /// Rows of the input: enough units (of 5,000 rows) that each fault kind
 /// meets several requests.
@@ -108,18 +108,6 @@ impl Job {
     }
 }
 
-/// `cairn` with `s3`'s credentials in the AWS variables and `endpoint`.
-fn cairn_on(s3: &S3Settings, endpoint: &str) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_cairn"));
-    command
-        .env("AWS_ACCESS_KEY_ID", &s3.key)
-        .env("AWS_SECRET_ACCESS_KEY", &s3.secret)
-        .env("AWS_REGION", &s3.region)
-        .env("AWS_ENDPOINT_URL", endpoint)
-        .env("CAIRN_LOG", "error");
-    command
-}
-
 fn sample(s3: &S3Settings, job: &Job) {
     common::run_ok(cairn_on(s3, &s3.endpoint).args([
         "job",
@@ -163,15 +151,6 @@ fn wait_for_units(job: &Job, s3: &S3Settings, child: &mut Child, units: u64) {
     }
 }
 
-fn fault_seed() -> u64 {
-    let seed = std::env::var("CAIRN_FAULT_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(20261201);
-    eprintln!("fault seed {seed} (CAIRN_FAULT_SEED replays another)");
-    seed
-}
-
 #[test]
 #[ignore = "needs the Garage server and the tools' Python: scripts/test.sh runs it"]
 fn job_through_five_percent_faults_of_every_kind_ends_exactly_once() {
@@ -182,7 +161,7 @@ fn job_through_five_percent_faults_of_every_kind_ends_exactly_once() {
     };
     let job = Job::new(&s3, "five", &python);
     sample(&s3, &job);
-    let mut plan = FaultPlan::new(fault_seed(), 0.05, Fault::JOB);
+    let mut plan = FaultPlan::new(fault_proxy::seed_from_env(20261201), 0.05, Fault::JOB);
     plan.stall = Duration::from_millis(2500);
     let proxy = FaultProxy::start(&s3.endpoint, plan);
 
@@ -220,7 +199,10 @@ fn store_down_past_the_deadline_fails_naming_it_and_the_rerun_ends_exactly_once(
     };
     let job = Job::new(&s3, "down", &python);
     sample(&s3, &job);
-    let proxy = FaultProxy::start(&s3.endpoint, FaultPlan::new(fault_seed(), 0.0, &[]));
+    let proxy = FaultProxy::start(
+        &s3.endpoint,
+        FaultPlan::new(fault_proxy::seed_from_env(20261201), 0.0, &[]),
+    );
     let options = ["s3.retry_deadline=2"];
 
     let mut child = spawn(job.command(&s3, &proxy.endpoint(), &options));

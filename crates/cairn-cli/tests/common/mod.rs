@@ -13,6 +13,18 @@ pub fn cairn(options: &[String], args: &[&str]) -> Command {
     command
 }
 
+/// `cairn` with `s3`'s credentials in the AWS variables and `endpoint` (the
+/// server, or a proxy in front of it), quiet logs.
+pub fn cairn_on(s3: &S3Settings, endpoint: &str) -> Command {
+    let mut command = cairn(&[], &[]);
+    command
+        .env("AWS_ACCESS_KEY_ID", &s3.key)
+        .env("AWS_SECRET_ACCESS_KEY", &s3.secret)
+        .env("AWS_REGION", &s3.region)
+        .env("AWS_ENDPOINT_URL", endpoint);
+    command
+}
+
 /// Runs `command`; fails the test unless it succeeds. Returns its stdout
 /// followed by its stderr.
 pub fn run_ok(command: &mut Command) -> String {
