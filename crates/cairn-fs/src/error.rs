@@ -1,5 +1,7 @@
 //! The one error type of cairn-fs.
 
+use crate::answer::{Meaning, StoreAnswer, find_source};
+
 use std::fmt;
 
 /// What went wrong, as a category callers can match on.
@@ -11,10 +13,18 @@ use std::fmt;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum ErrorKind {
-    /// The file, directory or bucket does not exist.
+    /// The file or directory does not exist.
     NotFound,
+    /// The bucket (or volume) does not exist: a configuration problem, not
+    /// an absent file, so `exists` reports it instead of answering false.
+    NoSuchBucket,
     /// The target exists and the operation asked for it not to.
     AlreadyExists,
+    /// A conditional operation's condition failed (`If-Match`: the object
+    /// changed or is gone).
+    PreconditionFailed,
+    /// No space is left on the disk or in the store.
+    StorageFull,
     /// The store refused the credentials or the caller lacks the right.
     PermissionDenied,
     /// The URL or path cannot be understood.
@@ -41,7 +51,10 @@ impl fmt::Display for ErrorKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             ErrorKind::NotFound => "not found",
+            ErrorKind::NoSuchBucket => "no such bucket",
             ErrorKind::AlreadyExists => "already exists",
+            ErrorKind::PreconditionFailed => "precondition failed",
+            ErrorKind::StorageFull => "storage full",
             ErrorKind::PermissionDenied => "permission denied",
             ErrorKind::InvalidUrl => "invalid URL",
             ErrorKind::UnknownScheme => "unknown scheme",
@@ -220,27 +233,6 @@ impl fmt::Display for RedactedCause {
 
 impl std::error::Error for RedactedCause {}
 
-/// Converts an OpenDAL error about `url` into a cairn error with advice.
-/// The region an S3 server says it expects, from its error: AWS's
-/// "expecting 'eu-west-1'", Garage's "expected: '20261130/us-east-1/s3/...'",
-/// or AWS's `x-amz-bucket-region` header on a bodiless HEAD answer.
-fn expected_region(text: &str) -> Option<String> {
-    let after = |marker: &str| {
-        text.find(marker)
-            .map(|at| &text[at + marker.len()..])
-            .and_then(|rest| rest.split(['\'', '"']).next())
-    };
-    if let Some(region) = after("expecting '") {
-        return Some(region.to_string());
-    }
-    if text.contains("AuthorizationHeaderMalformed")
-        && let Some(scope) = after("expected: '")
-    {
-        return scope.split('/').nth(1).map(str::to_string);
-    }
-    after("\"x-amz-bucket-region\": \"").map(str::to_string)
-}
-
 /// Where the credentials of `url`'s protocol come from, for the error that
 /// none were found.
 fn credential_hint(url: &str) -> &'static str {
@@ -285,44 +277,55 @@ pub(crate) fn with_store_hint(
     err
 }
 
+/// Converts an OpenDAL error about `url` (in `bucket`, for bucketed
+/// stores) into a cairn error with advice. The kind is decided from typed
+/// fields only: OpenDAL's kind, the store's answer read by cairn's
+/// transport ([`StoreAnswer`]), the local I/O error, the credential
+/// loader's error kind; never from message text.
 pub(crate) fn from_opendal(err: opendal::Error, url: &str, bucket: Option<&str>) -> Error {
     use opendal::ErrorKind as K;
-    let text = err.to_string();
-    let (kind, message) = match err.kind() {
-        // S3 says NoSuchBucket; GCS answers a listing of a missing bucket with
-        // a bare 404 (listing a missing prefix is never an error there).
-        _ if text.contains("NoSuchBucket")
-            || (bucket.is_some() && err.kind() == K::NotFound && text.contains(") at list")) =>
-        {
-            (
-                ErrorKind::NotFound,
-                format!(
-                    "bucket {:?} does not exist; create it or check the bucket name",
-                    bucket.unwrap_or("?")
-                ),
-            )
-        }
-        K::NotFound => (ErrorKind::NotFound, "no such file or directory".to_string()),
-        K::AlreadyExists | K::ConditionNotMatch => (
-            ErrorKind::AlreadyExists,
-            "the target already exists and the write asked not to overwrite it".to_string(),
+    let answer = find_source::<StoreAnswer>(&err).map(|a| (a.meaning, a.region.clone()));
+    let local = find_source::<std::io::Error>(&err).map(std::io::Error::kind);
+    let credentials = find_source::<reqsign_core::Error>(&err).map(reqsign_core::Error::kind);
+    let protocol = url.split_once("://").map_or("s3", |(p, _)| p);
+    let (kind, message) = match (answer, err.kind()) {
+        (Some((Meaning::NoSuchBucket, _)), _) => (
+            ErrorKind::NoSuchBucket,
+            format!(
+                "bucket {:?} does not exist; create it or check the bucket name",
+                bucket.unwrap_or("?")
+            ),
         ),
-        // No space left: a full local disk (ENOSPC) or a store that says so
-        // (MinIO's XMinioStorageFull, S3-compatible stores' StorageFull).
-        _ if text.contains("(os error 28)") || text.contains("StorageFull") => (
-            ErrorKind::Other,
-            "no space is left where this is written; free some space or write somewhere else (committed units are kept: the same command resumes)".to_string(),
-        ),
-        // A session token past its expiry (S3 answers 400 ExpiredToken, or
-        // 403 with the same code).
-        _ if text.contains("ExpiredToken") => (
+        (Some((Meaning::StorageFull, _)), _) => (ErrorKind::StorageFull, NO_SPACE.to_string()),
+        (Some((Meaning::ExpiredToken, _)), _) => (
             ErrorKind::PermissionDenied,
             format!(
                 "the session token has expired; get new temporary credentials and set them again ({})",
                 credential_hint(url)
             ),
         ),
-        K::PermissionDenied => match bucket {
+        (Some((Meaning::WrongRegion, region)), _) => {
+            let region = region.unwrap_or_default();
+            (
+                ErrorKind::Config,
+                format!(
+                    "the store expects region {region:?}, not the one requests were signed for: set -o {protocol}.region={region} (or AWS_REGION={region})"
+                ),
+            )
+        }
+        (None, K::NotFound) => (ErrorKind::NotFound, "no such file or directory".to_string()),
+        (None, K::AlreadyExists) => (
+            ErrorKind::AlreadyExists,
+            "the target already exists and the write asked not to overwrite it".to_string(),
+        ),
+        (None, K::ConditionNotMatch) => (
+            ErrorKind::PreconditionFailed,
+            "the object changed since the version the operation was conditional on".to_string(),
+        ),
+        _ if matches!(local, Some(std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded)) => {
+            (ErrorKind::StorageFull, NO_SPACE.to_string())
+        }
+        (None, K::PermissionDenied) => match bucket {
             Some(bucket) => (
                 ErrorKind::PermissionDenied,
                 format!(
@@ -334,46 +337,27 @@ pub(crate) fn from_opendal(err: opendal::Error, url: &str, bucket: Option<&str>)
                 "permission denied: this user may not read or write here, or the filesystem is read-only".to_string(),
             ),
         },
-        _ if text.contains("(os error 21)") => (
+        _ if local == Some(std::io::ErrorKind::IsADirectory) || err.kind() == K::IsADirectory => (
             ErrorKind::IsADirectory,
             "the path is a directory; use a recursive operation or name a file".to_string(),
         ),
-        _ if text.contains("(os error 20)") => (
+        _ if local == Some(std::io::ErrorKind::NotADirectory) || err.kind() == K::NotADirectory => (
             ErrorKind::NotADirectory,
             "a parent of this path is a file, not a directory".to_string(),
         ),
-        K::IsADirectory => (
-            ErrorKind::IsADirectory,
-            "the path is a directory; use a recursive operation or name a file".to_string(),
-        ),
-        K::NotADirectory => (
-            ErrorKind::NotADirectory,
-            "the path is a file, not a directory".to_string(),
-        ),
-        K::Unsupported => (
+        (_, K::Unsupported) => (
             ErrorKind::Unsupported,
             "the backend does not support this operation".to_string(),
         ),
-        K::RateLimited => (
+        (_, K::RateLimited) => (
             ErrorKind::RateLimited,
             "the store is throttling requests; retry later or lower concurrency".to_string(),
         ),
-        K::ConfigInvalid => (ErrorKind::Config, err.message().to_string()),
-        // Signed for another region: the server's answer names its own.
-        _ if expected_region(&text).is_some() => {
-            let region = expected_region(&text).unwrap_or_default();
-            (
-                ErrorKind::Config,
-                format!(
-                    "the store expects region {region:?}, not the one requests were signed for: set -o {p}.region={region} (or AWS_REGION={region})",
-                    p = url.split_once("://").map_or("s3", |(p, _)| p)
-                ),
-            )
-        }
-        // reqsign found no credentials anywhere it looks (it gives no kind).
-        _ if text.contains("failed to load signing credential") => (
+        (_, K::ConfigInvalid) => (ErrorKind::Config, err.message().to_string()),
+        // The credential loader found no credentials anywhere it looks.
+        _ if credentials == Some(reqsign_core::ErrorKind::CredentialInvalid) => (
             ErrorKind::PermissionDenied,
-            format!("no credentials were found; {}", credential_hint(url)),
+            format!("no valid credentials were found; {}", credential_hint(url)),
         ),
         _ => (ErrorKind::Other, GENERIC_FAILURE.to_string()),
     };
@@ -383,13 +367,16 @@ pub(crate) fn from_opendal(err: opendal::Error, url: &str, bucket: Option<&str>)
     out
 }
 
+/// What a full disk or store error says.
+const NO_SPACE: &str = "no space is left where this is written; free some space or write somewhere else (committed units are kept: the same command resumes)";
+
 /// The kind and the fix of a local I/O error a user can act on: no space,
 /// a read-only filesystem, no permission.
 pub(crate) fn local_io_reason(err: &std::io::Error) -> Option<(ErrorKind, &'static str)> {
     use std::io::ErrorKind as K;
     match err.kind() {
         K::StorageFull | K::QuotaExceeded => Some((
-            ErrorKind::Io,
+            ErrorKind::StorageFull,
             "no space is left on this filesystem; free some space or write somewhere else (committed units are kept: the same command resumes)",
         )),
         K::ReadOnlyFilesystem => Some((
@@ -421,22 +408,36 @@ impl From<std::io::Error> for Error {
     }
 }
 
+/// A cairn error as an [`std::io::Error`] of the matching kind, the cairn
+/// error as its inner error, for code written against `std::io`.
+///
+/// ```
+/// let err = cairn_fs::Error::new(cairn_fs::ErrorKind::NotFound, "gone").with_url("s3://b/k");
+/// let io: std::io::Error = err.into();
+/// assert_eq!(io.kind(), std::io::ErrorKind::NotFound);
+/// assert!(io.to_string().contains("s3://b/k"));
+/// ```
+impl From<Error> for std::io::Error {
+    fn from(err: Error) -> Self {
+        use std::io::ErrorKind as K;
+        let kind = match err.kind {
+            ErrorKind::NotFound | ErrorKind::NoSuchBucket => K::NotFound,
+            ErrorKind::AlreadyExists => K::AlreadyExists,
+            ErrorKind::PermissionDenied => K::PermissionDenied,
+            ErrorKind::InvalidUrl | ErrorKind::UnknownScheme | ErrorKind::Config => K::InvalidInput,
+            ErrorKind::IsADirectory => K::IsADirectory,
+            ErrorKind::NotADirectory => K::NotADirectory,
+            ErrorKind::Unsupported => K::Unsupported,
+            ErrorKind::StorageFull => K::StorageFull,
+            ErrorKind::RateLimited => K::ResourceBusy,
+            ErrorKind::PreconditionFailed | ErrorKind::Io | ErrorKind::Other => K::Other,
+        };
+        std::io::Error::new(kind, err)
+    }
+}
+
 #[cfg(test)]
 mod tests {
-
-    #[test]
-    fn the_expected_region_is_read_from_each_server_s_answer() {
-        let aws = r#"S3Error { code: "AuthorizationHeaderMalformed", message: "The authorization header is malformed; the region 'us-east-1' is wrong; expecting 'eu-west-1'" }"#;
-        let garage = r#"S3Error { code: "AuthorizationHeaderMalformed", message: "Authorization header malformed, unexpected scope: '20261130/eu-west-1/s3/aws4_request', expected: '20261130/us-east-1/s3/aws4_request'" }"#;
-        let head = r#"response: Parts { status: 400, headers: {"x-amz-bucket-region": "ap-south-1", "content-length": "0"} }"#;
-        assert_eq!(super::expected_region(aws).as_deref(), Some("eu-west-1"));
-        assert_eq!(super::expected_region(garage).as_deref(), Some("us-east-1"));
-        assert_eq!(super::expected_region(head).as_deref(), Some("ap-south-1"));
-        assert_eq!(
-            super::expected_region("S3Error { code: \"AccessDenied\" }"),
-            None
-        );
-    }
 
     use super::*;
 

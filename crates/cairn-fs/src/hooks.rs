@@ -23,6 +23,8 @@ use base64::Engine;
 use opendal::Buffer;
 use opendal::{HttpBody, HttpTransport};
 
+use crate::answer::StoreAnswer;
+
 /// Sees each HTTP request of a filesystem and may amend it.
 pub trait RequestHook: Send + Sync + std::fmt::Debug + 'static {
     /// Called once per request (retries included), after signing.
@@ -136,6 +138,28 @@ impl HookedTransport {
     }
 }
 
+/// Reads an error answer (4xx, 5xx, a redirect) once here: an answer cairn
+/// gives a meaning to becomes an error carrying a [`StoreAnswer`]; any other
+/// goes on to OpenDAL unchanged (its body, small, is read and handed on).
+async fn read_error_answer(
+    method: &http::Method,
+    path: &str,
+    response: http::Response<HttpBody>,
+) -> opendal::Result<http::Response<HttpBody>> {
+    let status = response.status().as_u16();
+    if status < 400 && status != 301 {
+        return Ok(response);
+    }
+    let (parts, mut body) = response.into_parts();
+    let bytes = body.to_buffer().await?;
+    if let Some(answer) = StoreAnswer::read(method, path, &parts, &bytes) {
+        return Err(answer.into_opendal());
+    }
+    let size = bytes.len() as u64;
+    let body = HttpBody::new(futures::stream::iter([Ok(bytes)]), Some(size));
+    Ok(http::Response::from_parts(parts, body))
+}
+
 /// The first I/O error of kind `kind` in `err`'s sources.
 fn io_error(err: &opendal::Error, kind: std::io::ErrorKind) -> Option<&std::io::Error> {
     let mut source: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(err);
@@ -170,10 +194,11 @@ impl HttpTransport for HookedTransport {
             request.uri().scheme_str().unwrap_or("http"),
             request.uri().authority().map_or("?", |a| a.as_str())
         );
+        let (method, path) = (request.method().clone(), request.uri().path().to_string());
         match self.inner.fetch(request).await {
             Ok(response) => {
                 self.answered.store(true, Ordering::Relaxed);
-                Ok(response)
+                read_error_answer(&method, &path, response).await
             }
             Err(e)
                 if !self.answered.load(Ordering::Relaxed)

@@ -14,6 +14,7 @@
 //! # })
 //! ```
 
+mod answer;
 pub mod backend;
 mod cache;
 mod error;
@@ -23,6 +24,8 @@ pub mod hooks;
 mod http;
 mod options;
 mod registry;
+#[cfg(feature = "object-store")]
+mod store_view;
 mod url;
 
 pub use cache::ListingCacheConfig;
@@ -37,4 +40,6 @@ pub use options::{
     BackendOptions, ConfigLine, Environment, Setting, Source, StorageOptions, is_secret_name,
 };
 pub use registry::{Registry, register};
+#[cfg(feature = "object-store")]
+pub use store_view::ObjectStoreView;
 pub use url::{has_magic, split_protocol};

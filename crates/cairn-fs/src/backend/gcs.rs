@@ -12,6 +12,7 @@
 
 use std::sync::Arc;
 
+use futures::future::BoxFuture;
 use opendal::Operator;
 
 use super::flat::{FlatConfig, Kind, Spec, ignored, text_names};
@@ -220,8 +221,8 @@ struct GcsBackend {
     scope: Option<String>,
 }
 
-impl Backend for GcsBackend {
-    fn operator(&self, bucket: &str) -> Result<Operator> {
+impl GcsBackend {
+    fn build_operator(&self, bucket: &str) -> Result<Operator> {
         let c = &self.config;
         let mut builder = opendal::services::Gcs::default().bucket(bucket);
         if let Some(endpoint) = &self.endpoint {
@@ -253,6 +254,13 @@ impl Backend for GcsBackend {
         }
         open_operator(builder, "gcs", bucket)
     }
+}
+
+impl Backend for GcsBackend {
+    fn operator<'a>(&'a self, bucket: &'a str) -> BoxFuture<'a, Result<Operator>> {
+        Box::pin(std::future::ready(self.build_operator(bucket)))
+    }
+
     fn secrets(&self) -> Vec<String> {
         self.config.secrets()
     }

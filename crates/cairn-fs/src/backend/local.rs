@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use futures::future::BoxFuture;
 use opendal::Operator;
 
 use super::{Backend, BackendFactory, ConditionalWrites, IoPolicy, Layout};
@@ -48,12 +49,19 @@ impl BackendFactory for LocalFactory {
 #[derive(Debug)]
 struct LocalBackend;
 
-impl Backend for LocalBackend {
-    fn operator(&self, _bucket: &str) -> Result<Operator> {
+impl LocalBackend {
+    fn build_operator(&self, _bucket: &str) -> Result<Operator> {
         Operator::new(opendal::services::Fs::default().root("/")).map_err(|e| {
             Error::new(ErrorKind::Config, "cannot open the local filesystem at /").with_source(e)
         })
     }
+}
+
+impl Backend for LocalBackend {
+    fn operator<'a>(&'a self, _bucket: &'a str) -> BoxFuture<'a, Result<Operator>> {
+        Box::pin(std::future::ready(self.build_operator(_bucket)))
+    }
+
     fn real_directories(&self) -> bool {
         true
     }

@@ -3,6 +3,7 @@
 
 use std::sync::{Arc, OnceLock};
 
+use futures::future::BoxFuture;
 use opendal::Operator;
 
 use super::{Backend, BackendFactory, ConditionalWrites, IoPolicy, Layout};
@@ -50,10 +51,17 @@ fn shared_store() -> Result<Operator> {
     Ok(STORE.get_or_init(|| op).clone())
 }
 
-impl Backend for MemoryBackend {
-    fn operator(&self, _bucket: &str) -> Result<Operator> {
+impl MemoryBackend {
+    fn build_operator(&self, _bucket: &str) -> Result<Operator> {
         shared_store()
     }
+}
+
+impl Backend for MemoryBackend {
+    fn operator<'a>(&'a self, _bucket: &'a str) -> BoxFuture<'a, Result<Operator>> {
+        Box::pin(std::future::ready(self.build_operator(_bucket)))
+    }
+
     fn real_directories(&self) -> bool {
         true
     }

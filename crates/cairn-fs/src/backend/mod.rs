@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use futures::future::BoxFuture;
 use opendal::Operator;
 
 use crate::error::Result;
@@ -148,9 +149,11 @@ pub trait BackendFactory: Send + Sync + 'static {
 
 /// A configured backend: builds one operator per bucket.
 pub trait Backend: Send + Sync + std::fmt::Debug + 'static {
-    /// An operator for `bucket` (`""` for single-root backends), without layers;
-    /// the filesystem adds retry and timeout.
-    fn operator(&self, bucket: &str) -> Result<Operator>;
+    /// An operator for `root` (a bucket, a volume's path, `""` for
+    /// single-root backends), without layers; the filesystem adds retry and
+    /// timeout, and calls this once per root (concurrent callers of the
+    /// same root wait for the one call; other roots do not).
+    fn operator<'a>(&'a self, root: &'a str) -> BoxFuture<'a, Result<Operator>>;
 
     /// Whether directories exist on their own (file, memory) or only as key prefixes.
     fn real_directories(&self) -> bool {

@@ -8,6 +8,7 @@
 
 use std::sync::Arc;
 
+use futures::future::BoxFuture;
 use opendal::Operator;
 
 use super::flat::{FlatConfig, Kind, Spec, ignored, text_names};
@@ -133,8 +134,8 @@ struct OssBackend {
     config: FlatConfig,
 }
 
-impl Backend for OssBackend {
-    fn operator(&self, bucket: &str) -> Result<Operator> {
+impl OssBackend {
+    fn build_operator(&self, bucket: &str) -> Result<Operator> {
         let c = &self.config;
         let mut builder = opendal::services::Oss::default()
             .bucket(bucket)
@@ -153,6 +154,13 @@ impl Backend for OssBackend {
         }
         open_operator(builder, "oss", bucket)
     }
+}
+
+impl Backend for OssBackend {
+    fn operator<'a>(&'a self, bucket: &'a str) -> BoxFuture<'a, Result<Operator>> {
+        Box::pin(std::future::ready(self.build_operator(bucket)))
+    }
+
     fn secrets(&self) -> Vec<String> {
         self.config.secrets()
     }

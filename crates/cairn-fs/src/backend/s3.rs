@@ -8,6 +8,7 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::future::BoxFuture;
 use opendal::Operator;
 use serde_json::{Map, Value};
 
@@ -849,8 +850,8 @@ pub struct S3Backend {
     pub(crate) hooks: Vec<Arc<dyn crate::hooks::RequestHook>>,
 }
 
-impl Backend for S3Backend {
-    fn operator(&self, bucket: &str) -> Result<Operator> {
+impl S3Backend {
+    fn build_operator(&self, bucket: &str) -> Result<Operator> {
         let c = &self.config;
         let mut builder = opendal::services::S3::default()
             .bucket(bucket)
@@ -886,6 +887,12 @@ impl Backend for S3Backend {
             }
         }
         open_operator(builder, self.protocol, bucket)
+    }
+}
+
+impl Backend for S3Backend {
+    fn operator<'a>(&'a self, bucket: &'a str) -> BoxFuture<'a, Result<Operator>> {
+        Box::pin(std::future::ready(self.build_operator(bucket)))
     }
 
     fn conditional_writes(&self) -> ConditionalWrites {

@@ -49,7 +49,7 @@ pub use enabled::{TclakeBackend, TclakeFactory};
 
 #[cfg(feature = "tclake")]
 mod enabled {
-    use std::future::Future;
+    use futures::future::BoxFuture;
     use std::sync::Arc;
 
     use cairn_tclake::{
@@ -221,48 +221,28 @@ mod enabled {
         Error::new(kind, e.to_string())
     }
 
-    /// Runs `future` to completion on a thread of its own, with its own
-    /// runtime: `Backend::operator` is synchronous, and resolving a volume
-    /// takes two catalog calls (once per volume per filesystem).
-    fn run_detached<T: Send>(future: impl Future<Output = T> + Send) -> T {
-        std::thread::scope(|scope| {
-            scope
-                .spawn(|| {
-                    tokio::runtime::Builder::new_current_thread()
-                        .enable_all()
-                        .build()
-                        .expect("a runtime for the catalog calls")
-                        .block_on(future)
-                })
-                .join()
-                .expect("the catalog calls do not panic")
-        })
-    }
-
     impl Backend for TclakeBackend {
-        fn operator(&self, root: &str) -> Result<Operator> {
-            let volume = VolumeRef::parse(root).map_err(tclake_error)?;
-            let settings = self.client.settings().clone();
-            let lookup = volume.clone();
-            let location = run_detached(async move {
-                // A client of this thread's runtime: its connections must
-                // not outlive the runtime into the caller's.
-                let client = CatalogClient::new(settings, reqwest::Client::new())?;
-                resolve_volume(&client, &lookup).await
+        fn operator<'a>(&'a self, root: &'a str) -> BoxFuture<'a, Result<Operator>> {
+            Box::pin(async move {
+                let volume = VolumeRef::parse(root).map_err(tclake_error)?;
+                // Two catalog calls, awaited on the caller's runtime: a
+                // slow catalog holds up the callers of this volume only.
+                let location = resolve_volume(&self.client, &volume)
+                    .await
+                    .map_err(tclake_error)?;
+                let credentials = VolumeCredentialProvider::new(self.client.clone(), volume);
+                let mut builder = opendal::services::S3::default()
+                    .bucket(&location.bucket)
+                    .root(&format!("/{}", location.prefix))
+                    .region(&self.region)
+                    .endpoint(&self.cos_endpoint)
+                    .disable_ec2_metadata()
+                    .credential_provider_chain(credentials.into_chain());
+                if self.virtual_host {
+                    builder = builder.enable_virtual_host_style();
+                }
+                open_operator(builder, "tclake", root)
             })
-            .map_err(tclake_error)?;
-            let credentials = VolumeCredentialProvider::new(self.client.clone(), volume);
-            let mut builder = opendal::services::S3::default()
-                .bucket(&location.bucket)
-                .root(&format!("/{}", location.prefix))
-                .region(&self.region)
-                .endpoint(&self.cos_endpoint)
-                .disable_ec2_metadata()
-                .credential_provider_chain(credentials.into_chain());
-            if self.virtual_host {
-                builder = builder.enable_virtual_host_style();
-            }
-            open_operator(builder, "tclake", root)
         }
 
         fn conditional_writes(&self) -> ConditionalWrites {

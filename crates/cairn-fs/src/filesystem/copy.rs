@@ -262,9 +262,9 @@ impl FileSystem {
         if has_magic(src) || src.ends_with('/') || dst.ends_with('/') {
             return Ok(None);
         }
-        let from = self.locate(src)?;
-        let to = self.locate(dst)?;
-        if from.bucket != to.bucket || !from.op.info().capability().rename {
+        let from = self.locate(src).await?;
+        let to = self.locate(dst).await?;
+        if from.root != to.root || !from.op.info().capability().rename {
             return Ok(None);
         }
         match self.info_or_none(&from.path).await? {
@@ -285,13 +285,13 @@ impl FileSystem {
 
     /// Copies one file from `src` (on `self`) to `dst` on `dst_fs`: server-side
     /// within one bucket when the store can, streamed otherwise.
-    async fn copy_file(&self, src: &str, dst_fs: &FileSystem, dst: &str) -> Result<()> {
-        let from = self.locate(src)?;
-        let to = dst_fs.locate(dst)?;
+    pub(crate) async fn copy_file(&self, src: &str, dst_fs: &FileSystem, dst: &str) -> Result<()> {
+        let from = self.locate(src).await?;
+        let to = dst_fs.locate(dst).await?;
         let same_store = std::ptr::eq(
             std::sync::Arc::as_ptr(&self.inner),
             std::sync::Arc::as_ptr(&dst_fs.inner),
-        ) && from.bucket == to.bucket;
+        ) && from.root == to.root;
         if same_store && from.op.info().capability().copy {
             from.op
                 .copy(&from.key, &to.key)

@@ -96,11 +96,13 @@ pub struct DiskUsage {
     pub files: u64,
 }
 
+/// Whether OpenDAL's `err` means nothing is there (a missing bucket is
+/// classified ConfigInvalid, never NotFound: see crate::answer).
 fn is_not_found(err: &opendal::Error) -> bool {
     matches!(
         err.kind(),
         opendal::ErrorKind::NotFound | opendal::ErrorKind::NotADirectory
-    ) && !err.to_string().contains("NoSuchBucket")
+    )
 }
 
 impl FileSystem {
@@ -116,7 +118,7 @@ impl FileSystem {
     /// # })
     /// ```
     pub async fn info(&self, path: &str) -> Result<FileInfo> {
-        let loc = self.locate(path)?;
+        let loc = self.locate(path).await?;
         self.info_at(&loc).await
     }
 
@@ -199,7 +201,7 @@ impl FileSystem {
     pub async fn exists(&self, path: &str) -> Result<bool> {
         match self.info(path).await {
             Ok(_) => Ok(true),
-            Err(e) if e.kind() == ErrorKind::NotFound && !names_bucket(&e) => Ok(false),
+            Err(e) if e.kind() == ErrorKind::NotFound => Ok(false),
             Err(e) => Err(e),
         }
     }
@@ -231,7 +233,7 @@ impl FileSystem {
     pub(crate) async fn info_or_none(&self, path: &str) -> Result<Option<FileInfo>> {
         match self.info(path).await {
             Ok(info) => Ok(Some(info)),
-            Err(e) if e.kind() == ErrorKind::NotFound && !names_bucket(&e) => Ok(None),
+            Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
             Err(e) => Err(e),
         }
     }
@@ -249,7 +251,7 @@ impl FileSystem {
     /// # })
     /// ```
     pub async fn ls(&self, path: &str) -> Result<Vec<FileInfo>> {
-        let loc = self.locate(path)?;
+        let loc = self.locate(path).await?;
         if let Some(listing) = self.cache().get(&loc.path) {
             return Ok(listing);
         }
@@ -309,11 +311,6 @@ pub(crate) fn parent_path(path: &str) -> Option<&str> {
         Some(idx) if idx > 0 => Some(&path[..idx]),
         _ => None,
     }
-}
-
-/// A NotFound about a missing bucket is a configuration problem, not absence.
-fn names_bucket(err: &Error) -> bool {
-    err.message().starts_with("bucket ")
 }
 
 /// Lists every entry under `loc` recursively, as (entry key, metadata).

@@ -12,6 +12,17 @@ pub(crate) const CHUNK: usize = 8 * 1024 * 1024;
 /// Parts in flight per streaming read or write.
 pub(crate) const CONCURRENCY: usize = 4;
 
+/// What names a streaming write's temporary file on local disk
+/// (`.<name>.cairn-tmp-<pid>-<n>`, renamed to `<name>` on close).
+const STAGING_MARK: &str = ".cairn-tmp-";
+
+/// Whether `key` names the temporary file of a streaming write in progress,
+/// which object-store views do not show (the object does not exist yet).
+pub(crate) fn is_staging_file(key: &str) -> bool {
+    let name = key.rsplit('/').next().unwrap_or(key);
+    name.starts_with('.') && name.contains(STAGING_MARK)
+}
+
 /// What `pipe` does when the target exists.
 ///
 /// ```
@@ -96,9 +107,16 @@ impl FileWriter {
     }
 
     /// Finishes the write and makes the file visible.
-    pub async fn close(mut self) -> Result<()> {
+    pub async fn close(self) -> Result<()> {
+        self.close_with_metadata().await.map(|_| ())
+    }
+
+    /// Finishes the write; the store's description of the new object when
+    /// its answer carried one (an ETag on object stores).
+    pub(crate) async fn close_with_metadata(mut self) -> Result<Option<opendal::Metadata>> {
+        let mut written = None;
         match self.inner.close().await {
-            Ok(_) => {}
+            Ok(meta) => written = Some(meta),
             // NoSuchUpload on a retried CompleteMultipartUpload: the first
             // attempt completed the object but its answer was lost (a
             // dropped connection), so the upload ID is gone. The object is
@@ -118,9 +136,10 @@ impl FileWriter {
                 .rename(&staged.temp_key, &staged.final_key)
                 .await
                 .map_err(|e| self.map(e))?;
+            written = None;
         }
         self.fs.cache().invalidate(&self.path);
-        Ok(())
+        Ok(written)
     }
 
     /// Whether the object at this writer's key is the one it uploaded in
@@ -283,7 +302,7 @@ impl FileSystem {
     /// # })
     /// ```
     pub async fn cat(&self, path: &str) -> Result<Bytes> {
-        let loc = self.locate(path)?;
+        let loc = self.locate(path).await?;
         self.refuse_directory(&loc)?;
         // One GET: parallel ranged reads would need the size first, an extra
         // request that small files (the common case) should not pay.
@@ -308,7 +327,7 @@ impl FileSystem {
     /// # })
     /// ```
     pub async fn cat_range(&self, path: &str, start: u64, end: Option<u64>) -> Result<Bytes> {
-        let loc = self.locate(path)?;
+        let loc = self.locate(path).await?;
         self.refuse_directory(&loc)?;
         if end.is_some_and(|e| e <= start) {
             return Ok(Bytes::new());
@@ -350,8 +369,19 @@ impl FileSystem {
     /// # })
     /// ```
     pub async fn pipe(&self, path: &str, data: Bytes, mode: WriteMode) -> Result<()> {
-        let loc = self.locate(path)?;
-        self.refuse_directory(&loc)?;
+        let loc = self.locate(path).await?;
+        self.pipe_at(&loc, data, mode).await.map(|_| ())
+    }
+
+    /// `pipe` at a resolved location; the store's description of the new
+    /// object when its answer carried one (not for local files).
+    pub(crate) async fn pipe_at(
+        &self,
+        loc: &Location,
+        data: Bytes,
+        mode: WriteMode,
+    ) -> Result<Option<opendal::Metadata>> {
+        self.refuse_directory(loc)?;
         if let Some(root) = self.inner.backend.local_root() {
             let target = root.join(&loc.key);
             tokio::task::spawn_blocking(move || durable_local_write(&target, &data, mode))
@@ -359,36 +389,66 @@ impl FileSystem {
                 .expect("local write does not panic")
                 .map_err(|e| e.with_url(self.url(&loc.path)))?;
             self.cache().invalidate(&loc.path);
-            return Ok(());
+            return Ok(None);
         }
-        match mode {
-            WriteMode::Overwrite => {
-                loc.op
-                    .write(&loc.key, data)
-                    .await
-                    .map_err(|e| self.error(e, &loc))?;
-            }
-            WriteMode::Create => match self.conditional_mode(&loc).await? {
+        let written = match mode {
+            WriteMode::Overwrite => loc
+                .op
+                .write(&loc.key, data)
+                .await
+                .map_err(|e| self.error(e, loc))?,
+            WriteMode::Create => match self.conditional_mode(loc).await? {
                 ConditionalWrites::Emulated => {
                     if self.exists(&loc.path).await? {
-                        return Err(self.already_exists(&loc));
+                        return Err(self.already_exists(loc));
                     }
                     loc.op
                         .write(&loc.key, data)
                         .await
-                        .map_err(|e| self.error(e, &loc))?;
+                        .map_err(|e| self.error(e, loc))?
                 }
-                _ => {
-                    loc.op
-                        .write_with(&loc.key, data)
-                        .if_not_exists(true)
-                        .await
-                        .map_err(|e| self.error(e, &loc))?;
-                }
+                // A failed create-if-absent condition means the target exists.
+                _ => loc
+                    .op
+                    .write_with(&loc.key, data)
+                    .if_not_exists(true)
+                    .await
+                    .map_err(|e| match self.error(e, loc) {
+                        e if e.kind() == ErrorKind::PreconditionFailed => self.already_exists(loc),
+                        e => e,
+                    })?,
             },
-        }
+        };
         self.cache().invalidate(&loc.path);
-        Ok(())
+        Ok(Some(written))
+    }
+
+    /// Replaces the object at `loc` only if its ETag is still `etag`
+    /// (`If-Match`); a changed or missing object is a PreconditionFailed
+    /// error and nothing is written. For stores whose capability says they
+    /// honour `If-Match` on writes.
+    pub(crate) async fn pipe_if_match(
+        &self,
+        loc: &Location,
+        data: Bytes,
+        etag: &str,
+    ) -> Result<Option<opendal::Metadata>> {
+        self.refuse_directory(loc)?;
+        let written = loc
+            .op
+            .write_with(&loc.key, data)
+            .if_match(etag)
+            .await
+            .map_err(|e| match self.error(e, loc) {
+                e if e.kind() == ErrorKind::NotFound => Error::new(
+                    ErrorKind::PreconditionFailed,
+                    "the object is gone, so it no longer has the version the write was conditional on",
+                )
+                .with_url(self.url(&loc.path)),
+                e => e,
+            })?;
+        self.cache().invalidate(&loc.path);
+        Ok(Some(written))
     }
 
     /// Opens a file for streaming reads (`futures::AsyncRead + AsyncSeek`).
@@ -405,7 +465,7 @@ impl FileSystem {
     /// # })
     /// ```
     pub async fn open_read(&self, path: &str) -> Result<FileReader> {
-        let loc = self.locate(path)?;
+        let loc = self.locate(path).await?;
         self.refuse_directory(&loc)?;
         let meta = loc
             .op
@@ -443,12 +503,12 @@ impl FileSystem {
     /// # })
     /// ```
     pub async fn open_write(&self, path: &str) -> Result<FileWriter> {
-        let loc = self.locate(path)?;
+        let loc = self.locate(path).await?;
         self.refuse_directory(&loc)?;
         let staged = (self.real_directories() && loc.op.info().capability().rename).then(|| {
             let (dir, name) = loc.key.rsplit_once('/').unwrap_or(("", &loc.key));
             let temp_name = format!(
-                ".{name}.cairn-tmp-{}-{}",
+                ".{name}{STAGING_MARK}{}-{}",
                 std::process::id(),
                 unique_suffix()
             );

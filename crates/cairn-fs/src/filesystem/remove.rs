@@ -19,7 +19,7 @@ impl FileSystem {
     /// # })
     /// ```
     pub async fn mkdir(&self, path: &str) -> Result<()> {
-        let loc = self.locate(path)?;
+        let loc = self.locate(path).await?;
         if loc.key.is_empty() {
             return match self.info_at(&loc).await {
                 Ok(_) => Ok(()),
@@ -27,7 +27,7 @@ impl FileSystem {
                     ErrorKind::Unsupported,
                     format!(
                         "bucket {:?} does not exist and cairn does not create buckets; create it with your provider's tools",
-                        loc.bucket
+                        loc.root
                     ),
                 )
                 .with_url(self.url(&loc.path))),
@@ -67,7 +67,7 @@ impl FileSystem {
     /// # })
     /// ```
     pub async fn rmdir(&self, path: &str) -> Result<()> {
-        let loc = self.locate(path)?;
+        let loc = self.locate(path).await?;
         let info = self.info_at(&loc).await?;
         if !info.is_dir() {
             return Err(
@@ -146,7 +146,7 @@ impl FileSystem {
         // Group keys per bucket; reverse order puts children before parents.
         let mut per_bucket: BTreeMap<String, (super::Location, Vec<String>)> = BTreeMap::new();
         for (path, kind) in expanded.iter().rev() {
-            let loc = self.locate(path)?;
+            let loc = self.locate(path).await?;
             if loc.key.is_empty() {
                 continue;
             }
@@ -156,7 +156,7 @@ impl FileSystem {
                 loc.key.clone()
             };
             per_bucket
-                .entry(loc.bucket.clone())
+                .entry(loc.root.clone())
                 .or_insert_with(|| (loc, Vec::new()))
                 .1
                 .push(key);

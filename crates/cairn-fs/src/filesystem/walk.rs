@@ -35,7 +35,7 @@ impl FileSystem {
         if maxdepth == Some(0) {
             return Err(Error::new(ErrorKind::Config, "maxdepth must be at least 1"));
         }
-        let loc = self.locate(path)?;
+        let loc = self.locate(path).await?;
         let entries = list_recursive(self, &loc).await?;
         let prefix_len = loc.dir_key().trim_start_matches('/').len();
         let within = |rel: &str| maxdepth.is_none_or(|d| rel.split('/').count() <= d);
@@ -186,7 +186,7 @@ impl FileSystem {
     /// # })
     /// ```
     pub async fn find_prefix(&self, prefix: &str) -> Result<Vec<FileInfo>> {
-        let loc = self.locate(prefix)?;
+        let loc = self.locate(prefix).await?;
         let keep_slash = prefix.ends_with('/');
         let key = if keep_slash {
             loc.dir_key()

@@ -1,0 +1,96 @@
+//! How create-if-absent writes are done on a store: natively, or emulated
+//! by a check first; probed once per root where the backend cannot say.
+
+use super::{FileSystem, Location};
+use crate::backend::ConditionalWrites;
+use crate::error::Result;
+
+impl FileSystem {
+    /// How create-if-absent writes are done on the bucket of `path`: natively,
+    /// or emulated by a check before the write (not race-free). On s3 the first
+    /// call probes the store once per bucket with a short-lived object.
+    ///
+    /// ```
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let fs = cairn_fs::FileSystem::new("memory", &cairn_fs::StorageOptions::new()).unwrap();
+    /// assert_eq!(fs.conditional_writes("/x").await.unwrap(), cairn_fs::backend::ConditionalWrites::Native);
+    /// # })
+    /// ```
+    pub async fn conditional_writes(&self, path: &str) -> Result<ConditionalWrites> {
+        let loc = self.locate(path).await?;
+        self.conditional_mode(&loc).await
+    }
+
+    pub(crate) async fn conditional_mode(&self, loc: &Location) -> Result<ConditionalWrites> {
+        let declared = self.inner.backend.conditional_writes();
+        if declared != ConditionalWrites::Probe {
+            return Ok(declared);
+        }
+        if let Some(mode) = self
+            .inner
+            .conditional
+            .lock()
+            .expect("probe cache poisoned")
+            .get(&loc.root)
+        {
+            return Ok(*mode);
+        }
+        let mode = self.probe_conditional_writes(loc).await?;
+        self.inner
+            .conditional
+            .lock()
+            .expect("probe cache poisoned")
+            .insert(loc.root.clone(), mode);
+        Ok(mode)
+    }
+
+    /// Writes a probe object twice, the second time create-if-absent: a store
+    /// that refuses the second write honours the condition.
+    async fn probe_conditional_writes(&self, loc: &Location) -> Result<ConditionalWrites> {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or_default();
+        let probe = Location {
+            op: loc.op.clone(),
+            root: loc.root.clone(),
+            key: format!(".cairn-probe-{}-{nanos}", std::process::id()),
+            path: loc.path.clone(),
+        };
+        probe
+            .op
+            .write(&probe.key, "probe")
+            .await
+            .map_err(|e| self.error(e, &probe))?;
+        let second = probe
+            .op
+            .write_with(&probe.key, "probe")
+            .if_not_exists(true)
+            .await;
+        let cleanup = probe.op.delete(&probe.key).await;
+        let mode = match second {
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    opendal::ErrorKind::ConditionNotMatch | opendal::ErrorKind::AlreadyExists
+                ) =>
+            {
+                ConditionalWrites::Native
+            }
+            Ok(_) => {
+                // Info, not a warning: a checkpoint, the one place where it
+                // matters, warns about it itself (once, when it opens).
+                tracing::info!(
+                    bucket = %loc.root,
+                    "the store ignores create-if-absent writes; cairn checks existence before \
+                     exclusive creates instead, which is not race-free"
+                );
+                ConditionalWrites::Emulated
+            }
+            Err(e) => return Err(self.error(e, &probe)),
+        };
+        cleanup.map_err(|e| self.error(e, &probe))?;
+        self.cache().invalidate(&loc.root);
+        Ok(mode)
+    }
+}
