@@ -157,7 +157,7 @@ pub async fn conditional_write_mode(t: &Target) {
     let mode = t.fs.conditional_writes(&t.url("probe")).await.unwrap();
     assert_eq!(mode, t.conditional, "on {}", t.backend);
     assert!(
-        t.fs.find(&t.root, None, false).await.unwrap().is_empty(),
+        t.fs.find(&t.root).await.unwrap().is_empty(),
         "the probe left an object behind"
     );
 }
@@ -214,11 +214,9 @@ pub async fn special_character_keys(t: &Target) {
     assert_eq!(listed.len(), 3);
     // A literal name holding glob characters is copied and removed as itself.
     let special = t.url(&format!("s/{}", names[2]));
-    t.fs.cp(&special, &t.url("copied/"), false, None)
-        .await
-        .unwrap();
+    t.fs.cp(&special, &t.url("copied/")).await.unwrap();
     assert_eq!(t.files("copied").await, [names[2]]);
-    t.fs.rm(&special, false, None).await.unwrap();
+    t.fs.rm(&special).await.unwrap();
     assert_eq!(t.files("s").await.len(), 2);
 }
 
@@ -289,10 +287,12 @@ pub async fn many_keys_list_and_batch_delete(t: &Target) {
     .unwrap();
     assert_eq!(t.fs.ls(&t.url("many")).await.unwrap().len(), N);
     assert_eq!(t.files("many").await.len(), N);
-    assert_eq!(t.fs.du(&t.url("many"), None).await.unwrap().files, N as u64);
-    t.fs.rm(&t.url("many"), true, None).await.unwrap();
+    assert_eq!(t.fs.du(&t.url("many")).await.unwrap().files, N as u64);
+    t.fs.rm_with(&t.url("many"), cairn_fs::TreeOptions::new().recursive(true))
+        .await
+        .unwrap();
     assert!(!t.fs.exists(&t.url("many")).await.unwrap());
-    assert!(t.fs.find(&t.root, None, false).await.unwrap().is_empty());
+    assert!(t.fs.find(&t.root).await.unwrap().is_empty());
 }
 
 /// find with maxdepth and withdirs; find of a file; find of a missing path.
@@ -315,31 +315,42 @@ pub async fn find_maxdepth_withdirs(t: &Target) {
             .collect()
     };
     assert_eq!(
-        rel(t.fs.find(&t.url("f"), Some(1), false).await.unwrap()),
+        rel(t
+            .fs
+            .find_with(&t.url("f"), cairn_fs::FindOptions::new().max_depth(1))
+            .await
+            .unwrap()),
         ["a"]
     );
     assert_eq!(
-        rel(t.fs.find(&t.url("f"), Some(2), false).await.unwrap()),
+        rel(t
+            .fs
+            .find_with(&t.url("f"), cairn_fs::FindOptions::new().max_depth(2))
+            .await
+            .unwrap()),
         ["a", "b/c"]
     );
     assert_eq!(
-        rel(t.fs.find(&t.url("f"), None, true).await.unwrap()),
+        rel(t
+            .fs
+            .find_with(&t.url("f"), cairn_fs::FindOptions::new().with_dirs(true))
+            .await
+            .unwrap()),
         ["", "a", "b", "b/c", "b/d", "b/d/e"]
     );
     assert_eq!(
-        rel(t.fs.find(&t.url("f"), Some(1), true).await.unwrap()),
+        rel(t
+            .fs
+            .find_with(
+                &t.url("f"),
+                cairn_fs::FindOptions::new().max_depth(1).with_dirs(true)
+            )
+            .await
+            .unwrap()),
         ["", "a", "b"]
     );
-    assert_eq!(
-        t.fs.find(&t.url("f/a"), None, false).await.unwrap().len(),
-        1
-    );
-    assert!(
-        t.fs.find(&t.url("absent"), None, false)
-            .await
-            .unwrap()
-            .is_empty()
-    );
+    assert_eq!(t.fs.find(&t.url("f/a")).await.unwrap().len(), 1);
+    assert!(t.fs.find(&t.url("absent")).await.unwrap().is_empty());
 }
 
 /// glob with `*`, `?`, `[...]`, `**`, a trailing slash, and maxdepth.
@@ -358,7 +369,7 @@ pub async fn glob_patterns(t: &Target) {
         let url = t.url(&format!("g/{pattern}"));
         let base = base.clone();
         async move {
-            t.fs.glob(&url, maxdepth)
+            t.fs.glob_with(&url, cairn_fs::FindOptions::new().max_depth_opt(maxdepth))
                 .await
                 .unwrap_or_else(|e| panic!("glob {pattern}: {e}"))
                 .into_iter()
@@ -387,9 +398,15 @@ pub async fn glob_patterns(t: &Target) {
 pub async fn disk_usage(t: &Target) {
     t.write("du/a", "123").await;
     t.write("du/b/c", "45").await;
-    let du = t.fs.du(&t.url("du"), None).await.unwrap();
+    let du = t.fs.du(&t.url("du")).await.unwrap();
     assert_eq!((du.bytes, du.files), (5, 2));
-    assert_eq!(t.fs.du(&t.url("du"), Some(1)).await.unwrap().bytes, 3);
+    assert_eq!(
+        t.fs.du_with(&t.url("du"), cairn_fs::FindOptions::new().max_depth(1))
+            .await
+            .unwrap()
+            .bytes,
+        3
+    );
 }
 
 /// mkdir makes an empty directory; rm refuses a directory without recursive.
@@ -403,23 +420,22 @@ pub async fn mkdir_and_rm_rules(t: &Target) {
         ErrorKind::AlreadyExists
     );
     t.write("m/full/x", "1").await;
-    let err = t.fs.rm(&t.url("m/full"), false, None).await.unwrap_err();
+    let err = t.fs.rm(&t.url("m/full")).await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::IsADirectory);
     assert!(
         t.fs.exists(&t.url("m/full/x")).await.unwrap(),
         "nothing may be deleted"
     );
     assert_eq!(
-        t.fs.rm(&t.url("m/missing"), false, None)
-            .await
-            .unwrap_err()
-            .kind(),
+        t.fs.rm(&t.url("m/missing")).await.unwrap_err().kind(),
         ErrorKind::NotFound
     );
-    t.fs.rm(&t.url("m"), true, None).await.unwrap();
+    t.fs.rm_with(&t.url("m"), cairn_fs::TreeOptions::new().recursive(true))
+        .await
+        .unwrap();
     assert!(!t.fs.exists(&t.url("m")).await.unwrap());
     assert!(!t.fs.exists(&t.url("m/empty")).await.unwrap());
-    assert!(t.fs.find(&t.root, None, false).await.unwrap().is_empty());
+    assert!(t.fs.find(&t.root).await.unwrap().is_empty());
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -459,18 +475,66 @@ async fn run_scenarios(t: &Target, direction: Direction) {
             Src::One(s) => {
                 let src = format!("{src_root}/{s}");
                 match direction {
-                    Direction::Copy => t.fs.cp(&src, &dst, sc.recursive, sc.maxdepth).await,
-                    Direction::Put => t.fs.put(&src, &dst, sc.recursive, sc.maxdepth).await,
-                    Direction::Get => t.fs.get(&src, &dst, sc.recursive, sc.maxdepth).await,
+                    Direction::Copy => {
+                        t.fs.cp_with(
+                            &src,
+                            &dst,
+                            cairn_fs::TreeOptions::new()
+                                .recursive(sc.recursive)
+                                .max_depth_opt(sc.maxdepth),
+                        )
+                        .await
+                    }
+                    Direction::Put => {
+                        t.fs.put_with(
+                            &src,
+                            &dst,
+                            cairn_fs::TreeOptions::new()
+                                .recursive(sc.recursive)
+                                .max_depth_opt(sc.maxdepth),
+                        )
+                        .await
+                    }
+                    Direction::Get => {
+                        t.fs.get_with(
+                            &src,
+                            &dst,
+                            cairn_fs::TreeOptions::new()
+                                .recursive(sc.recursive)
+                                .max_depth_opt(sc.maxdepth),
+                        )
+                        .await
+                    }
                 }
             }
             Src::Many(list) => {
                 let srcs: Vec<String> = list.iter().map(|s| format!("{src_root}/{s}")).collect();
                 let srcs: Vec<&str> = srcs.iter().map(String::as_str).collect();
                 match direction {
-                    Direction::Copy => t.fs.cp_list(&srcs, &dst, sc.recursive).await,
-                    Direction::Put => t.fs.put_list(&srcs, &dst, sc.recursive).await,
-                    Direction::Get => t.fs.get_list(&srcs, &dst, sc.recursive).await,
+                    Direction::Copy => {
+                        t.fs.cp_list(
+                            &srcs,
+                            &dst,
+                            cairn_fs::TreeOptions::new().recursive(sc.recursive),
+                        )
+                        .await
+                    }
+                    Direction::Put => {
+                        t.fs.put_list(
+                            &srcs,
+                            &dst,
+                            cairn_fs::TreeOptions::new().recursive(sc.recursive),
+                        )
+                        .await
+                    }
+                    Direction::Get => {
+                        t.fs.get_list(
+                            &srcs,
+                            &dst,
+                            cairn_fs::TreeOptions::new().recursive(sc.recursive),
+                        )
+                        .await
+                    }
                 }
             }
         };
@@ -537,20 +601,22 @@ pub async fn list_to_list_copies(t: &Target) {
 /// mv of a file and of a directory; sources are gone afterwards.
 pub async fn move_files_and_dirs(t: &Target) {
     t.write("mv/a", "1").await;
-    t.fs.mv(&t.url("mv/a"), &t.url("mv/b"), false, None)
-        .await
-        .unwrap();
+    t.fs.mv(&t.url("mv/a"), &t.url("mv/b")).await.unwrap();
     assert!(!t.fs.exists(&t.url("mv/a")).await.unwrap());
     assert_eq!(t.fs.cat(&t.url("mv/b")).await.unwrap(), "1");
     t.write("mv/dir/x", "2").await;
     t.write("mv/dir/y/z", "3").await;
-    t.fs.mv(&t.url("mv/dir"), &t.url("mv/moved"), true, None)
-        .await
-        .unwrap();
+    t.fs.mv_with(
+        &t.url("mv/dir"),
+        &t.url("mv/moved"),
+        cairn_fs::TreeOptions::new().recursive(true),
+    )
+    .await
+    .unwrap();
     assert!(!t.fs.exists(&t.url("mv/dir")).await.unwrap());
     assert_eq!(t.files("mv/moved").await, ["x", "y/z"]);
     let err =
-        t.fs.mv(&t.url("mv/ghost"), &t.url("mv/c"), false, None)
+        t.fs.mv(&t.url("mv/ghost"), &t.url("mv/c"))
             .await
             .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::NotFound);
@@ -597,24 +663,23 @@ pub async fn missing_key_errors(t: &Target) {
         t.fs.cat(&url).await.unwrap_err(),
         t.fs.info(&url).await.unwrap_err(),
         t.fs.open_read(&url).await.err().unwrap(),
-        t.fs.cp(&url, &t.url("other"), false, None)
-            .await
-            .unwrap_err(),
+        t.fs.cp(&url, &t.url("other")).await.unwrap_err(),
     ] {
         assert_eq!(err.kind(), ErrorKind::NotFound, "{err}");
         assert!(err.to_string().contains("absent"), "{err}");
     }
 }
 
-/// A missing bucket is NotFound naming the bucket, and `exists` does not hide it.
+/// A missing bucket is its own kind (NoSuchBucket, not an absent file)
+/// naming the bucket, and `exists` does not hide it.
 pub async fn missing_bucket_error(t: &Target) {
     let scheme = t.fs.protocol();
     let url = format!("{scheme}://cairn-no-such-bucket-xyz/key");
     let err = t.fs.cat(&url).await.unwrap_err();
-    assert_eq!(err.kind(), ErrorKind::NotFound, "{err}");
+    assert_eq!(err.kind(), ErrorKind::NoSuchBucket, "{err}");
     let root = format!("{scheme}://cairn-no-such-bucket-xyz/");
     let err = t.fs.ls(&root).await.unwrap_err();
-    assert_eq!(err.kind(), ErrorKind::NotFound, "{err}");
+    assert_eq!(err.kind(), ErrorKind::NoSuchBucket, "{err}");
     assert!(
         err.to_string().contains("cairn-no-such-bucket-xyz"),
         "{err}"
@@ -675,7 +740,7 @@ pub async fn cross_bucket_copy(t: &Target) {
         t.fs.protocol(),
         t.fs.strip(&t.url("xb/file")).unwrap()
     );
-    t.fs.cp(&t.url("xb/file"), &dst, false, None).await.unwrap();
+    t.fs.cp(&t.url("xb/file"), &dst).await.unwrap();
     assert_eq!(t.fs.cat(&dst).await.unwrap(), "cross");
-    t.fs.rm(&dst, false, None).await.unwrap();
+    t.fs.rm(&dst).await.unwrap();
 }

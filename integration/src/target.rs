@@ -302,7 +302,7 @@ impl Target {
     pub async fn files_under(fs: &FileSystem, url: &str) -> Vec<String> {
         let prefix = format!("{}/", fs.strip(url).unwrap());
         let found = fs
-            .find(url, None, false)
+            .find(url)
             .await
             .unwrap_or_else(|e| panic!("find {url}: {e}"));
         let mut names: Vec<String> = found

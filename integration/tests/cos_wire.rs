@@ -137,7 +137,9 @@ async fn write_and_remove(fs: &FileSystem, root: &str) {
     .await
     .unwrap();
     assert_eq!(fs.ls(root).await.unwrap().len(), 1500);
-    fs.rm(root, true, None).await.unwrap();
+    fs.rm_with(root, cairn_fs::TreeOptions::new().recursive(true))
+        .await
+        .unwrap();
     assert!(!fs.exists(root).await.unwrap());
 }
 
@@ -246,7 +248,10 @@ async fn the_check_sees_a_wrong_content_md5() {
     }
     // OpenDAL signs the Content-MD5 it sends, so the damaged header also
     // breaks the signature and Garage refuses the delete; the proxy saw it first.
-    let err = fs.rm(&root, true, None).await.unwrap_err();
+    let err = fs
+        .rm_with(&root, cairn_fs::TreeOptions::new().recursive(true))
+        .await
+        .unwrap_err();
     assert_eq!(err.kind(), cairn_fs::ErrorKind::PermissionDenied, "{err}");
     let log = log.lock().unwrap();
     let deletes: Vec<&Recorded> = log.iter().filter(|r| r.is_multi_delete()).collect();

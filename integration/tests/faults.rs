@@ -112,7 +112,9 @@ async fn every_fault_kind_is_ridden_out_with_every_byte_checked() {
         .unwrap();
     assert!(range == big.slice(5 << 20..6 << 20));
     assert_eq!(fs.ls(&format!("{root}/small")).await.unwrap().len(), 60);
-    fs.rm(&root, true, None).await.unwrap();
+    fs.rm_with(&root, cairn_fs::TreeOptions::new().recursive(true))
+        .await
+        .unwrap();
 
     let counts = proxy.counts();
     eprintln!(
@@ -195,7 +197,10 @@ async fn a_body_damaged_on_the_way_is_refused_by_the_checksum() {
     let stored = check.cat(&url).await.unwrap();
     assert_eq!(stored.len(), data.len());
     assert!(stored != data, "without a checksum the damage goes through");
-    check.rm(&root, true, None).await.unwrap();
+    check
+        .rm_with(&root, cairn_fs::TreeOptions::new().recursive(true))
+        .await
+        .unwrap();
     assert!(proxy.faults() >= 3);
 }
 
@@ -222,7 +227,10 @@ async fn a_multipart_upload_completed_unheard_is_not_reported_failed() {
         .expect("the object was completed: the lost answer is not a failure");
     assert_eq!(proxy.faults(), 1, "{:?}", proxy.counts());
     assert!(direct(&s3).cat(&url).await.unwrap() == data);
-    direct(&s3).rm(&root, true, None).await.unwrap();
+    direct(&s3)
+        .rm_with(&root, cairn_fs::TreeOptions::new().recursive(true))
+        .await
+        .unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -247,7 +255,10 @@ async fn a_failed_part_is_sent_again_not_the_whole_file() {
     assert_eq!(proxy.faults(), 1, "{counts:?}");
     assert_eq!(counts["requests"], 6, "{counts:?}");
     assert!(direct(&s3).cat(&url).await.unwrap() == data);
-    direct(&s3).rm(&root, true, None).await.unwrap();
+    direct(&s3)
+        .rm_with(&root, cairn_fs::TreeOptions::new().recursive(true))
+        .await
+        .unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -297,7 +308,9 @@ async fn a_cut_read_is_never_returned_as_complete() {
         assert!(fs.cat(&url).await.unwrap() == data);
     }
     proxy.set_rate(0.0);
-    fs.rm(&root, true, None).await.unwrap();
+    fs.rm_with(&root, cairn_fs::TreeOptions::new().recursive(true))
+        .await
+        .unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -341,5 +354,7 @@ async fn an_outage_inside_the_retry_budget_is_ridden_out_and_a_longer_one_names_
     assert!(text.contains(&proxy.endpoint()), "{text}");
     assert!(text.contains("run the same command"), "{text}");
     tokio::time::sleep(Duration::from_secs(5)).await;
-    fs.rm(&root, true, None).await.unwrap();
+    fs.rm_with(&root, cairn_fs::TreeOptions::new().recursive(true))
+        .await
+        .unwrap();
 }

@@ -137,7 +137,7 @@ async fn own_writes_invalidate(protocol: &str) {
         "pipe invalidates the directory"
     );
     p.cached
-        .cp(&format!("{dir}/x"), &format!("{dir}/z"), false, None)
+        .cp(&format!("{dir}/x"), &format!("{dir}/z"))
         .await
         .unwrap();
     assert_eq!(
@@ -145,7 +145,7 @@ async fn own_writes_invalidate(protocol: &str) {
         ["x", "y", "z"],
         "cp invalidates the target"
     );
-    p.cached.rm(&format!("{dir}/x"), false, None).await.unwrap();
+    p.cached.rm(&format!("{dir}/x")).await.unwrap();
     assert_eq!(names(&p.cached, &dir).await, ["y", "z"], "rm invalidates");
     let mut w = p.cached.open_write(&format!("{dir}/w")).await.unwrap();
     w.write("w".into()).await.unwrap();
@@ -156,7 +156,10 @@ async fn own_writes_invalidate(protocol: &str) {
         "closing a writer invalidates"
     );
     p.cached
-        .rm(&format!("{}/own", p.root), true, None)
+        .rm_with(
+            &format!("{}/own", p.root),
+            cairn_fs::TreeOptions::new().recursive(true),
+        )
         .await
         .unwrap();
     assert!(

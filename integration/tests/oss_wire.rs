@@ -269,7 +269,12 @@ async fn virtual_host_requests_are_signed_and_round_trip() {
         .map(|i| i.name)
         .collect();
     assert_eq!(names, ["bkt/dir/a.txt", "bkt/dir/sub"]);
-    fs.rm("oss://bkt/dir", true, None).await.unwrap();
+    fs.rm_with(
+        "oss://bkt/dir",
+        cairn_fs::TreeOptions::new().recursive(true),
+    )
+    .await
+    .unwrap();
     assert!(
         state.lock().unwrap().objects.is_empty(),
         "recursive rm removed everything"

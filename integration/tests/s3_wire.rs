@@ -73,7 +73,9 @@ async fn requester_pays_and_sse_are_on_the_wire() {
     writer.close().await.unwrap();
     assert_eq!(fs.cat(&format!("{dir}/a")).await.unwrap(), "payload");
     assert_eq!(fs.ls(&dir).await.unwrap().len(), 2);
-    fs.rm(&dir, true, None).await.unwrap();
+    fs.rm_with(&dir, cairn_fs::TreeOptions::new().recursive(true))
+        .await
+        .unwrap();
 
     let seen = recorder.0.lock().unwrap().clone();
     assert!(seen.len() >= 6, "{seen:?}");

@@ -189,7 +189,7 @@ async fn credentials_expire_while_in_use_and_work_goes_on() {
         n += 1;
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    assert_eq!(fs.find(&root, None, false).await.unwrap().len(), n);
+    assert_eq!(fs.find(&root).await.unwrap().len(), n);
     let issued = catalog.stats().await["credentials"].as_u64().unwrap() - issued_before;
     assert!(
         issued >= 3,
@@ -199,5 +199,7 @@ async fn credentials_expire_while_in_use_and_work_goes_on() {
         issued < n as u64,
         "credentials were fetched for every request ({issued} for {n} files)"
     );
-    fs.rm(&root, true, None).await.unwrap();
+    fs.rm_with(&root, cairn_fs::TreeOptions::new().recursive(true))
+        .await
+        .unwrap();
 }

@@ -56,7 +56,9 @@ impl CheckpointDir {
         }
         let paths: Vec<&str> = ours.iter().map(String::as_str).collect();
         if !paths.is_empty() {
-            self.fs.rm_list(&paths, false, None).await?;
+            self.fs
+                .rm_list(&paths, cairn_fs::TreeOptions::new())
+                .await?;
         }
         report.deleted = paths.len();
         crate::failpoint::crash_point("clean-up-before-marker-delete");

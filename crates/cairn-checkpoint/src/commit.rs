@@ -121,7 +121,7 @@ impl CheckpointDir {
 
 /// Deletes one file; a file already gone is not an error (idempotent steps).
 pub(crate) async fn remove_if_present(fs: &FileSystem, url: &str) -> Result<()> {
-    match fs.rm(url, false, None).await {
+    match fs.rm(url).await {
         Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
         other => Ok(other?),
     }

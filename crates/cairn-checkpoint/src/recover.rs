@@ -65,7 +65,9 @@ impl CheckpointDir {
                 data.retain(|f| owned(f));
                 let paths: Vec<&str> = data.iter().map(|f| f.name.as_str()).collect();
                 if !paths.is_empty() {
-                    output_fs.rm_list(&paths, false, None).await?;
+                    output_fs
+                        .rm_list(&paths, cairn_fs::TreeOptions::new())
+                        .await?;
                 }
                 report.data_files_deleted += paths.len();
                 report.rolled_back.push(unit.clone());

@@ -53,7 +53,10 @@ impl CheckpointDir {
         output_fs: &FileSystem,
         output_dir: &str,
     ) -> Result<DataCheck> {
-        let files = match output_fs.find(output_dir, Some(1), false).await {
+        let files = match output_fs
+            .find_with(output_dir, cairn_fs::FindOptions::new().max_depth(1))
+            .await
+        {
             Ok(files) => files,
             Err(e) if e.kind() == ErrorKind::NotFound => Vec::new(),
             Err(e) => return Err(e.into()),

@@ -148,7 +148,7 @@ fn kill9_at_random_instants() {
     tokio::runtime::Runtime::new().unwrap().block_on(async {
         let (fs, _) = build_checkpoint_filesystem(&root, &StorageOptions::new()).unwrap();
         let mut counts: BTreeMap<i64, usize> = BTreeMap::new();
-        for file in fs.find(&format!("{root}/out"), None, false).await.unwrap() {
+        for file in fs.find(&format!("{root}/out")).await.unwrap() {
             let base = file.name.rsplit('/').next().unwrap();
             assert!(
                 !base.starts_with('.'),

@@ -111,7 +111,9 @@ async fn reads_units_on_garage() {
         committed(&state.ids, &[0, 19_999, 20_000]),
         [true, true, false]
     );
-    fs.rm(&dir, true, None).await.unwrap();
+    fs.rm_with(&dir, cairn_fs::TreeOptions::new().recursive(true))
+        .await
+        .unwrap();
 }
 
 #[tokio::test]
@@ -183,11 +185,7 @@ async fn damaged_input_is_a_clear_error_and_nothing_is_deleted() {
         .await
         .unwrap_err();
     assert!(matches!(err, Error::IdTypeMismatch { .. }), "{err}");
-    assert_eq!(
-        fs.find(&dir, None, false).await.unwrap().len(),
-        2,
-        "nothing deleted"
-    );
+    assert_eq!(fs.find(&dir).await.unwrap().len(), 2, "nothing deleted");
 
     let file = format!("memory:///a-file-{}", RunId::new().as_str());
     put(&fs, &file, "x".into()).await;

@@ -52,7 +52,7 @@ async fn open_takes_the_lease_recovers_and_loads() {
     assert_eq!(open.state.ids.len(), 2);
     assert!(open.state.pending.is_empty());
     assert_eq!(
-        fs.find(&out, None, false).await.unwrap().len(),
+        fs.find(&out).await.unwrap().len(),
         1,
         "only the committed unit's data"
     );
@@ -124,7 +124,7 @@ async fn an_interrupted_clean_up_is_finished_not_rolled_back() {
     )
     .await
     .unwrap();
-    fs.rm(&format!("{root}/ckpt/{}", a.committed_file()), false, None)
+    fs.rm(&format!("{root}/ckpt/{}", a.committed_file()))
         .await
         .unwrap();
 
@@ -132,11 +132,11 @@ async fn an_interrupted_clean_up_is_finished_not_rolled_back() {
     assert!(open.state.complete);
     assert!(open.recovery.rolled_back.is_empty());
     assert_eq!(
-        fs.find(&out, None, false).await.unwrap().len(),
+        fs.find(&out).await.unwrap().len(),
         2,
         "the finished output is intact"
     );
     open.dir.clean_up().await.unwrap();
     assert!(!fs.exists(&format!("{root}/ckpt")).await.unwrap());
-    assert_eq!(fs.find(&out, None, false).await.unwrap().len(), 2);
+    assert_eq!(fs.find(&out).await.unwrap().len(), 2);
 }

@@ -143,7 +143,7 @@ async fn run(store: &Store, crash_at: Option<(usize, Crash)>) -> bool {
 
 async fn output_counts(store: &Store) -> BTreeMap<i64, usize> {
     let mut counts = BTreeMap::new();
-    for file in store.out_fs.find(&store.out, None, false).await.unwrap() {
+    for file in store.out_fs.find(&store.out).await.unwrap() {
         let bytes = store.out_fs.cat(&file.name).await.unwrap();
         for array in decode_ids(&file.name, bytes, "id").unwrap() {
             let a = array.as_any().downcast_ref::<Int64Array>().unwrap();
@@ -167,12 +167,14 @@ async fn crash_resume_exactly_once(store: Store) {
         .unwrap();
     for crash in CRASHES {
         for fs in [&store.ckpt_fs, &store.out_fs] {
-            let _ = fs.rm(&store.out, true, None).await;
+            let _ = fs
+                .rm_with(&store.out, cairn_fs::TreeOptions::new().recursive(true))
+                .await;
         }
         let dir = CheckpointDir::new(store.ckpt_fs.clone(), &store.ckpt, "id");
-        for f in store.ckpt_fs.find(&store.ckpt, None, false).await.unwrap() {
+        for f in store.ckpt_fs.find(&store.ckpt).await.unwrap() {
             if !f.name.ends_with("README.txt") {
-                store.ckpt_fs.rm(&f.name, false, None).await.unwrap();
+                store.ckpt_fs.rm(&f.name).await.unwrap();
             }
         }
         // Run 1 crashes in its third unit; run 2 crashes in its first; run 3 finishes.
@@ -187,22 +189,9 @@ async fn crash_resume_exactly_once(store: Store) {
         );
 
         // A re-run finds everything committed and writes nothing.
-        let before = store
-            .out_fs
-            .find(&store.out, None, false)
-            .await
-            .unwrap()
-            .len();
+        let before = store.out_fs.find(&store.out).await.unwrap().len();
         assert!(run(&store, None).await);
-        assert_eq!(
-            store
-                .out_fs
-                .find(&store.out, None, false)
-                .await
-                .unwrap()
-                .len(),
-            before
-        );
+        assert_eq!(store.out_fs.find(&store.out).await.unwrap().len(), before);
 
         let report = dir.clean_up().await.unwrap();
         assert!(report.deleted > 0);
@@ -244,7 +233,7 @@ async fn interrupted_recovery_converges() {
         .await
         .unwrap();
     assert_eq!(files.len(), 2);
-    fs.rm(&files[0].name, false, None).await.unwrap();
+    fs.rm(&files[0].name).await.unwrap();
     // The next run's recovery finishes the job and the run completes.
     assert!(run(&store, None).await);
     let counts = output_counts(&store).await;

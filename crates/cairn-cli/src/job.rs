@@ -488,7 +488,10 @@ async fn write_sample(
     let (fs, dir) = FileSystem::from_url(output, options)?;
     // Files of an earlier, larger sample would stay beside the new ones and
     // repeat its IDs.
-    match fs.find(&dir, Some(1), false).await {
+    match fs
+        .find_with(&dir, cairn_fs::FindOptions::new().max_depth(1))
+        .await
+    {
         Ok(found) if !found.is_empty() => {
             return Err(format!(
                 "{} already holds files ({}, ...); write the sample into an empty directory (or remove it first)",

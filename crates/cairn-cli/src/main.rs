@@ -6,6 +6,7 @@ use std::process::ExitCode;
 mod ckpt;
 mod interrupt;
 mod job;
+mod transfer;
 
 use cairn_fs::{FileInfo, FileSystem, StorageOptions};
 use clap::{Args, Parser, Subcommand};
@@ -58,9 +59,9 @@ enum Command {
     Put(Transfer),
     /// Download to local files.
     Get(Transfer),
-    /// Copy (within a store, or between local disk and a store).
+    /// Copy (within a store, or between any two stores and local disk).
     Cp(Transfer),
-    /// Move.
+    /// Move (between two stores: copy everything, then remove the sources).
     Mv(Transfer),
     /// Remove files (with -r, directories too).
     Rm {
@@ -315,42 +316,36 @@ async fn run(cli: Cli) -> cairn_fs::Result<()> {
                 return Err(e);
             }
             let (fs, _) = open(&t.dst)?;
-            fs.put(&t.src, &t.dst, t.recursive, t.maxdepth).await?;
+            fs.put_with(&t.src, &t.dst, tree_options(&t)).await?;
         }
         Command::Get(t) => {
             if let Some(e) = swapped_transfer("get", &t.src, &t.dst) {
                 return Err(e);
             }
             let (fs, _) = open(&t.src)?;
-            fs.get(&t.src, &t.dst, t.recursive, t.maxdepth).await?;
+            fs.get_with(&t.src, &t.dst, tree_options(&t)).await?;
         }
         Command::Cp(t) => {
             let (src_fs, _) = open(&t.src)?;
             let (dst_fs, _) = open(&t.dst)?;
+            let options = tree_options(&t);
             match (src_fs.protocol(), dst_fs.protocol()) {
-                (a, b) if a == b => src_fs.cp(&t.src, &t.dst, t.recursive, t.maxdepth).await?,
-                ("file", _) => dst_fs.put(&t.src, &t.dst, t.recursive, t.maxdepth).await?,
-                (_, "file") => src_fs.get(&t.src, &t.dst, t.recursive, t.maxdepth).await?,
-                (a, b) => {
-                    return Err(cairn_fs::Error::new(
-                        cairn_fs::ErrorKind::Unsupported,
-                        format!(
-                            "copying from {a}:// to {b}:// directly is not supported; get to a local path, then put"
-                        ),
-                    ));
+                (a, b) if a == b => src_fs.cp_with(&t.src, &t.dst, options).await?,
+                _ => {
+                    transfer::between_stores(&src_fs, &t.src, &dst_fs, &t.dst, options, false)
+                        .await?
                 }
             }
         }
         Command::Mv(t) => {
-            let (fs, _) = open(&t.src)?;
+            let (src_fs, _) = open(&t.src)?;
             let (dst_fs, _) = open(&t.dst)?;
-            if fs.protocol() != dst_fs.protocol() {
-                return Err(cairn_fs::Error::new(
-                    cairn_fs::ErrorKind::Unsupported,
-                    "mv works within one store; use cp, then rm",
-                ));
+            let options = tree_options(&t);
+            if src_fs.protocol() == dst_fs.protocol() {
+                src_fs.mv_with(&t.src, &t.dst, options).await?;
+            } else {
+                transfer::between_stores(&src_fs, &t.src, &dst_fs, &t.dst, options, true).await?;
             }
-            fs.mv(&t.src, &t.dst, t.recursive, t.maxdepth).await?;
         }
         Command::Rm {
             urls,
@@ -359,7 +354,13 @@ async fn run(cli: Cli) -> cairn_fs::Result<()> {
         } => {
             for url in &urls {
                 let (fs, _) = open(url)?;
-                fs.rm(url, recursive, maxdepth).await?;
+                fs.rm_with(
+                    url,
+                    cairn_fs::TreeOptions::new()
+                        .recursive(recursive)
+                        .max_depth_opt(maxdepth),
+                )
+                .await?;
             }
         }
         Command::Find {
@@ -369,12 +370,21 @@ async fn run(cli: Cli) -> cairn_fs::Result<()> {
             out,
         } => {
             let (fs, path) = open(&url)?;
-            let found = fs.find(&path, maxdepth, withdirs).await?;
+            let found = fs
+                .find_with(
+                    &path,
+                    cairn_fs::FindOptions::new()
+                        .max_depth_opt(maxdepth)
+                        .with_dirs(withdirs),
+                )
+                .await?;
             print_infos(&mut stdout, &found, out.json, false)?;
         }
         Command::Du { url, maxdepth, out } => {
             let (fs, path) = open(&url)?;
-            let usage = fs.du(&path, maxdepth).await?;
+            let usage = fs
+                .du_with(&path, cairn_fs::FindOptions::new().max_depth_opt(maxdepth))
+                .await?;
             if out.json {
                 print_json(
                     &mut stdout,
@@ -414,6 +424,13 @@ async fn run(cli: Cli) -> cairn_fs::Result<()> {
     }
     stdout.flush()?;
     Ok(())
+}
+
+/// The tree options of a transfer's flags.
+fn tree_options(t: &Transfer) -> cairn_fs::TreeOptions {
+    cairn_fs::TreeOptions::new()
+        .recursive(t.recursive)
+        .max_depth_opt(t.maxdepth)
 }
 
 fn print_json(out: &mut impl Write, value: &impl serde::Serialize) -> cairn_fs::Result<()> {

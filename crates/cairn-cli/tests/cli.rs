@@ -595,3 +595,93 @@ fn json_lines_columns_keep_the_input_order() {
         "{first}"
     );
 }
+
+/// `cairn cp`/`mv` between two stores (s3 on Garage, gcs on
+/// fake-gcs-server, local disk): the files arrive whole, a move removes
+/// its sources only after everything is copied.
+#[test]
+fn cp_and_mv_between_stores() {
+    let Some((_, s3)) = cairn_conformance::s3_server("GARAGE", "cp between stores") else {
+        return;
+    };
+    let (Ok(gcs_endpoint), Ok(gcs_bucket)) = (
+        std::env::var("CAIRN_TEST_GCS_ENDPOINT"),
+        std::env::var("CAIRN_TEST_GCS_BUCKET"),
+    ) else {
+        panic!("CAIRN_TEST_GCS_ENDPOINT/BUCKET are not set: run scripts/test.sh");
+    };
+    let options = [
+        "-o".to_string(),
+        format!("s3.endpoint_url={}", s3.endpoint),
+        "-o".into(),
+        format!("s3.key={}", s3.key),
+        "-o".into(),
+        format!("s3.secret={}", s3.secret),
+        "-o".into(),
+        format!("s3.region={}", s3.region),
+        "-o".into(),
+        format!("gcs.endpoint={gcs_endpoint}"),
+        "-o".into(),
+        "gcs.token=anon".into(),
+        "-o".into(),
+        "gcs.batch_delete=false".into(),
+    ];
+    let run = |args: &[&str]| {
+        let mut all: Vec<&str> = options.iter().map(String::as_str).collect();
+        all.extend(args);
+        ok(&all)
+    };
+    let local = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(local.path().join("src/d")).unwrap();
+    std::fs::write(local.path().join("src/a.txt"), "alpha").unwrap();
+    let big: Vec<u8> = (0..9_000_000u32).map(|i| (i % 251) as u8).collect();
+    std::fs::write(local.path().join("src/d/big.bin"), &big).unwrap();
+    let unique = format!("xstore-{}", std::process::id());
+    let on_s3 = format!("s3://{}/{unique}", s3.bucket);
+    let on_gcs = format!("gcs://{gcs_bucket}/{unique}");
+    let src = format!("{}/src", local.path().display());
+
+    run(&["cp", "-r", &src, &format!("{on_s3}/src")]);
+    run(&[
+        "cp",
+        "-r",
+        &format!("{on_s3}/src"),
+        &format!("{on_gcs}/copy"),
+    ]);
+    assert_eq!(run(&["cat", &format!("{on_gcs}/copy/a.txt")]), "alpha");
+    let back = local.path().join("back.bin");
+    run(&[
+        "cp",
+        &format!("{on_gcs}/copy/d/big.bin"),
+        &back.display().to_string(),
+    ]);
+    assert_eq!(
+        std::fs::read(&back).unwrap(),
+        big,
+        "9 MB through gcs, byte for byte"
+    );
+
+    run(&[
+        "mv",
+        "-r",
+        &format!("{on_gcs}/copy"),
+        &format!("{on_s3}/moved"),
+    ]);
+    let moved = run(&["find", &format!("{on_s3}/moved")]);
+    assert!(
+        moved.contains("moved/a.txt") && moved.contains("moved/d/big.bin"),
+        "{moved}"
+    );
+    let left = cairn(
+        &options
+            .iter()
+            .map(String::as_str)
+            .chain(["ls", &format!("{on_gcs}/copy")])
+            .collect::<Vec<_>>(),
+    );
+    assert!(
+        !left.status.success(),
+        "the moved sources are gone from gcs"
+    );
+    run(&["rm", "-r", &on_s3]);
+}

@@ -130,7 +130,10 @@ pub(crate) async fn prepare_output(
     checkpointed: bool,
 ) -> Result<()> {
     match mode {
-        SaveMode::Overwrite if fs.exists(dir).await? => fs.rm(dir, true, None).await?,
+        SaveMode::Overwrite if fs.exists(dir).await? => {
+            fs.rm_with(dir, cairn_fs::TreeOptions::new().recursive(true))
+                .await?
+        }
         SaveMode::ErrorIfExists if nothing_committed => {
             if let Some(first) = first_file(fs, dir).await? {
                 return Err(Error::Plan {

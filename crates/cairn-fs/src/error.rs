@@ -357,7 +357,7 @@ pub(crate) fn from_opendal(err: opendal::Error, url: &str, bucket: Option<&str>)
         // The credential loader found no credentials anywhere it looks.
         _ if credentials == Some(reqsign_core::ErrorKind::CredentialInvalid) => (
             ErrorKind::PermissionDenied,
-            format!("no valid credentials were found; {}", credential_hint(url)),
+            format!("no credentials were found; {}", credential_hint(url)),
         ),
         _ => (ErrorKind::Other, GENERIC_FAILURE.to_string()),
     };

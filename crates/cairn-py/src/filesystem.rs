@@ -75,7 +75,16 @@ impl NativeFileSystem {
         maxdepth: Option<usize>,
         withdirs: bool,
     ) -> PyResult<Vec<Entry>> {
-        let found = wait(py, self.fs.find(path, maxdepth, withdirs)).map_err(to_py)?;
+        let found = wait(
+            py,
+            self.fs.find_with(
+                path,
+                cairn_fs::FindOptions::new()
+                    .max_depth_opt(maxdepth)
+                    .with_dirs(withdirs),
+            ),
+        )
+        .map_err(to_py)?;
         Ok(found.into_iter().map(entry).collect())
     }
 
@@ -174,7 +183,16 @@ impl NativeFileSystem {
         maxdepth: Option<usize>,
     ) -> PyResult<()> {
         let refs: Vec<&str> = paths.iter().map(String::as_str).collect();
-        wait(py, self.fs.rm_list(&refs, recursive, maxdepth)).map_err(to_py)
+        wait(
+            py,
+            self.fs.rm_list(
+                &refs,
+                cairn_fs::TreeOptions::new()
+                    .recursive(recursive)
+                    .max_depth_opt(maxdepth),
+            ),
+        )
+        .map_err(to_py)
     }
 
     fn mkdir(&self, py: Python<'_>, path: &str) -> PyResult<()> {
@@ -187,21 +205,31 @@ impl NativeFileSystem {
 
     #[pyo3(signature = (src, dst, recursive=false))]
     fn cp(&self, py: Python<'_>, src: &str, dst: &str, recursive: bool) -> PyResult<()> {
-        wait(py, self.fs.cp(src, dst, recursive, None)).map_err(to_py)
+        wait(
+            py,
+            self.fs
+                .cp_with(src, dst, cairn_fs::TreeOptions::new().recursive(recursive)),
+        )
+        .map_err(to_py)
     }
 
     #[pyo3(signature = (src, dst, recursive=false))]
     fn mv(&self, py: Python<'_>, src: &str, dst: &str, recursive: bool) -> PyResult<()> {
-        wait(py, self.fs.mv(src, dst, recursive, None)).map_err(to_py)
+        wait(
+            py,
+            self.fs
+                .mv_with(src, dst, cairn_fs::TreeOptions::new().recursive(recursive)),
+        )
+        .map_err(to_py)
     }
 
     /// Uploads the local file `local` to `dst`.
     fn put_file(&self, py: Python<'_>, local: &str, dst: &str) -> PyResult<()> {
-        wait(py, self.fs.put(local, dst, false, None)).map_err(to_py)
+        wait(py, self.fs.put(local, dst)).map_err(to_py)
     }
 
     /// Downloads `src` to the local file `local`.
     fn get_file(&self, py: Python<'_>, src: &str, local: &str) -> PyResult<()> {
-        wait(py, self.fs.get(src, local, false, None)).map_err(to_py)
+        wait(py, self.fs.get(src, local)).map_err(to_py)
     }
 }

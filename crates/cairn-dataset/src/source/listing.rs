@@ -52,7 +52,7 @@ pub(super) async fn list_inputs(
         // A directory's files of other formats, for the error if none fits.
         let mut others: Vec<FileInfo> = Vec::new();
         if path.contains(['*', '?', '[']) {
-            for name in fs.glob(&path, None).await? {
+            for name in fs.glob(&path).await? {
                 let info = fs.info(&name).await?;
                 if !info.is_dir() {
                     found.push(info);
@@ -61,7 +61,7 @@ pub(super) async fn list_inputs(
         } else {
             let info = fs.info(&path).await?;
             if info.is_dir() {
-                for entry in fs.find(&path, None, false).await? {
+                for entry in fs.find(&path).await? {
                     let base = base_name(&entry.name);
                     if has_extension(base, extensions) && !base.starts_with(['.', '_']) {
                         found.push(entry);

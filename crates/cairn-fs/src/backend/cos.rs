@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use super::s3::{ChecksumHeader, S3Backend, S3Config, S3Flavor, STRING_OPTIONS};
+use super::s3::{ChecksumHeader, S3Backend, S3Config, S3Flavor, string_options};
 use super::{Backend, BackendFactory, Layout};
 use crate::error::Result;
 use crate::hooks::ContentMd5OnMultiDelete;
@@ -21,7 +21,7 @@ pub const COS: S3Flavor = S3Flavor {
     region_env: &["TENCENTCLOUD_REGION"],
     endpoint_env: &[],
     default_region: None,
-    regional_endpoint: |region| format!("https://cos.{region}.myqcloud.com"),
+    regional_endpoint: super::shared::cos_endpoint,
     virtual_by_default: Some(true),
     botocore_env: false,
     checksum: ChecksumHeader::ContentMd5,
@@ -48,7 +48,7 @@ impl BackendFactory for CosFactory {
         Layout::Bucketed
     }
     fn string_options(&self) -> &[&str] {
-        STRING_OPTIONS
+        string_options()
     }
     fn listings_cache_default(&self) -> bool {
         false

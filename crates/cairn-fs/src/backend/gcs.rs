@@ -196,13 +196,13 @@ impl BackendFactory for GcsFactory {
                 format!("http://{e}")
             }
         });
-        if let Some(endpoint) = &endpoint
-            && url::Url::parse(endpoint).is_err()
-        {
-            return Err(Error::new(
-                ErrorKind::Config,
-                format!("the gcs endpoint {endpoint:?} is not a URL; write it as http://host:port"),
-            ));
+        if let Some(endpoint) = &endpoint {
+            super::shared::check_http_endpoint(
+                "gcs",
+                endpoint,
+                "option gcs.endpoint or STORAGE_EMULATOR_HOST",
+                "http://host:port",
+            )?;
         }
         Ok(Arc::new(GcsBackend {
             config,

@@ -101,14 +101,12 @@ impl BackendFactory for OssFactory {
                 "oss needs an endpoint such as https://oss-cn-hangzhou.aliyuncs.com: set oss.endpoint or OSS_ENDPOINT",
             ));
         };
-        if !matches!(url::Url::parse(endpoint), Ok(u) if matches!(u.scheme(), "http" | "https")) {
-            return Err(Error::new(
-                ErrorKind::Config,
-                format!(
-                    "the oss endpoint {endpoint:?} is not an http(s) URL; write it as https://oss-<region>.aliyuncs.com"
-                ),
-            ));
-        }
+        super::shared::check_http_endpoint(
+            "oss",
+            endpoint,
+            "option oss.endpoint or OSS_ENDPOINT",
+            "https://oss-<region>.aliyuncs.com",
+        )?;
         if let Some(style) = config.text_value("addressing_style")
             && !matches!(style, "virtual" | "path" | "cname")
         {

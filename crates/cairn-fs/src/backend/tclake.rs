@@ -57,8 +57,13 @@ mod enabled {
     };
     use opendal::Operator;
 
+    use super::super::cos::COS;
     use super::super::flat::{FlatConfig, Kind, Spec, text_names};
-    use super::super::{Backend, BackendFactory, ConditionalWrites, Layout, open_operator};
+    use super::super::s3::{S3Backend, S3Config};
+    use super::super::shared::cos_endpoint;
+    use super::super::{
+        Backend, BackendFactory, ConditionalWrites, IoPolicy, Layout, open_operator,
+    };
 
     /// The factory of `tclake://` (feature `tclake`).
     ///
@@ -70,7 +75,7 @@ mod enabled {
     pub struct TclakeFactory;
     use crate::error::{Error, ErrorKind, Result};
     use crate::hooks::{ContentMd5OnMultiDelete, RequestHook};
-    use crate::options::{BackendOptions, ConfigLine, Environment};
+    use crate::options::{BackendOptions, ConfigLine, Environment, Source};
 
     const SPECS: &[Spec] = &[
         Spec {
@@ -165,42 +170,44 @@ mod enabled {
             if let Some(endpoint) = config.text_value("endpoint") {
                 settings.endpoint = endpoint.to_string();
             }
-            let virtual_host = match config.text_value("addressing_style") {
-                None | Some("virtual") | Some("auto") => true,
-                Some("path") => false,
-                Some(other) => {
-                    return Err(Error::new(
-                        ErrorKind::Config,
-                        format!("tclake.addressing_style {other:?} is not one of virtual, path"),
-                    ));
-                }
-            };
+            // The files of every volume are on COS: the S3 backend with COS
+            // settings, credentials from the volume's provider (no static
+            // keys: the environment is not consulted for them).
+            let mut cos = BackendOptions::new("tclake");
+            let source = |name: &str| Source::Option(format!("tclake.{name}"));
+            cos.set("region", region.clone().into(), source("region"));
             let cos_endpoint = config
                 .text_value("cos_endpoint")
                 .map(str::to_string)
-                .unwrap_or_else(|| format!("https://cos.{region}.myqcloud.com"));
+                .unwrap_or_else(|| cos_endpoint(&region));
+            cos.set("endpoint_url", cos_endpoint.into(), source("cos_endpoint"));
+            if let Some(style) = config.text_value("addressing_style") {
+                cos.set(
+                    "config_kwargs",
+                    serde_json::json!({"s3": {"addressing_style": style}}),
+                    source("addressing_style"),
+                );
+            }
+            let s3 = S3Backend {
+                protocol: "tclake",
+                config: S3Config::resolve_flavor(&COS, &cos, &Environment::default())?,
+                hooks: vec![Arc::new(ContentMd5OnMultiDelete)],
+            };
             // Built now, so a bad endpoint is a configuration error; the
             // credential providers of every volume send through it.
             let client =
                 CatalogClient::new(settings, reqwest::Client::new()).map_err(tclake_error)?;
-            Ok(Arc::new(TclakeBackend {
-                config,
-                client,
-                region,
-                cos_endpoint,
-                virtual_host,
-            }))
+            Ok(Arc::new(TclakeBackend { config, client, s3 }))
         }
     }
 
-    /// A configured tclake backend: one operator per volume.
+    /// A configured tclake backend: one operator per volume, each the S3
+    /// backend's (COS settings) with the volume's root and credentials.
     #[derive(Debug)]
     pub struct TclakeBackend {
         config: FlatConfig,
         client: CatalogClient,
-        region: String,
-        cos_endpoint: String,
-        virtual_host: bool,
+        s3: S3Backend,
     }
 
     /// Maps a catalog error to a cairn error of the right kind.
@@ -231,17 +238,12 @@ mod enabled {
                     .await
                     .map_err(tclake_error)?;
                 let credentials = VolumeCredentialProvider::new(self.client.clone(), volume);
-                let mut builder = opendal::services::S3::default()
-                    .bucket(&location.bucket)
+                let service = self
+                    .s3
+                    .service(&location.bucket)
                     .root(&format!("/{}", location.prefix))
-                    .region(&self.region)
-                    .endpoint(&self.cos_endpoint)
-                    .disable_ec2_metadata()
                     .credential_provider_chain(credentials.into_chain());
-                if self.virtual_host {
-                    builder = builder.enable_virtual_host_style();
-                }
-                open_operator(builder, "tclake", root)
+                open_operator(service, "tclake", root)
             })
         }
 
@@ -257,8 +259,16 @@ mod enabled {
             self.config.describe()
         }
 
+        fn endpoint(&self) -> Option<String> {
+            self.s3.endpoint()
+        }
+
+        fn io_policy(&self) -> IoPolicy {
+            self.s3.io_policy()
+        }
+
         fn request_hooks(&self) -> Vec<Arc<dyn RequestHook>> {
-            vec![Arc::new(ContentMd5OnMultiDelete)]
+            self.s3.request_hooks()
         }
     }
 }

@@ -9,6 +9,10 @@
 
 use std::collections::BTreeMap;
 
+use super::walk_options::TreeOptions;
+
+/// Called with the bytes written as a transfer's data flows (a progress bar).
+pub type TransferProgress = std::sync::Arc<dyn Fn(u64) + Send + Sync>;
 use super::{FileSystem, FileType};
 use crate::error::{ErrorKind, Result};
 use crate::options::StorageOptions;
@@ -79,18 +83,28 @@ impl FileSystem {
     /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
     /// let fs = cairn_fs::FileSystem::new("memory", &cairn_fs::StorageOptions::new()).unwrap();
     /// fs.pipe("/cp-doc/src/a", "1".into(), cairn_fs::WriteMode::Overwrite).await.unwrap();
-    /// fs.cp("/cp-doc/src/", "/cp-doc/dst", true, None).await.unwrap();
+    /// fs.cp_with("/cp-doc/src/", "/cp-doc/dst", cairn_fs::TreeOptions::new().recursive(true)).await.unwrap();
     /// assert_eq!(fs.cat("/cp-doc/dst/a").await.unwrap(), "1");
     /// # })
     /// ```
-    pub async fn cp(
-        &self,
-        src: &str,
-        dst: &str,
-        recursive: bool,
-        maxdepth: Option<usize>,
-    ) -> Result<()> {
-        transfer(self, Sources::One(src), self, dst, recursive, maxdepth).await
+    pub async fn cp(&self, src: &str, dst: &str) -> Result<()> {
+        self.cp_with(src, dst, TreeOptions::new()).await
+    }
+
+    /// [`FileSystem::cp`] with options: `recursive` for directories (at
+    /// most `max_depth` levels down).
+    pub async fn cp_with(&self, src: &str, dst: &str, options: TreeOptions) -> Result<()> {
+        let (recursive, maxdepth) = (options.recursive, options.max_depth);
+        transfer(
+            self,
+            Sources::One(src),
+            self,
+            dst,
+            recursive,
+            maxdepth,
+            None,
+        )
+        .await
     }
 
     /// Copies a list of paths into the directory `dst`, each by its base name.
@@ -100,12 +114,13 @@ impl FileSystem {
     /// let fs = cairn_fs::FileSystem::new("memory", &cairn_fs::StorageOptions::new()).unwrap();
     /// fs.pipe("/cpl-doc/x/a", "1".into(), cairn_fs::WriteMode::Overwrite).await.unwrap();
     /// fs.pipe("/cpl-doc/y/b", "2".into(), cairn_fs::WriteMode::Overwrite).await.unwrap();
-    /// fs.cp_list(&["/cpl-doc/x/a", "/cpl-doc/y/b"], "/cpl-doc/out/", false).await.unwrap();
+    /// fs.cp_list(&["/cpl-doc/x/a", "/cpl-doc/y/b"], "/cpl-doc/out/", cairn_fs::TreeOptions::new()).await.unwrap();
     /// assert!(fs.isfile("/cpl-doc/out/b").await.unwrap());
     /// # })
     /// ```
-    pub async fn cp_list(&self, srcs: &[&str], dst: &str, recursive: bool) -> Result<()> {
-        transfer(self, Sources::Many(srcs), self, dst, recursive, None).await
+    pub async fn cp_list(&self, srcs: &[&str], dst: &str, options: TreeOptions) -> Result<()> {
+        let recursive = options.recursive;
+        transfer(self, Sources::Many(srcs), self, dst, recursive, None, None).await
     }
 
     /// Moves: copies (any missing source is an error) then removes the sources.
@@ -115,26 +130,42 @@ impl FileSystem {
     /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
     /// let fs = cairn_fs::FileSystem::new("memory", &cairn_fs::StorageOptions::new()).unwrap();
     /// fs.pipe("/mv-doc/a", "1".into(), cairn_fs::WriteMode::Overwrite).await.unwrap();
-    /// fs.mv("/mv-doc/a", "/mv-doc/b", false, None).await.unwrap();
+    /// fs.mv("/mv-doc/a", "/mv-doc/b").await.unwrap();
     /// assert!(!fs.exists("/mv-doc/a").await.unwrap());
     /// assert_eq!(fs.cat("/mv-doc/b").await.unwrap(), "1");
     /// # })
     /// ```
-    pub async fn mv(
-        &self,
-        src: &str,
-        dst: &str,
-        recursive: bool,
-        maxdepth: Option<usize>,
-    ) -> Result<()> {
+    pub async fn mv(&self, src: &str, dst: &str) -> Result<()> {
+        self.mv_with(src, dst, TreeOptions::new()).await
+    }
+
+    /// [`FileSystem::mv`] with options: `recursive` for directories (at
+    /// most `max_depth` levels down).
+    pub async fn mv_with(&self, src: &str, dst: &str, options: TreeOptions) -> Result<()> {
+        let (recursive, maxdepth) = (options.recursive, options.max_depth);
         if self.strip(src)? == self.strip(dst)? {
             return Ok(());
         }
         if let Some(()) = self.try_rename(src, dst).await? {
             return Ok(());
         }
-        transfer(self, Sources::One(src), self, dst, recursive, maxdepth).await?;
-        self.rm(src, recursive, maxdepth).await
+        transfer(
+            self,
+            Sources::One(src),
+            self,
+            dst,
+            recursive,
+            maxdepth,
+            None,
+        )
+        .await?;
+        self.rm_with(
+            src,
+            crate::TreeOptions::new()
+                .recursive(recursive)
+                .max_depth_opt(maxdepth),
+        )
+        .await
     }
 
     /// Uploads from the local filesystem, fsspec's `put`.
@@ -142,16 +173,17 @@ impl FileSystem {
     /// ```no_run
     /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
     /// let fs = cairn_fs::FileSystem::new("memory", &cairn_fs::StorageOptions::new()).unwrap();
-    /// fs.put("/tmp/data/", "/uploaded", true, None).await.unwrap();
+    /// fs.put_with("/tmp/data/", "/uploaded", cairn_fs::TreeOptions::new().recursive(true)).await.unwrap();
     /// # })
     /// ```
-    pub async fn put(
-        &self,
-        local: &str,
-        dst: &str,
-        recursive: bool,
-        maxdepth: Option<usize>,
-    ) -> Result<()> {
+    pub async fn put(&self, local: &str, dst: &str) -> Result<()> {
+        self.put_with(local, dst, TreeOptions::new()).await
+    }
+
+    /// [`FileSystem::put`] with options: `recursive` for directories (at
+    /// most `max_depth` levels down).
+    pub async fn put_with(&self, local: &str, dst: &str, options: TreeOptions) -> Result<()> {
+        let (recursive, maxdepth) = (options.recursive, options.max_depth);
         let local_fs = FileSystem::new("file", &StorageOptions::new())?;
         transfer(
             &local_fs,
@@ -160,6 +192,7 @@ impl FileSystem {
             dst,
             recursive,
             maxdepth,
+            None,
         )
         .await
     }
@@ -169,16 +202,17 @@ impl FileSystem {
     /// ```no_run
     /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
     /// let fs = cairn_fs::FileSystem::new("memory", &cairn_fs::StorageOptions::new()).unwrap();
-    /// fs.get("/uploaded/", "/tmp/copy", true, None).await.unwrap();
+    /// fs.get_with("/uploaded/", "/tmp/copy", cairn_fs::TreeOptions::new().recursive(true)).await.unwrap();
     /// # })
     /// ```
-    pub async fn get(
-        &self,
-        src: &str,
-        local: &str,
-        recursive: bool,
-        maxdepth: Option<usize>,
-    ) -> Result<()> {
+    pub async fn get(&self, src: &str, local: &str) -> Result<()> {
+        self.get_with(src, local, TreeOptions::new()).await
+    }
+
+    /// [`FileSystem::get`] with options: `recursive` for directories (at
+    /// most `max_depth` levels down).
+    pub async fn get_with(&self, src: &str, local: &str, options: TreeOptions) -> Result<()> {
+        let (recursive, maxdepth) = (options.recursive, options.max_depth);
         let local_fs = FileSystem::new("file", &StorageOptions::new())?;
         transfer(
             self,
@@ -187,6 +221,7 @@ impl FileSystem {
             local,
             recursive,
             maxdepth,
+            None,
         )
         .await
     }
@@ -236,12 +271,22 @@ impl FileSystem {
     /// ```no_run
     /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
     /// let fs = cairn_fs::FileSystem::new("memory", &cairn_fs::StorageOptions::new()).unwrap();
-    /// fs.put_list(&["/tmp/a.txt", "/tmp/b.txt"], "/up/", false).await.unwrap();
+    /// fs.put_list(&["/tmp/a.txt", "/tmp/b.txt"], "/up/", cairn_fs::TreeOptions::new()).await.unwrap();
     /// # })
     /// ```
-    pub async fn put_list(&self, locals: &[&str], dst: &str, recursive: bool) -> Result<()> {
+    pub async fn put_list(&self, locals: &[&str], dst: &str, options: TreeOptions) -> Result<()> {
+        let recursive = options.recursive;
         let local_fs = FileSystem::new("file", &StorageOptions::new())?;
-        transfer(&local_fs, Sources::Many(locals), self, dst, recursive, None).await
+        transfer(
+            &local_fs,
+            Sources::Many(locals),
+            self,
+            dst,
+            recursive,
+            None,
+            None,
+        )
+        .await
     }
 
     /// Downloads a list of paths into the local directory `local`, each by its base name.
@@ -249,12 +294,22 @@ impl FileSystem {
     /// ```no_run
     /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
     /// let fs = cairn_fs::FileSystem::new("memory", &cairn_fs::StorageOptions::new()).unwrap();
-    /// fs.get_list(&["/up/a.txt", "/up/b.txt"], "/tmp/down/", false).await.unwrap();
+    /// fs.get_list(&["/up/a.txt", "/up/b.txt"], "/tmp/down/", cairn_fs::TreeOptions::new()).await.unwrap();
     /// # })
     /// ```
-    pub async fn get_list(&self, srcs: &[&str], local: &str, recursive: bool) -> Result<()> {
+    pub async fn get_list(&self, srcs: &[&str], local: &str, options: TreeOptions) -> Result<()> {
+        let recursive = options.recursive;
         let local_fs = FileSystem::new("file", &StorageOptions::new())?;
-        transfer(self, Sources::Many(srcs), &local_fs, local, recursive, None).await
+        transfer(
+            self,
+            Sources::Many(srcs),
+            &local_fs,
+            local,
+            recursive,
+            None,
+            None,
+        )
+        .await
     }
 
     /// Renames one file in place when the store can (POSIX rename).
@@ -283,9 +338,66 @@ impl FileSystem {
         Ok(Some(()))
     }
 
+    /// Copies `src` on this filesystem to `dst` on another (`dst_fs`, any
+    /// protocol) with fsspec's `cp` rules; `progress`, when given, is called
+    /// with the bytes written as the data flows.
+    ///
+    /// ```
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// use cairn_fs::{FileSystem, StorageOptions, TreeOptions, WriteMode};
+    /// let mem = FileSystem::new("memory", &StorageOptions::new()).unwrap();
+    /// mem.pipe("/cpto-doc/d/a", "abc".into(), WriteMode::Overwrite).await.unwrap();
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let local = FileSystem::new("file", &StorageOptions::new()).unwrap();
+    /// let target = format!("{}/out", dir.path().display());
+    /// mem.cp_to("/cpto-doc/d", &local, &target, TreeOptions::new().recursive(true), None).await.unwrap();
+    /// assert_eq!(local.cat(&format!("{target}/a")).await.unwrap(), "abc");
+    /// # })
+    /// ```
+    pub async fn cp_to(
+        &self,
+        src: &str,
+        dst_fs: &FileSystem,
+        dst: &str,
+        options: TreeOptions,
+        progress: Option<TransferProgress>,
+    ) -> Result<()> {
+        transfer(
+            self,
+            Sources::One(src),
+            dst_fs,
+            dst,
+            options.recursive,
+            options.max_depth,
+            progress.as_ref(),
+        )
+        .await
+    }
+
+    /// Moves `src` on this filesystem to `dst` on another: [`FileSystem::cp_to`],
+    /// then, once every file is copied, removes the sources (a failed copy
+    /// removes nothing).
+    pub async fn mv_to(
+        &self,
+        src: &str,
+        dst_fs: &FileSystem,
+        dst: &str,
+        options: TreeOptions,
+        progress: Option<TransferProgress>,
+    ) -> Result<()> {
+        self.cp_to(src, dst_fs, dst, options, progress).await?;
+        self.rm_with(src, options).await
+    }
+
     /// Copies one file from `src` (on `self`) to `dst` on `dst_fs`: server-side
     /// within one bucket when the store can, streamed otherwise.
-    pub(crate) async fn copy_file(&self, src: &str, dst_fs: &FileSystem, dst: &str) -> Result<()> {
+    pub(crate) async fn copy_file(
+        &self,
+        src: &str,
+        dst_fs: &FileSystem,
+        dst: &str,
+        progress: Option<&TransferProgress>,
+    ) -> Result<()> {
         let from = self.locate(src).await?;
         let to = dst_fs.locate(dst).await?;
         let same_store = std::ptr::eq(
@@ -298,7 +410,7 @@ impl FileSystem {
                 .await
                 .map_err(|e| self.error(e, &from))?;
         } else {
-            self.stream_file(&from, dst_fs, &to).await?;
+            self.stream_file(&from, dst_fs, &to, progress).await?;
         }
         dst_fs.cache().invalidate(&to.path);
         Ok(())
@@ -312,7 +424,7 @@ async fn copy_pairs(
     pairs: &[(&str, &str)],
 ) -> Result<()> {
     for (src, dst) in pairs {
-        src_fs.copy_file(src, dst_fs, dst).await?;
+        src_fs.copy_file(src, dst_fs, dst, None).await?;
     }
     Ok(())
 }
@@ -327,6 +439,7 @@ async fn transfer(
     dst: &str,
     recursive: bool,
     maxdepth: Option<usize>,
+    progress: Option<&TransferProgress>,
 ) -> Result<()> {
     let raw: Vec<&str> = match sources {
         Sources::One(s) => vec![s],
@@ -360,8 +473,8 @@ async fn transfer(
                     dst_fs.mkdir(p2).await?;
                 }
             }
-            Some(FileType::File) => src_fs.copy_file(p1, dst_fs, p2).await?,
-            None => match src_fs.copy_file(p1, dst_fs, p2).await {
+            Some(FileType::File) => src_fs.copy_file(p1, dst_fs, p2, progress).await?,
+            None => match src_fs.copy_file(p1, dst_fs, p2, progress).await {
                 Err(e) if e.kind() == ErrorKind::NotFound && !missing_is_error => {}
                 other => other?,
             },

@@ -549,6 +549,7 @@ impl FileSystem {
         loc: &Location,
         dst_fs: &FileSystem,
         dst: &Location,
+        progress: Option<&super::copy::TransferProgress>,
     ) -> Result<()> {
         let reader = loc
             .op
@@ -569,9 +570,13 @@ impl FileSystem {
             .await
             .map_err(|e| dst_fs.error(e, dst))?;
         while let Some(buf) = stream.try_next().await.map_err(|e| self.error(e, loc))? {
+            let len = buf.len() as u64;
             if let Err(e) = writer.write(buf).await {
                 let _ = writer.abort().await;
                 return Err(dst_fs.error(e, dst));
+            }
+            if let Some(report) = progress {
+                report(len);
             }
         }
         writer.close().await.map_err(|e| dst_fs.error(e, dst))?;

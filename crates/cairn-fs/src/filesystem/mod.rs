@@ -29,12 +29,14 @@ mod operators;
 mod paths;
 mod remove;
 mod walk;
+mod walk_options;
 
 pub use builder::{FileSystemBuilder, build_checkpoint_filesystem};
 pub(crate) use io::{CHUNK, CONCURRENCY, is_staging_file};
 pub(crate) use paths::Location;
+pub use walk_options::{FindOptions, TreeOptions};
 
-pub use copy::other_paths;
+pub use copy::{TransferProgress, other_paths};
 pub use info::{DiskUsage, FileInfo, FileType};
 pub use io::{FileReader, FileWriter, WriteMode};
 

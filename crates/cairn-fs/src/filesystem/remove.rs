@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use futures::{StreamExt, TryStreamExt, stream};
 
+use super::walk_options::TreeOptions;
 use super::{FileSystem, FileType, Location};
 use crate::error::{Error, ErrorKind, Result};
 
@@ -101,13 +102,28 @@ impl FileSystem {
     /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
     /// let fs = cairn_fs::FileSystem::new("memory", &cairn_fs::StorageOptions::new()).unwrap();
     /// fs.pipe("/rm-doc/d/f", "x".into(), cairn_fs::WriteMode::Overwrite).await.unwrap();
-    /// assert!(fs.rm("/rm-doc/d", false, None).await.is_err());
-    /// fs.rm("/rm-doc/d", true, None).await.unwrap();
+    /// assert!(fs.rm("/rm-doc/d").await.is_err());
+    /// fs.rm_with("/rm-doc/d", cairn_fs::TreeOptions::new().recursive(true)).await.unwrap();
     /// assert!(!fs.exists("/rm-doc/d").await.unwrap());
     /// # })
     /// ```
-    pub async fn rm(&self, path: &str, recursive: bool, maxdepth: Option<usize>) -> Result<()> {
-        self.rm_list(&[path], recursive, maxdepth).await
+    pub async fn rm(&self, path: &str) -> Result<()> {
+        self.rm_with(path, TreeOptions::new()).await
+    }
+
+    /// [`FileSystem::rm`] with options: `recursive` removes a directory and
+    /// everything under it (at most `max_depth` levels).
+    ///
+    /// ```
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let fs = cairn_fs::FileSystem::new("memory", &cairn_fs::StorageOptions::new()).unwrap();
+    /// fs.pipe("/rmw-doc/d/f", "x".into(), cairn_fs::WriteMode::Overwrite).await.unwrap();
+    /// fs.rm_with("/rmw-doc/d", cairn_fs::TreeOptions::new().recursive(true)).await.unwrap();
+    /// assert!(!fs.exists("/rmw-doc/d").await.unwrap());
+    /// # })
+    /// ```
+    pub async fn rm_with(&self, path: &str, options: TreeOptions) -> Result<()> {
+        self.rm_list(&[path], options).await
     }
 
     /// [`FileSystem::rm`] over several paths.
@@ -117,16 +133,12 @@ impl FileSystem {
     /// let fs = cairn_fs::FileSystem::new("memory", &cairn_fs::StorageOptions::new()).unwrap();
     /// fs.pipe("/rml-doc/a", "x".into(), cairn_fs::WriteMode::Overwrite).await.unwrap();
     /// fs.pipe("/rml-doc/b", "x".into(), cairn_fs::WriteMode::Overwrite).await.unwrap();
-    /// fs.rm_list(&["/rml-doc/a", "/rml-doc/b"], false, None).await.unwrap();
+    /// fs.rm_list(&["/rml-doc/a", "/rml-doc/b"], cairn_fs::TreeOptions::new()).await.unwrap();
     /// assert!(!fs.exists("/rml-doc/a").await.unwrap());
     /// # })
     /// ```
-    pub async fn rm_list(
-        &self,
-        paths: &[&str],
-        recursive: bool,
-        maxdepth: Option<usize>,
-    ) -> Result<()> {
+    pub async fn rm_list(&self, paths: &[&str], options: TreeOptions) -> Result<()> {
+        let (recursive, maxdepth) = (options.recursive, options.max_depth);
         let expanded = self.expand(paths, recursive, maxdepth).await?;
         if let Some((missing, _)) = expanded.iter().find(|(_, kind)| kind.is_none()) {
             return Err(Error::new(ErrorKind::NotFound, "no such file or directory")

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use globset::GlobBuilder;
 
 use super::info::{list_keys_from, list_recursive};
+use super::walk_options::{FindOptions, TreeOptions};
 use super::{FileInfo, FileSystem, FileType};
 use crate::error::{Error, ErrorKind, Result};
 use crate::filesystem::info::DiskUsage;
@@ -21,17 +22,31 @@ impl FileSystem {
     /// for p in ["/find-doc/a", "/find-doc/sub/b"] {
     ///     fs.pipe(p, "x".into(), cairn_fs::WriteMode::Overwrite).await.unwrap();
     /// }
-    /// let names: Vec<_> = fs.find("/find-doc", None, false).await.unwrap().into_iter().map(|i| i.name).collect();
+    /// let names: Vec<_> = fs.find("/find-doc").await.unwrap().into_iter().map(|i| i.name).collect();
     /// assert_eq!(names, ["/find-doc/a", "/find-doc/sub/b"]);
-    /// assert_eq!(fs.find("/find-doc", Some(1), true).await.unwrap().len(), 3);
+    /// assert_eq!(fs.find_with("/find-doc", cairn_fs::FindOptions::new().max_depth(1).with_dirs(true)).await.unwrap().len(), 3);
     /// # })
     /// ```
-    pub async fn find(
-        &self,
-        path: &str,
-        maxdepth: Option<usize>,
-        withdirs: bool,
-    ) -> Result<Vec<FileInfo>> {
+    pub async fn find(&self, path: &str) -> Result<Vec<FileInfo>> {
+        self.find_with(path, FindOptions::new()).await
+    }
+
+    /// [`FileSystem::find`] with options: how deep, and whether directories
+    /// are listed too (fsspec's `maxdepth`, `withdirs`).
+    ///
+    /// ```
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// use cairn_fs::FindOptions;
+    /// let fs = cairn_fs::FileSystem::new("memory", &cairn_fs::StorageOptions::new()).unwrap();
+    /// for p in ["/findw-doc/a", "/findw-doc/sub/b"] {
+    ///     fs.pipe(p, "x".into(), cairn_fs::WriteMode::Overwrite).await.unwrap();
+    /// }
+    /// let found = fs.find_with("/findw-doc", FindOptions::new().max_depth(1).with_dirs(true)).await.unwrap();
+    /// assert_eq!(found.len(), 3);
+    /// # })
+    /// ```
+    pub async fn find_with(&self, path: &str, options: FindOptions) -> Result<Vec<FileInfo>> {
+        let (maxdepth, withdirs) = (options.max_depth, options.with_dirs);
         if maxdepth == Some(0) {
             return Err(Error::new(ErrorKind::Config, "maxdepth must be at least 1"));
         }
@@ -87,11 +102,26 @@ impl FileSystem {
     /// for p in ["/glob-doc/a1.txt", "/glob-doc/a2.csv", "/glob-doc/d/a3.txt"] {
     ///     fs.pipe(p, "x".into(), cairn_fs::WriteMode::Overwrite).await.unwrap();
     /// }
-    /// assert_eq!(fs.glob("/glob-doc/*.txt", None).await.unwrap(), ["/glob-doc/a1.txt"]);
-    /// assert_eq!(fs.glob("/glob-doc/**/*.txt", None).await.unwrap().len(), 2);
+    /// assert_eq!(fs.glob("/glob-doc/*.txt").await.unwrap(), ["/glob-doc/a1.txt"]);
+    /// assert_eq!(fs.glob("/glob-doc/**/*.txt").await.unwrap().len(), 2);
     /// # })
     /// ```
-    pub async fn glob(&self, pattern: &str, maxdepth: Option<usize>) -> Result<Vec<String>> {
+    pub async fn glob(&self, pattern: &str) -> Result<Vec<String>> {
+        self.glob_with(pattern, FindOptions::new()).await
+    }
+
+    /// [`FileSystem::glob`] descending at most `options.max_depth` levels.
+    ///
+    /// ```
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let fs = cairn_fs::FileSystem::new("memory", &cairn_fs::StorageOptions::new()).unwrap();
+    /// fs.pipe("/globw-doc/d/a.txt", "x".into(), cairn_fs::WriteMode::Overwrite).await.unwrap();
+    /// let shallow = fs.glob_with("/globw-doc/**", cairn_fs::FindOptions::new().max_depth(1)).await.unwrap();
+    /// assert_eq!(shallow, ["/globw-doc/d"]);
+    /// # })
+    /// ```
+    pub async fn glob_with(&self, pattern: &str, options: FindOptions) -> Result<Vec<String>> {
+        let maxdepth = options.max_depth;
         Ok(self
             .glob_detail(pattern, maxdepth)
             .await?
@@ -155,7 +185,13 @@ impl FileSystem {
             )
             .with_url(pattern));
         } else {
-            self.find(&root, depth, true).await?
+            self.find_with(
+                &root,
+                crate::FindOptions::new()
+                    .max_depth_opt(depth)
+                    .with_dirs(true),
+            )
+            .await?
         };
         Ok(candidates
             .into_iter()
@@ -217,11 +253,28 @@ impl FileSystem {
     /// let fs = cairn_fs::FileSystem::new("memory", &cairn_fs::StorageOptions::new()).unwrap();
     /// fs.pipe("/du-doc/a", "abc".into(), cairn_fs::WriteMode::Overwrite).await.unwrap();
     /// fs.pipe("/du-doc/b/c", "de".into(), cairn_fs::WriteMode::Overwrite).await.unwrap();
-    /// assert_eq!(fs.du("/du-doc", None).await.unwrap(), cairn_fs::DiskUsage { bytes: 5, files: 2 });
+    /// assert_eq!(fs.du("/du-doc").await.unwrap(), cairn_fs::DiskUsage { bytes: 5, files: 2 });
     /// # })
     /// ```
-    pub async fn du(&self, path: &str, maxdepth: Option<usize>) -> Result<DiskUsage> {
-        let files = self.find(path, maxdepth, false).await?;
+    pub async fn du(&self, path: &str) -> Result<DiskUsage> {
+        self.du_with(path, FindOptions::new()).await
+    }
+
+    /// [`FileSystem::du`] over files at most `options.max_depth` levels down.
+    ///
+    /// ```
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let fs = cairn_fs::FileSystem::new("memory", &cairn_fs::StorageOptions::new()).unwrap();
+    /// fs.pipe("/duw-doc/a", "xy".into(), cairn_fs::WriteMode::Overwrite).await.unwrap();
+    /// fs.pipe("/duw-doc/d/b", "xyz".into(), cairn_fs::WriteMode::Overwrite).await.unwrap();
+    /// assert_eq!(fs.du_with("/duw-doc", cairn_fs::FindOptions::new().max_depth(1)).await.unwrap().bytes, 2);
+    /// # })
+    /// ```
+    pub async fn du_with(&self, path: &str, options: FindOptions) -> Result<DiskUsage> {
+        let maxdepth = options.max_depth;
+        let files = self
+            .find_with(path, crate::FindOptions::new().max_depth_opt(maxdepth))
+            .await?;
         Ok(files.iter().fold(DiskUsage::default(), |acc, f| DiskUsage {
             bytes: acc.bytes + f.size,
             files: acc.files + 1,
@@ -238,16 +291,12 @@ impl FileSystem {
     /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
     /// let fs = cairn_fs::FileSystem::new("memory", &cairn_fs::StorageOptions::new()).unwrap();
     /// fs.pipe("/exp-doc/d/f", "x".into(), cairn_fs::WriteMode::Overwrite).await.unwrap();
-    /// let all = fs.expand_path(&["/exp-doc/d"], true, None).await.unwrap();
+    /// let all = fs.expand_path(&["/exp-doc/d"], cairn_fs::TreeOptions::new().recursive(true)).await.unwrap();
     /// assert_eq!(all, ["/exp-doc/d", "/exp-doc/d/f"]);
     /// # })
     /// ```
-    pub async fn expand_path(
-        &self,
-        paths: &[&str],
-        recursive: bool,
-        maxdepth: Option<usize>,
-    ) -> Result<Vec<String>> {
+    pub async fn expand_path(&self, paths: &[&str], options: TreeOptions) -> Result<Vec<String>> {
+        let (recursive, maxdepth) = (options.recursive, options.max_depth);
         Ok(self
             .expand(paths, recursive, maxdepth)
             .await?
@@ -275,7 +324,15 @@ impl FileSystem {
                 let matched = self.glob_detail(&path, maxdepth).await?;
                 if recursive && maxdepth.is_none_or(|d| d > 1) {
                     for m in matched.iter().filter(|m| m.is_dir()) {
-                        for sub in self.find(&m.name, maxdepth.map(|d| d - 1), true).await? {
+                        for sub in self
+                            .find_with(
+                                &m.name,
+                                crate::FindOptions::new()
+                                    .max_depth_opt(maxdepth.map(|d| d - 1))
+                                    .with_dirs(true),
+                            )
+                            .await?
+                        {
                             out.insert(sub.name, Some(sub.kind));
                         }
                     }
@@ -284,7 +341,15 @@ impl FileSystem {
                 continue;
             }
             if recursive && literal.as_ref().is_some_and(|i| i.is_dir()) {
-                for sub in self.find(&path, maxdepth, true).await? {
+                for sub in self
+                    .find_with(
+                        &path,
+                        crate::FindOptions::new()
+                            .max_depth_opt(maxdepth)
+                            .with_dirs(true),
+                    )
+                    .await?
+                {
                     out.insert(sub.name, Some(sub.kind));
                 }
             }
