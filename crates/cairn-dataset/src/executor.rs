@@ -1,4 +1,4 @@
-//! Runs a [`Dataset`]: plan and checks before anything is written, then
+//! Runs a job's [`Plan`]: plan and checks before anything is written, then
 //! workers that each fill one unit at a time (read → drop committed rows →
 //! transform) and commit it with the checkpoint protocol, then clean-up.
 //!
@@ -20,9 +20,10 @@ use cairn_fs::{ErrorKind, FileSystem, WriteMode};
 use futures::StreamExt;
 
 use crate::checks;
-use crate::dataset::{DEFAULT_ROWS_PER_FILE, Dataset, JobContext};
+use crate::context::{DEFAULT_ROWS_PER_FILE, JobContext};
 use crate::error::{Error, Result};
 use crate::ops::{Op, Pipeline, describe_fields, validate_plan};
+use crate::plan::Plan;
 use crate::progress::{JobSummary, Progress};
 use crate::row_hash::ROW_HASH_COLUMN;
 use crate::seen::SeenIds;
@@ -91,9 +92,9 @@ struct Unit {
     started: Option<Instant>,
 }
 
-pub(crate) async fn run(dataset: Dataset, ctx: &JobContext, sink: Sink) -> Result<JobSummary> {
+pub(crate) async fn run(plan: Plan, ctx: &JobContext, sink: Sink) -> Result<JobSummary> {
     let started = Instant::now();
-    let Dataset { source, ops } = dataset;
+    let Plan { source, ops } = plan;
     if ctx.batch_size == 0 {
         return Err(Error::Plan {
             reason: format!(

@@ -10,20 +10,23 @@
 
 mod checks;
 mod command;
+mod context;
 mod dataset;
 mod error;
 mod executor;
 mod interrupt;
 mod ops;
+mod plan;
 mod progress;
 mod row_hash;
 mod seen;
 mod sink;
 mod source;
 
-pub use dataset::{
-    DEFAULT_BATCH_SIZE, DEFAULT_DUPLICATE_CHECK_MAX_IDS, DEFAULT_ROWS_PER_FILE, Dataset, JobContext,
+pub use context::{
+    DEFAULT_BATCH_SIZE, DEFAULT_DUPLICATE_CHECK_MAX_IDS, DEFAULT_ROWS_PER_FILE, JobContext,
 };
+pub use dataset::Dataset;
 pub use error::{Error, Result};
 pub use executor::UNIT_MAX_BYTES;
 pub use interrupt::Interrupt;

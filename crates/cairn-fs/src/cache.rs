@@ -11,8 +11,8 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use crate::entry::FileInfo;
 use crate::error::Result;
-use crate::filesystem::FileInfo;
 use crate::options::{BackendOptions, ConfigLine, Setting, Source, value_as_bool, value_as_f64};
 
 /// Listing-cache settings.

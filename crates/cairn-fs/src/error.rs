@@ -257,21 +257,21 @@ const GENERIC_FAILURE: &str = "the storage operation failed";
 
 /// Names the store behind `err` when it failed or stopped answering (a
 /// 5xx, throttling or network trouble that outlasted the retries), with the
-/// retry budget spent and what to do.
+/// retry budget spent (`max_attempts`, `retry_deadline`) and what to do.
 pub(crate) fn with_store_hint(
     mut err: Error,
     endpoint: &str,
-    policy: &crate::backend::IoPolicy,
+    max_attempts: usize,
+    retry_deadline: Option<std::time::Duration>,
 ) -> Error {
     // Only where nothing better was said (a full store says so itself).
     if err.kind == ErrorKind::RateLimited || err.message == GENERIC_FAILURE {
-        let deadline = policy
-            .retry_deadline
+        let deadline = retry_deadline
             .map(|d| format!(" or {} s", d.as_secs_f64()))
             .unwrap_or_default();
         err.message = format!(
-            "{}: the store at {endpoint} failed or did not answer within {} attempts{deadline}; once it answers again, run the same command to continue (retries: config_kwargs.retries.total_max_attempts, retry_deadline)",
-            err.message, policy.max_attempts
+            "{}: the store at {endpoint} failed or did not answer within {max_attempts} attempts{deadline}; once it answers again, run the same command to continue (retries: config_kwargs.retries.total_max_attempts, retry_deadline)",
+            err.message
         );
     }
     err

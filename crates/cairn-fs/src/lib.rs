@@ -17,6 +17,7 @@
 mod answer;
 pub mod backend;
 mod cache;
+mod entry;
 mod error;
 mod filesystem;
 mod fsspec_env;

@@ -477,9 +477,21 @@ impl ObjectStoreView {
             .await
             .map_err(|e| to_store_error(self.fs.error(e, &loc), &location))?;
         Ok(stream
-            .map_err(move |e| {
-                let io = std::io::Error::from(e);
-                to_store_error(Error::from(io).with_url(fs.url(&loc.path)), &location)
+            .map_err(move |e: std::io::Error| {
+                // OpenDAL's stream errors are its own errors inside io::Error.
+                let err = match e
+                    .into_inner()
+                    .map(|inner| inner.downcast::<opendal::Error>())
+                {
+                    Some(Ok(opendal)) => fs.error(*opendal, &loc),
+                    Some(Err(other)) => Error::new(ErrorKind::Other, "the read failed")
+                        .with_url(fs.url(&loc.path))
+                        .with_source(std::io::Error::other(other)),
+                    None => {
+                        Error::new(ErrorKind::Other, "the read failed").with_url(fs.url(&loc.path))
+                    }
+                };
+                to_store_error(err, &location)
             })
             .boxed())
     }

@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 
 use crate::error::{Error, Result};
 use crate::sign::{CONTENT_TYPE, authorization};
-use crate::volume::VolumeRef;
+use crate::volume_ref::VolumeRef;
 
 /// The API version the calls use.
 pub const API_VERSION: &str = "2024-10-24";

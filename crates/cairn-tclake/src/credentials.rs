@@ -10,7 +10,7 @@ use reqsign_core::time::Timestamp;
 use reqsign_core::{Context, ProvideCredential};
 
 use crate::client::{CatalogClient, TemporaryCredentials};
-use crate::volume::VolumeRef;
+use crate::volume_ref::VolumeRef;
 
 /// How long before expiry credentials are replaced (or half their remaining
 /// lifetime, when that is shorter) ...

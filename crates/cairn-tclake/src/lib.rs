@@ -13,9 +13,11 @@ mod credentials;
 mod error;
 mod sign;
 mod volume;
+mod volume_ref;
 
 pub use client::{API_VERSION, CatalogClient, CatalogSettings, SERVICE, TemporaryCredentials};
 pub use credentials::{MIN_REMAINING, REFRESH_MARGIN, VolumeCredentialProvider};
 pub use error::{Error, Result};
 pub use sign::{CONTENT_TYPE, authorization, utc_date};
-pub use volume::{ROOT_COMPONENTS, VolumeLocation, VolumeRef, resolve_volume};
+pub use volume::{VolumeLocation, resolve_volume};
+pub use volume_ref::{ROOT_COMPONENTS, VolumeRef};

@@ -15,9 +15,9 @@ use bytes::Bytes;
 
 use super::IdSet;
 use super::ints::IntIdSet;
-use super::keys::{Keys, Plain};
 use super::strings::StringIdSet;
-use crate::error::{Error, Result};
+use super::wire::{Reader, Writer, corrupt};
+use crate::error::Result;
 
 const MAGIC: &[u8; 8] = b"CAIRNIDS";
 /// Version 1: string fingerprints are XXH3-128 of the ID's bytes.
@@ -27,110 +27,6 @@ const KIND_EMPTY: u8 = 0;
 const KIND_INT: u8 = 1;
 const KIND_FINGERPRINT: u8 = 2;
 const KIND_EXACT: u8 = 3;
-
-/// Appends fixed-width integers and counted sequences.
-#[derive(Default)]
-pub(crate) struct Writer {
-    pub(crate) bytes: Vec<u8>,
-}
-
-impl Writer {
-    pub(crate) fn u64(&mut self, value: u64) {
-        self.bytes.extend_from_slice(&value.to_le_bytes());
-    }
-
-    pub(crate) fn u128(&mut self, value: u128) {
-        self.bytes.extend_from_slice(&value.to_le_bytes());
-    }
-
-    pub(crate) fn u32(&mut self, value: u32) {
-        self.bytes.extend_from_slice(&value.to_le_bytes());
-    }
-
-    pub(crate) fn count(&mut self, len: usize) {
-        self.u64(len as u64);
-    }
-
-    /// Zero bytes up to the next multiple of 16 from the start.
-    pub(crate) fn pad(&mut self) {
-        let padded = self.bytes.len().next_multiple_of(16);
-        self.bytes.resize(padded, 0);
-    }
-}
-
-/// Reads what [`Writer`] wrote, refusing to read past the end.
-pub(crate) struct Reader<'a> {
-    bytes: &'a [u8],
-    /// Bytes read so far (the offset of `bytes` in the whole).
-    pos: usize,
-    /// The whole, when the big arrays may be used in place.
-    shared: Option<&'a Bytes>,
-}
-
-impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Result<&'a [u8]> {
-        if self.bytes.len() < n {
-            return Err(corrupt("it ends early"));
-        }
-        let (head, rest) = self.bytes.split_at(n);
-        self.bytes = rest;
-        self.pos += n;
-        Ok(head)
-    }
-
-    /// `n` keys after the padding [`Writer::pad`] wrote: in place in the
-    /// shared bytes when they allow it, else parsed with `parse`.
-    pub(crate) fn keys<T: Plain>(
-        &mut self,
-        n: usize,
-        parse: impl Fn(&[u8]) -> T,
-    ) -> Result<Keys<T>> {
-        let padding = self.pos.next_multiple_of(16) - self.pos;
-        self.take(padding)?;
-        let start = self.pos;
-        let raw = self.take(n * std::mem::size_of::<T>())?;
-        Ok(match self.shared {
-            Some(whole) => Keys::from_le_bytes(whole.slice(start..self.pos), n, parse),
-            None => Keys::Owned(
-                raw.chunks_exact(std::mem::size_of::<T>())
-                    .map(parse)
-                    .collect(),
-            ),
-        })
-    }
-
-    pub(crate) fn u64(&mut self) -> Result<u64> {
-        Ok(u64::from_le_bytes(
-            self.take(8)?.try_into().expect("8 bytes"),
-        ))
-    }
-
-    pub(crate) fn u32(&mut self) -> Result<u32> {
-        Ok(u32::from_le_bytes(
-            self.take(4)?.try_into().expect("4 bytes"),
-        ))
-    }
-
-    /// A count of items of `item_bytes` each, checked against what is left
-    /// so a damaged count cannot make a huge allocation.
-    pub(crate) fn count(&mut self, item_bytes: usize) -> Result<usize> {
-        let n = self.u64()?;
-        match (n as usize).checked_mul(item_bytes) {
-            Some(total) if n <= usize::MAX as u64 && total <= self.bytes.len() => Ok(n as usize),
-            _ => Err(corrupt("a count is larger than the bytes that follow")),
-        }
-    }
-
-    pub(crate) fn raw(&mut self, n: usize) -> Result<&'a [u8]> {
-        self.take(n)
-    }
-}
-
-pub(crate) fn corrupt(reason: &str) -> Error {
-    Error::CorruptIdSet {
-        reason: reason.to_string(),
-    }
-}
 
 impl IdSet {
     /// The set as bytes for [`IdSet::from_bytes`] in another process.
@@ -169,11 +65,7 @@ impl IdSet {
     /// The set [`IdSet::to_bytes`] wrote; bytes that are not one (damaged,
     /// truncated, another format version) are [`Error::CorruptIdSet`].
     pub fn from_bytes(bytes: &[u8]) -> Result<IdSet> {
-        decode(Reader {
-            bytes,
-            pos: 0,
-            shared: None,
-        })
+        decode(Reader::new(bytes))
     }
 
     /// [`IdSet::from_bytes`] without copying the big arrays: they are used
@@ -192,11 +84,7 @@ impl IdSet {
     /// assert!(shared.memory_bytes() < set.memory_bytes() / 4, "the keys are not copied");
     /// ```
     pub fn from_shared(bytes: Bytes) -> Result<IdSet> {
-        decode(Reader {
-            bytes: &bytes,
-            pos: 0,
-            shared: Some(&bytes),
-        })
+        decode(Reader::shared(&bytes))
     }
 }
 
@@ -217,7 +105,7 @@ fn decode(mut r: Reader<'_>) -> Result<IdSet> {
         KIND_EXACT => IdSet::Str(StringIdSet::decode(&mut r, true)?),
         other => return Err(corrupt(&format!("unknown kind {other}"))),
     };
-    if !r.bytes.is_empty() {
+    if !r.at_end() {
         return Err(corrupt("bytes follow the end of the set"));
     }
     Ok(set)

@@ -6,9 +6,9 @@
 //! Keys are the 64-bit two's-complement patterns of the IDs, so `-1_i64` and
 //! `u64::MAX` are the same ID; a job's ID column has one type, so they never meet.
 
-use super::codec::{Reader, Writer, corrupt};
 use super::keys::Keys;
 use super::radix::RadixIndex;
+use super::wire::{Reader, Writer, corrupt};
 use crate::error::Result;
 
 /// Bits of a key that pick its block.

@@ -17,6 +17,7 @@ mod ints;
 mod keys;
 mod radix;
 mod strings;
+mod wire;
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::{

@@ -14,9 +14,9 @@
 //! the function can change between versions; the set's byte form
 //! (`codec`) names its format version.
 
-use super::codec::{Reader, Writer, corrupt};
 use super::keys::Keys;
 use super::radix::RadixIndex;
+use super::wire::{Reader, Writer, corrupt};
 use crate::error::Result;
 
 /// How string IDs are kept.

@@ -36,8 +36,8 @@ pub(crate) use io::{CHUNK, CONCURRENCY, is_staging_file};
 pub(crate) use paths::Location;
 pub use walk_options::{FindOptions, TreeOptions};
 
+pub use crate::entry::{DiskUsage, FileInfo, FileType};
 pub use copy::{TransferProgress, other_paths};
-pub use info::{DiskUsage, FileInfo, FileType};
 pub use io::{FileReader, FileWriter, WriteMode};
 
 /// A filesystem for one protocol and one set of options, fsspec style.
@@ -198,7 +198,8 @@ impl FileSystem {
         let retried = err.is_temporary() || err.is_persistent();
         let mut error = from_opendal(err, url, bucket);
         if retried && let Some(endpoint) = self.inner.backend.endpoint() {
-            error = with_store_hint(error, &endpoint, &self.inner.backend.io_policy());
+            let policy = self.inner.backend.io_policy();
+            error = with_store_hint(error, &endpoint, policy.max_attempts, policy.retry_deadline);
         }
         error.redact(&self.inner.secrets)
     }

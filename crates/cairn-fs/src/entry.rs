@@ -1,0 +1,94 @@
+//! What a listing or `info` returns: plain data, shared by the filesystem
+//! and the listing cache.
+
+use serde::Serialize;
+
+/// Whether an entry is a file or a directory.
+///
+/// ```
+/// assert_eq!(serde_json::to_string(&cairn_fs::FileType::Directory).unwrap(), "\"directory\"");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FileType {
+    /// A file (an object).
+    File,
+    /// A directory (on object stores, a common key prefix or a marker).
+    Directory,
+}
+
+/// One entry, as fsspec's `info` describes it.
+///
+/// ```
+/// let info = cairn_fs::FileInfo::directory("bucket/dir".into());
+/// assert_eq!(info.size, 0);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FileInfo {
+    /// The stripped path (`bucket/key`, `/abs/path`).
+    pub name: String,
+    /// Size in bytes (0 for directories).
+    pub size: u64,
+    /// File or directory.
+    #[serde(rename = "type")]
+    pub kind: FileType,
+    /// Last modification time (RFC 3339), when the store reports it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_modified: Option<String>,
+    /// The store's entity tag, when it reports one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub etag: Option<String>,
+}
+
+impl FileInfo {
+    /// A directory entry.
+    ///
+    /// ```
+    /// assert_eq!(cairn_fs::FileInfo::directory("/d".into()).kind, cairn_fs::FileType::Directory);
+    /// ```
+    pub fn directory(name: String) -> Self {
+        Self {
+            name,
+            size: 0,
+            kind: FileType::Directory,
+            last_modified: None,
+            etag: None,
+        }
+    }
+
+    pub(crate) fn from_metadata(name: String, meta: &opendal::Metadata) -> Self {
+        if meta.is_dir() {
+            return Self::directory(name);
+        }
+        Self {
+            name,
+            size: meta.content_length(),
+            kind: FileType::File,
+            last_modified: meta.last_modified().map(|t| t.to_string()),
+            etag: meta.etag().map(|e| e.trim_matches('"').to_string()),
+        }
+    }
+
+    /// Whether this is a directory.
+    ///
+    /// ```
+    /// assert!(cairn_fs::FileInfo::directory("/d".into()).is_dir());
+    /// ```
+    pub fn is_dir(&self) -> bool {
+        self.kind == FileType::Directory
+    }
+}
+
+/// Totals of `du`.
+///
+/// ```
+/// let du = cairn_fs::DiskUsage { bytes: 3, files: 1 };
+/// assert_eq!(du.bytes, 3);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+pub struct DiskUsage {
+    /// Sum of file sizes.
+    pub bytes: u64,
+    /// Number of files.
+    pub files: u64,
+}
