@@ -45,3 +45,9 @@ pub use registry::{Registry, register};
 #[cfg(feature = "object-store")]
 pub use store_view::ObjectStoreView;
 pub use url::{has_magic, split_protocol};
+
+/// The examples of docs/library.md, compiled as doc tests so they keep
+/// matching the API.
+#[cfg(all(doctest, feature = "object-store"))]
+#[doc = include_str!("../../../docs/library.md")]
+mod library_md {}

@@ -20,13 +20,21 @@ use object_store::path::Path;
 use object_store::{
     Attributes, CopyMode, CopyOptions, GetOptions, GetResult, GetResultPayload, ListResult,
     MultipartUpload, ObjectMeta, ObjectStore, PutMode, PutMultipartOptions, PutOptions, PutPayload,
-    PutResult, UploadPart,
+    PutResult,
 };
-use tokio::sync::{mpsc, oneshot};
 
 use crate::error::{Error, ErrorKind};
-use crate::filesystem::{FileSystem, FileWriter, Location, WriteMode, is_staging_file};
+use crate::filesystem::{FileSystem, Location, WriteMode, is_staging_file};
 use crate::options::StorageOptions;
+
+mod convert;
+mod upload;
+
+use convert::{
+    check_conditions, concat, not_found, not_implemented, object_meta, refuse_attributes,
+    to_store_error,
+};
+use upload::Upload;
 
 /// What object_store's errors name as the store.
 const STORE: &str = "cairn";
@@ -494,243 +502,6 @@ impl ObjectStoreView {
                 to_store_error(err, &location)
             })
             .boxed())
-    }
-}
-
-/// A multipart upload through a [`FileWriter`]: parts are handed, in the
-/// order `put_part` was called, to a task that writes them one after the
-/// other; each part's future resolves once its bytes are accepted.
-struct Upload {
-    parts: Option<mpsc::UnboundedSender<(Bytes, oneshot::Sender<object_store::Result<()>>)>>,
-    task: Option<tokio::task::JoinHandle<object_store::Result<FileWriter>>>,
-    location: Path,
-}
-
-impl std::fmt::Debug for Upload {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Upload")
-            .field("location", &self.location)
-            .finish_non_exhaustive()
-    }
-}
-
-impl Upload {
-    fn start(mut writer: FileWriter, location: Path) -> Self {
-        let (parts, mut incoming) =
-            mpsc::unbounded_channel::<(Bytes, oneshot::Sender<object_store::Result<()>>)>();
-        let path = location.clone();
-        let task = tokio::spawn(async move {
-            while let Some((data, done)) = incoming.recv().await {
-                let result = writer.write(data).await;
-                let failed = result.is_err();
-                let _ = done.send(result.map_err(|e| to_store_error(e, &path)));
-                if failed {
-                    writer.abort().await.ok();
-                    return Err(object_store::Error::Generic {
-                        store: STORE,
-                        source: "a part of the upload failed; the upload was aborted".into(),
-                    });
-                }
-            }
-            Ok(writer)
-        });
-        Self {
-            parts: Some(parts),
-            task: Some(task),
-            location,
-        }
-    }
-
-    async fn finish(&mut self) -> object_store::Result<FileWriter> {
-        self.parts.take();
-        let task = self
-            .task
-            .take()
-            .ok_or_else(|| object_store::Error::Generic {
-                store: STORE,
-                source: "the upload was already completed or aborted".into(),
-            })?;
-        task.await.map_err(|e| object_store::Error::Generic {
-            store: STORE,
-            source: Box::new(e),
-        })?
-    }
-}
-
-#[async_trait::async_trait]
-impl MultipartUpload for Upload {
-    fn put_part(&mut self, data: PutPayload) -> UploadPart {
-        let (done, acked) = oneshot::channel();
-        let sent = self
-            .parts
-            .as_ref()
-            .map(|parts| parts.send((Bytes::from(data), done)).is_ok());
-        Box::pin(async move {
-            if sent != Some(true) {
-                return Err(object_store::Error::Generic {
-                    store: STORE,
-                    source: "the upload is finished; no part can be added".into(),
-                });
-            }
-            acked.await.unwrap_or_else(|_| {
-                Err(object_store::Error::Generic {
-                    store: STORE,
-                    source: "the upload stopped before this part was written".into(),
-                })
-            })
-        })
-    }
-
-    async fn complete(&mut self) -> object_store::Result<PutResult> {
-        let writer = self.finish().await?;
-        let meta = writer
-            .close_with_metadata()
-            .await
-            .map_err(|e| to_store_error(e, &self.location))?;
-        Ok(PutResult {
-            e_tag: meta.as_ref().and_then(|m| m.etag()).map(str::to_string),
-            version: None,
-            extensions: Default::default(),
-        })
-    }
-
-    async fn abort(&mut self) -> object_store::Result<()> {
-        let writer = self.finish().await?;
-        writer
-            .abort()
-            .await
-            .map_err(|e| to_store_error(e, &self.location))
-    }
-}
-
-/// Checks the conditions of `options` against `meta`, as HTTP does.
-fn check_conditions(
-    meta: &ObjectMeta,
-    options: &GetOptions,
-    location: &Path,
-) -> object_store::Result<()> {
-    let etag = meta.e_tag.as_deref();
-    let precondition = |why: &str| object_store::Error::Precondition {
-        path: location.to_string(),
-        source: why.to_string().into(),
-    };
-    let not_modified = |why: &str| object_store::Error::NotModified {
-        path: location.to_string(),
-        source: why.to_string().into(),
-    };
-    if let Some(wanted) = &options.if_match
-        && wanted != "*"
-        && etag != Some(wanted.as_str())
-    {
-        return Err(precondition("the ETag does not match If-Match"));
-    }
-    if let Some(unwanted) = &options.if_none_match
-        && (unwanted == "*" || etag == Some(unwanted.as_str()))
-    {
-        return Err(not_modified("the ETag matches If-None-Match"));
-    }
-    if let Some(since) = options.if_unmodified_since
-        && meta.last_modified > since
-    {
-        return Err(precondition("modified after If-Unmodified-Since"));
-    }
-    if let Some(since) = options.if_modified_since
-        && meta.last_modified <= since
-    {
-        return Err(not_modified("not modified after If-Modified-Since"));
-    }
-    Ok(())
-}
-
-/// object_store's description of an OpenDAL entry read through `op`.
-/// Stores without ETags (local disk) get one made of the modification time
-/// and the size, as object_store's own `LocalFileSystem` does; a version is
-/// reported only where the store reads by version (GCS reports generations
-/// it cannot read by through OpenDAL).
-fn object_meta(op: &opendal::Operator, location: Path, meta: &opendal::Metadata) -> ObjectMeta {
-    let modified = meta.last_modified().map(std::time::SystemTime::from);
-    let last_modified = modified
-        .map(chrono::DateTime::<chrono::Utc>::from)
-        .unwrap_or_default();
-    let e_tag = meta.etag().map(str::to_string).or_else(|| {
-        modified
-            .and_then(|m| m.duration_since(std::time::UNIX_EPOCH).ok())
-            .map(|since| format!("{:x}-{:x}", since.as_nanos(), meta.content_length()))
-    });
-    ObjectMeta {
-        location,
-        last_modified,
-        size: meta.content_length(),
-        e_tag,
-        version: meta
-            .version()
-            .filter(|_| op.info().capability().read_with_version)
-            .map(str::to_string),
-    }
-}
-
-fn concat(chunks: Vec<Bytes>) -> Bytes {
-    match chunks.len() {
-        0 => Bytes::new(),
-        1 => chunks.into_iter().next().unwrap_or_default(),
-        _ => Bytes::from(chunks.concat()),
-    }
-}
-
-fn refuse_attributes(
-    attributes: &Attributes,
-    tags: &object_store::TagSet,
-) -> object_store::Result<()> {
-    if !attributes.is_empty() || !tags.encoded().is_empty() {
-        return Err(not_implemented("object attributes and tags"));
-    }
-    Ok(())
-}
-
-fn not_implemented(operation: &str) -> object_store::Error {
-    object_store::Error::NotImplemented {
-        operation: operation.to_string(),
-        implementer: STORE.to_string(),
-    }
-}
-
-fn not_found(location: &Path, why: &str) -> object_store::Error {
-    object_store::Error::NotFound {
-        path: location.to_string(),
-        source: why.to_string().into(),
-    }
-}
-
-/// object_store's error for a cairn error about `location`; the cairn
-/// error (its message names the URL and what to do) is the source.
-fn to_store_error(err: Error, location: &Path) -> object_store::Error {
-    let path = location.to_string();
-    match err.kind() {
-        ErrorKind::NotFound | ErrorKind::IsADirectory | ErrorKind::NotADirectory => {
-            object_store::Error::NotFound {
-                path,
-                source: Box::new(err),
-            }
-        }
-        ErrorKind::AlreadyExists => object_store::Error::AlreadyExists {
-            path,
-            source: Box::new(err),
-        },
-        ErrorKind::PreconditionFailed => object_store::Error::Precondition {
-            path,
-            source: Box::new(err),
-        },
-        ErrorKind::PermissionDenied => object_store::Error::PermissionDenied {
-            path,
-            source: Box::new(err),
-        },
-        ErrorKind::Unsupported => object_store::Error::NotSupported {
-            source: Box::new(err),
-        },
-        _ => object_store::Error::Generic {
-            store: STORE,
-            source: Box::new(err),
-        },
     }
 }
 
