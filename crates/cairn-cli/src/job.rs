@@ -291,7 +291,12 @@ pub async fn run(command: JobCommand, options: &StorageOptions) -> CliResult<u8>
             let expected = count_ids(&input, &id_column, options).await?;
             let found = match count_ids(&output_source, &id_column, options).await {
                 Ok(found) => found,
-                Err(e) if e.to_string().contains("no input files") => {
+                Err(e)
+                    if matches!(
+                        e.downcast_ref::<cairn_dataset::Error>(),
+                        Some(cairn_dataset::Error::NoInputFiles { .. })
+                    ) =>
+                {
                     // Not one file of the format asked for: the output may
                     // be in the other one (a JSON job verified as Parquet).
                     let other = match output_format {

@@ -15,6 +15,16 @@ pub enum Error {
         /// What is wrong and what to change.
         reason: String,
     },
+    /// An input URL holds no file of the format read; nothing was read.
+    #[error("invalid job: no input files at {url} (looked for {looked_for}); {hint}")]
+    NoInputFiles {
+        /// The input URL.
+        url: String,
+        /// The file patterns looked for (`*.parquet`).
+        looked_for: String,
+        /// What to do (another format's files found there, or the URL).
+        hint: String,
+    },
     /// An input file cannot be read or does not fit the job.
     #[error("input {file}: {reason}")]
     Input {
@@ -62,10 +72,10 @@ pub enum Error {
     },
     /// Storage failed.
     #[error("{0}")]
-    Storage(Box<cairn_fs::Error>),
+    Storage(#[source] Box<cairn_fs::Error>),
     /// The checkpoint failed.
     #[error("{0}")]
-    Checkpoint(Box<cairn_checkpoint::Error>),
+    Checkpoint(#[source] Box<cairn_checkpoint::Error>),
 }
 
 impl From<cairn_fs::Error> for Error {
@@ -82,3 +92,28 @@ impl From<cairn_checkpoint::Error> for Error {
 
 /// Results of cairn-dataset.
 pub type Result<T> = std::result::Result<T, Error>;
+
+#[cfg(test)]
+mod tests {
+    use std::error::Error as _;
+
+    #[test]
+    fn storage_and_checkpoint_errors_keep_the_storage_error_as_source() {
+        let storage = || cairn_fs::Error::new(cairn_fs::ErrorKind::NoSuchBucket, "gone");
+        let direct = super::Error::from(storage());
+        let kind = |e: &(dyn std::error::Error + 'static)| {
+            e.downcast_ref::<cairn_fs::Error>()
+                .map(cairn_fs::Error::kind)
+        };
+        assert_eq!(
+            direct.source().and_then(kind),
+            Some(cairn_fs::ErrorKind::NoSuchBucket)
+        );
+        let through = super::Error::from(cairn_checkpoint::Error::from(storage()));
+        let checkpoint = through.source().expect("the checkpoint error");
+        assert_eq!(
+            checkpoint.source().and_then(kind),
+            Some(cairn_fs::ErrorKind::NoSuchBucket)
+        );
+    }
+}

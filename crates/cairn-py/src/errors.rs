@@ -21,7 +21,9 @@ create_exception!(
 pub(crate) fn to_py(e: cairn_fs::Error) -> PyErr {
     let message = e.to_string();
     match e.kind() {
-        ErrorKind::NotFound => PyFileNotFoundError::new_err(message),
+        // s3fs raises FileNotFoundError for a missing bucket too; the
+        // message names the bucket.
+        ErrorKind::NotFound | ErrorKind::NoSuchBucket => PyFileNotFoundError::new_err(message),
         ErrorKind::AlreadyExists => PyFileExistsError::new_err(message),
         ErrorKind::PermissionDenied => PyPermissionError::new_err(message),
         ErrorKind::IsADirectory => PyIsADirectoryError::new_err(message),

@@ -80,8 +80,10 @@ pub(super) async fn list_inputs(
                 .collect::<Vec<_>>()
                 .join(", ");
             let hint = other_format_hint(&others, extensions);
-            return Err(Error::Plan {
-                reason: format!("no input files at {url} (looked for {looked_for}); {hint}"),
+            return Err(Error::NoInputFiles {
+                url: url.to_string(),
+                looked_for,
+                hint,
             });
         }
         found.sort_by(|a, b| a.name.cmp(&b.name));

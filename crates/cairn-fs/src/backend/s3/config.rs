@@ -160,27 +160,81 @@ impl S3Config {
         Self::resolve_flavor(&AWS, options, env)
     }
 
-    /// Resolves the options of an S3-compatible `flavor`.
+    /// Resolves the options of an S3-compatible `flavor`, concern by
+    /// concern.
     pub fn resolve_flavor(
         flavor: &S3Flavor,
         options: &BackendOptions,
         env: &Environment,
     ) -> Result<Self> {
-        let protocol = flavor.protocol;
-        let mut top: Vec<(S3Option, At, &Value)> = Vec::new();
+        let top = TopLevel::parse(options)?;
+        let client = match top.get(S3Option::ClientKwargs) {
+            Some((at, v)) => ClientKwargs::parse(value_as_object(v, &at.label())?, &at)?,
+            None => ClientKwargs::default(),
+        };
+        let config = match top.get(S3Option::ConfigKwargs) {
+            Some((at, v)) => ConfigKwargs::parse(value_as_object(v, &at.label())?, &at)?,
+            None => ConfigKwargs::default(),
+        };
+        let lookup = Lookup {
+            top: &top,
+            client: &client,
+            env,
+        };
+        let (key, secret, token) = credentials(flavor, &lookup)?;
+        let custom_endpoint = custom_endpoint(flavor, &lookup)?;
+        let region = region(flavor, &lookup, custom_endpoint.as_ref())?;
+        let regional = regional_endpoint(flavor, &top, &region)?;
+        if top.flag(S3Option::VersionAware, false)?.value {
+            return Err(config_error(format!(
+                "{}.version_aware is true: cairn reads and writes the current version of each object only; drop the option (or set it to false)",
+                flavor.protocol
+            )));
+        }
+        let virtual_host = addressing(flavor, &config, custom_endpoint.is_none());
+        let retries = retries(flavor, &top, &config, env)?;
+        Ok(Self {
+            key,
+            secret,
+            token,
+            endpoint: custom_endpoint.unwrap_or(regional),
+            region,
+            anon: top.flag(S3Option::Anon, false)?,
+            virtual_host,
+            use_instance_metadata: top.flag(S3Option::UseInstanceMetadata, false)?,
+            conditional_writes: conditional_writes(&top)?,
+            requester_pays: top.flag(S3Option::RequesterPays, false)?,
+            server_side_encryption: server_side_encryption(&top)?,
+            io: retries.io,
+            max_attempts_source: retries.max_attempts_source,
+            retry_mode: retries.retry_mode,
+            retry_deadline_source: retries.retry_deadline_source,
+            checksum: retries.checksum,
+        })
+    }
+}
+
+/// The top-level options, each read through the key table once.
+struct TopLevel<'a> {
+    entries: Vec<(S3Option, At, &'a Value)>,
+}
+
+impl<'a> TopLevel<'a> {
+    fn parse(options: &'a BackendOptions) -> Result<Self> {
+        let mut entries: Vec<(S3Option, At, &Value)> = Vec::new();
         for (name, value, source) in options.iter() {
             let key: S3Option = name
                 .parse()
                 .map_err(|_| unknown_key(&options.at(name, source).label(), &canonical_names()))?;
-            top.push((key, options.at(name, source), value));
+            entries.push((key, options.at(name, source), value));
         }
         // One option under two of its names (key and username, say) is
         // ambiguous: s3fs refuses it too.
-        for (i, (key, at, _)) in top.iter().enumerate() {
+        for (i, (key, at, _)) in entries.iter().enumerate() {
             if *key == S3Option::S3fsNoOp {
                 continue;
             }
-            if let Some((_, other, _)) = top[i + 1..].iter().find(|(k, _, _)| k == key) {
+            if let Some((_, other, _)) = entries[i + 1..].iter().find(|(k, _, _)| k == key) {
                 return Err(config_error(format!(
                     "options {} and {} are one setting under two names; give only one",
                     at.label(),
@@ -188,271 +242,325 @@ impl S3Config {
                 )));
             }
         }
-        let get = |wanted: S3Option| {
-            top.iter()
-                .find(|(k, _, _)| *k == wanted)
-                .map(|(_, at, v)| (at.clone(), *v))
-        };
+        Ok(Self { entries })
+    }
 
-        let client = match get(S3Option::ClientKwargs) {
-            Some((at, v)) => ClientKwargs::parse(value_as_object(v, &at.label())?, &at)?,
-            None => ClientKwargs::default(),
-        };
-        let config = match get(S3Option::ConfigKwargs) {
-            Some((at, v)) => ConfigKwargs::parse(value_as_object(v, &at.label())?, &at)?,
-            None => ConfigKwargs::default(),
-        };
+    fn get(&self, wanted: S3Option) -> Option<(At, &'a Value)> {
+        self.entries
+            .iter()
+            .find(|(k, _, _)| *k == wanted)
+            .map(|(_, at, v)| (at.clone(), *v))
+    }
 
-        let string_opt = |wanted: S3Option| -> Result<Option<Setting<String>>> {
-            get(wanted)
-                .map(|(at, v)| value_as_string(v, &at.label()).map(|s| at.setting(s)))
-                .transpose()
-        };
-        let bool_opt = |wanted: S3Option, default: bool| -> Result<Setting<bool>> {
-            match get(wanted) {
-                Some((at, v)) => Ok(at.setting(value_as_bool(v, &at.label())?)),
-                None => Ok(Setting::new(default, Source::Default)),
-            }
-        };
-        let env_setting = |names: &[&str]| {
-            names.iter().find_map(|n| {
-                env.get(n)
-                    .map(|v| Setting::new(v.to_string(), Source::Env(n.to_string())))
-            })
-        };
+    fn text(&self, wanted: S3Option) -> Result<Option<Setting<String>>> {
+        self.get(wanted)
+            .map(|(at, v)| value_as_string(v, &at.label()).map(|s| at.setting(s)))
+            .transpose()
+    }
 
-        let key = string_opt(S3Option::Key)?
-            .or(client.access_key_id.clone())
-            .or_else(|| env_setting(flavor.key_env));
-        let secret = string_opt(S3Option::Secret)?
-            .or(client.secret_access_key.clone())
-            .or_else(|| env_setting(flavor.secret_env));
-        let token = string_opt(S3Option::Token)?
-            .or(client.session_token.clone())
-            .or_else(|| env_setting(flavor.token_env));
-        if key.is_some() != secret.is_some() {
-            let (have, missing) = if key.is_some() {
-                ("key", "secret")
-            } else {
-                ("secret", "key")
-            };
-            let vars = if missing == "key" {
-                flavor.key_env
-            } else {
-                flavor.secret_env
-            };
-            return Err(config_error(format!(
-                "{protocol} credentials are incomplete: a {have} is set but no {missing}; set {protocol}.{missing} or {}",
-                vars.join(" or ")
-            )));
+    fn flag(&self, wanted: S3Option, default: bool) -> Result<Setting<bool>> {
+        match self.get(wanted) {
+            Some((at, v)) => Ok(at.setting(value_as_bool(v, &at.label())?)),
+            None => Ok(Setting::new(default, Source::Default)),
         }
+    }
+}
 
-        let ignore_env_endpoint = env
-            .get("AWS_IGNORE_CONFIGURED_ENDPOINT_URLS")
-            .is_some_and(|v| v.eq_ignore_ascii_case("true"));
-        let custom_endpoint = string_opt(S3Option::EndpointUrl)?
-            .or(client.endpoint_url.clone())
-            .or_else(|| {
-                (!ignore_env_endpoint)
-                    .then(|| env_setting(flavor.endpoint_env))
-                    .flatten()
-            });
-        if let Some(endpoint) = &custom_endpoint {
-            check_http_endpoint(
-                protocol,
-                &endpoint.value,
-                &endpoint.source.to_string(),
-                "http://host:port",
-            )?;
-        }
+/// Where a setting is looked up, highest precedence first: a top-level
+/// option, `client_kwargs`, the environment.
+struct Lookup<'a> {
+    top: &'a TopLevel<'a>,
+    client: &'a ClientKwargs,
+    env: &'a Environment,
+}
 
-        let configured_region = string_opt(S3Option::Region)?
-            .or(client.region_name.clone())
-            .or_else(|| env_setting(flavor.region_env));
-        let region = match (configured_region, flavor.default_region, &custom_endpoint) {
-            (Some(region), _, _) => region,
-            (None, Some(default), _) => Setting::new(default.to_string(), Source::Default),
-            (None, None, Some(endpoint)) => region_from_endpoint(&endpoint.value)
-                .map(|r| Setting::new(r, endpoint.source.clone()))
-                .ok_or_else(|| {
-                    config_error(format!(
-                        "{protocol} needs a region to sign requests and none could be read from the endpoint {:?}; set {protocol}.region (or {})",
-                        endpoint.value,
-                        flavor.region_env.join(", ")
-                    ))
-                })?,
-            (None, None, None) => {
-                return Err(config_error(format!(
-                    "{protocol} needs a region or an endpoint: set {protocol}.region (or {}), or {protocol}.endpoint_url",
-                    flavor.region_env.join(", ")
-                )));
-            }
-        };
-        let mut regional = (flavor.regional_endpoint)(&region.value);
-        let use_ssl = bool_opt(S3Option::UseSsl, true)?;
-        if !use_ssl.value
-            && let Some(rest) = regional.strip_prefix("https://")
-        {
-            regional = format!("http://{rest}");
-        }
-        let regional = Setting::new(regional, use_ssl.source.clone());
-        if bool_opt(S3Option::VersionAware, false)?.value {
-            return Err(config_error(format!(
-                "{protocol}.version_aware is true: cairn reads and writes the current version of each object only; drop the option (or set it to false)"
-            )));
-        }
-        let server_side_encryption = match get(S3Option::S3AdditionalKwargs) {
-            None => None,
-            Some((at, v)) => {
-                let mut algorithm = None;
-                let mut kms_key = None;
-                for (name, value) in value_as_object(v, &at.label())? {
-                    let label = format!("{}.{name}", at.label());
-                    match name.as_str() {
-                        "ServerSideEncryption" => {
-                            algorithm = Some(at.setting(value_as_string(value, &label)?))
-                        }
-                        "SSEKMSKeyId" => kms_key = Some(value_as_string(value, &label)?),
-                        other => {
-                            return Err(config_error(format!(
-                                "option {label} is not supported: of s3_additional_kwargs cairn sends ServerSideEncryption and SSEKMSKeyId ({other} would be ignored, so it is refused)"
-                            )));
-                        }
-                    }
-                }
-                match (algorithm, kms_key) {
-                    (Some(a), key) => Some((a, key)),
-                    (None, Some(_)) => {
-                        return Err(config_error(format!(
-                            "option {}.SSEKMSKeyId needs ServerSideEncryption=\"aws:kms\" beside it",
-                            at.label()
-                        )));
-                    }
-                    (None, None) => None,
-                }
-            }
-        };
-
-        let virtual_host = match &config.addressing_style {
-            Some(style) if style.value == AddressingStyle::Path => {
-                Setting::new(false, style.source.clone())
-            }
-            Some(style) if style.value == AddressingStyle::Virtual => {
-                Setting::new(true, style.source.clone())
-            }
-            _ => Setting::new(
-                flavor
-                    .virtual_by_default
-                    .unwrap_or(custom_endpoint.is_none()),
-                Source::Default,
-            ),
-        };
-
-        let conditional_writes = match get(S3Option::ConditionalWrites) {
-            Some((at, v)) => {
-                let text = value_as_string(v, &at.label())?;
-                let mode = match text.to_ascii_lowercase().as_str() {
-                    "auto" | "probe" => ConditionalWrites::Probe,
-                    "native" => ConditionalWrites::Native,
-                    "emulate" | "emulated" => ConditionalWrites::Emulated,
-                    other => {
-                        return Err(config_error(format!(
-                            "option {} is {other:?}; use \"auto\", \"native\" or \"emulate\"",
-                            at.label()
-                        )));
-                    }
-                };
-                at.setting(mode)
-            }
-            None => Setting::new(ConditionalWrites::Probe, Source::Default),
-        };
-
-        let mut io = IoPolicy::default();
-        if let Some(secs) = config.read_timeout {
-            io.io_timeout = secs;
-        }
-        if let Some(connect) = config.connect_timeout {
-            io.op_timeout = io.op_timeout.max(connect);
-        }
-        let botocore_env = |name: &str| {
-            flavor
-                .botocore_env
-                .then(|| env.get(name))
-                .flatten()
-                .map(|v| (v.to_string(), Source::Env(name.to_string())))
-        };
-        let attempts = match (config.total_attempts, botocore_env("AWS_MAX_ATTEMPTS")) {
-            (Some(setting), _) => Some(setting),
-            (None, Some((text, source))) => {
-                let n = text.trim().parse::<usize>().map_err(|_| {
-                    config_error(format!(
-                        "{source} is {text:?}: give the total number of attempts per request, e.g. 5"
-                    ))
-                })?;
-                Some(Setting::new(n, source))
-            }
-            (None, None) => None,
-        };
-        let max_attempts_source = match attempts {
-            Some(setting) => {
-                io.max_attempts = setting.value.max(1);
-                setting.source
-            }
-            None => Source::Default,
-        };
-        let retry_mode = match (config.retry_mode, botocore_env("AWS_RETRY_MODE")) {
-            (Some(mode), _) => mode,
-            (None, Some((text, source))) => {
-                Setting::new(retry_mode(&text, &source.to_string())?, source)
-            }
-            (None, None) => Setting::new("standard".to_string(), Source::Default),
-        };
-        let retry_deadline_source = match get(S3Option::RetryDeadline) {
-            Some((at, v)) => {
-                let label = at.label();
-                let secs = value_as_f64(v, &label)?;
-                if !(secs >= 0.0 && secs.is_finite()) {
-                    return Err(config_error(format!(
-                        "option {label} is {secs}: give the seconds a call may take with its retries (0: no deadline)"
-                    )));
-                }
-                io.retry_deadline = (secs > 0.0).then(|| Duration::from_secs_f64(secs));
-                at.setting(()).source
-            }
-            None => Source::Default,
-        };
-        let checksum_on = match (
-            config.checksum_when_supported,
-            botocore_env("AWS_REQUEST_CHECKSUM_CALCULATION"),
-        ) {
-            (Some(on), _) => on,
-            (None, Some((text, source))) => {
-                Setting::new(checksum_calculation(&text, &source.to_string())?, source)
-            }
-            (None, None) => Setting::new(true, Source::Default),
-        };
-        let checksum = Setting::new(
-            checksum_on.value.then_some(flavor.checksum),
-            checksum_on.source,
-        );
-
-        Ok(Self {
-            key,
-            secret,
-            token,
-            endpoint: custom_endpoint.unwrap_or(regional),
-            region,
-            anon: bool_opt(S3Option::Anon, false)?,
-            virtual_host,
-            use_instance_metadata: bool_opt(S3Option::UseInstanceMetadata, false)?,
-            conditional_writes,
-            requester_pays: bool_opt(S3Option::RequesterPays, false)?,
-            server_side_encryption,
-            io,
-            max_attempts_source,
-            retry_mode,
-            retry_deadline_source,
-            checksum,
+impl Lookup<'_> {
+    fn env(&self, names: &[&str]) -> Option<Setting<String>> {
+        names.iter().find_map(|n| {
+            self.env
+                .get(n)
+                .map(|v| Setting::new(v.to_string(), Source::Env(n.to_string())))
         })
     }
+}
+
+type Credentials = (
+    Option<Setting<String>>,
+    Option<Setting<String>>,
+    Option<Setting<String>>,
+);
+
+/// Key, secret and token; a key without a secret (or the reverse) is an error.
+fn credentials(flavor: &S3Flavor, lookup: &Lookup<'_>) -> Result<Credentials> {
+    let protocol = flavor.protocol;
+    let key = lookup
+        .top
+        .text(S3Option::Key)?
+        .or(lookup.client.access_key_id.clone())
+        .or_else(|| lookup.env(flavor.key_env));
+    let secret = lookup
+        .top
+        .text(S3Option::Secret)?
+        .or(lookup.client.secret_access_key.clone())
+        .or_else(|| lookup.env(flavor.secret_env));
+    let token = lookup
+        .top
+        .text(S3Option::Token)?
+        .or(lookup.client.session_token.clone())
+        .or_else(|| lookup.env(flavor.token_env));
+    if key.is_some() != secret.is_some() {
+        let (have, missing) = if key.is_some() {
+            ("key", "secret")
+        } else {
+            ("secret", "key")
+        };
+        let vars = if missing == "key" {
+            flavor.key_env
+        } else {
+            flavor.secret_env
+        };
+        return Err(config_error(format!(
+            "{protocol} credentials are incomplete: a {have} is set but no {missing}; set {protocol}.{missing} or {}",
+            vars.join(" or ")
+        )));
+    }
+    Ok((key, secret, token))
+}
+
+/// The endpoint the options or the environment name, checked.
+fn custom_endpoint(flavor: &S3Flavor, lookup: &Lookup<'_>) -> Result<Option<Setting<String>>> {
+    let ignore_env_endpoint = lookup
+        .env
+        .get("AWS_IGNORE_CONFIGURED_ENDPOINT_URLS")
+        .is_some_and(|v| v.eq_ignore_ascii_case("true"));
+    let endpoint = lookup
+        .top
+        .text(S3Option::EndpointUrl)?
+        .or(lookup.client.endpoint_url.clone())
+        .or_else(|| {
+            (!ignore_env_endpoint)
+                .then(|| lookup.env(flavor.endpoint_env))
+                .flatten()
+        });
+    if let Some(endpoint) = &endpoint {
+        check_http_endpoint(
+            flavor.protocol,
+            &endpoint.value,
+            &endpoint.source.to_string(),
+            "http://host:port",
+        )?;
+    }
+    Ok(endpoint)
+}
+
+/// The signing region: configured, the flavor's default, or read from the
+/// endpoint.
+fn region(
+    flavor: &S3Flavor,
+    lookup: &Lookup<'_>,
+    custom_endpoint: Option<&Setting<String>>,
+) -> Result<Setting<String>> {
+    let protocol = flavor.protocol;
+    let configured = lookup
+        .top
+        .text(S3Option::Region)?
+        .or(lookup.client.region_name.clone())
+        .or_else(|| lookup.env(flavor.region_env));
+    match (configured, flavor.default_region, custom_endpoint) {
+        (Some(region), _, _) => Ok(region),
+        (None, Some(default), _) => Ok(Setting::new(default.to_string(), Source::Default)),
+        (None, None, Some(endpoint)) => region_from_endpoint(&endpoint.value)
+            .map(|r| Setting::new(r, endpoint.source.clone()))
+            .ok_or_else(|| {
+                config_error(format!(
+                    "{protocol} needs a region to sign requests and none could be read from the endpoint {:?}; set {protocol}.region (or {})",
+                    endpoint.value,
+                    flavor.region_env.join(", ")
+                ))
+            }),
+        (None, None, None) => Err(config_error(format!(
+            "{protocol} needs a region or an endpoint: set {protocol}.region (or {}), or {protocol}.endpoint_url",
+            flavor.region_env.join(", ")
+        ))),
+    }
+}
+
+/// The service's own endpoint of `region` (`use_ssl=false`: over http).
+fn regional_endpoint(
+    flavor: &S3Flavor,
+    top: &TopLevel<'_>,
+    region: &Setting<String>,
+) -> Result<Setting<String>> {
+    let mut regional = (flavor.regional_endpoint)(&region.value);
+    let use_ssl = top.flag(S3Option::UseSsl, true)?;
+    if !use_ssl.value
+        && let Some(rest) = regional.strip_prefix("https://")
+    {
+        regional = format!("http://{rest}");
+    }
+    Ok(Setting::new(regional, use_ssl.source))
+}
+
+/// s3fs's `s3_additional_kwargs`: server-side encryption and its KMS key.
+fn server_side_encryption(top: &TopLevel<'_>) -> Result<Option<(Setting<String>, Option<String>)>> {
+    let Some((at, v)) = top.get(S3Option::S3AdditionalKwargs) else {
+        return Ok(None);
+    };
+    let mut algorithm = None;
+    let mut kms_key = None;
+    for (name, value) in value_as_object(v, &at.label())? {
+        let label = format!("{}.{name}", at.label());
+        match name.as_str() {
+            "ServerSideEncryption" => algorithm = Some(at.setting(value_as_string(value, &label)?)),
+            "SSEKMSKeyId" => kms_key = Some(value_as_string(value, &label)?),
+            other => {
+                return Err(config_error(format!(
+                    "option {label} is not supported: of s3_additional_kwargs cairn sends ServerSideEncryption and SSEKMSKeyId ({other} would be ignored, so it is refused)"
+                )));
+            }
+        }
+    }
+    match (algorithm, kms_key) {
+        (Some(a), key) => Ok(Some((a, key))),
+        (None, Some(_)) => Err(config_error(format!(
+            "option {}.SSEKMSKeyId needs ServerSideEncryption=\"aws:kms\" beside it",
+            at.label()
+        ))),
+        (None, None) => Ok(None),
+    }
+}
+
+/// Virtual-host or path addressing: `addressing_style`, else the flavor's
+/// default (path style for a custom endpoint on s3).
+fn addressing(flavor: &S3Flavor, config: &ConfigKwargs, aws_endpoint: bool) -> Setting<bool> {
+    match &config.addressing_style {
+        Some(style) if style.value == AddressingStyle::Path => {
+            Setting::new(false, style.source.clone())
+        }
+        Some(style) if style.value == AddressingStyle::Virtual => {
+            Setting::new(true, style.source.clone())
+        }
+        _ => Setting::new(
+            flavor.virtual_by_default.unwrap_or(aws_endpoint),
+            Source::Default,
+        ),
+    }
+}
+
+/// `conditional_writes`: `auto` (probe), `native` or `emulate`.
+fn conditional_writes(top: &TopLevel<'_>) -> Result<Setting<ConditionalWrites>> {
+    let Some((at, v)) = top.get(S3Option::ConditionalWrites) else {
+        return Ok(Setting::new(ConditionalWrites::Probe, Source::Default));
+    };
+    let text = value_as_string(v, &at.label())?;
+    let mode = match text.to_ascii_lowercase().as_str() {
+        "auto" | "probe" => ConditionalWrites::Probe,
+        "native" => ConditionalWrites::Native,
+        "emulate" | "emulated" => ConditionalWrites::Emulated,
+        other => {
+            return Err(config_error(format!(
+                "option {} is {other:?}; use \"auto\", \"native\" or \"emulate\"",
+                at.label()
+            )));
+        }
+    };
+    Ok(at.setting(mode))
+}
+
+/// Timeouts, retries and upload checksums, with their sources.
+struct Retries {
+    io: IoPolicy,
+    max_attempts_source: Source,
+    retry_mode: Setting<String>,
+    retry_deadline_source: Source,
+    checksum: Setting<Option<ChecksumHeader>>,
+}
+
+/// botocore's timeouts, attempts, retry mode and checksum calculation
+/// (`config_kwargs`, then botocore's variables), and cairn's `retry_deadline`.
+fn retries(
+    flavor: &S3Flavor,
+    top: &TopLevel<'_>,
+    config: &ConfigKwargs,
+    env: &Environment,
+) -> Result<Retries> {
+    let mut io = IoPolicy::default();
+    if let Some(secs) = config.read_timeout {
+        io.io_timeout = secs;
+    }
+    if let Some(connect) = config.connect_timeout {
+        io.op_timeout = io.op_timeout.max(connect);
+    }
+    let botocore_env = |name: &str| {
+        flavor
+            .botocore_env
+            .then(|| env.get(name))
+            .flatten()
+            .map(|v| (v.to_string(), Source::Env(name.to_string())))
+    };
+    let attempts = match (
+        config.total_attempts.clone(),
+        botocore_env("AWS_MAX_ATTEMPTS"),
+    ) {
+        (Some(setting), _) => Some(setting),
+        (None, Some((text, source))) => {
+            let n = text.trim().parse::<usize>().map_err(|_| {
+                config_error(format!(
+                    "{source} is {text:?}: give the total number of attempts per request, e.g. 5"
+                ))
+            })?;
+            Some(Setting::new(n, source))
+        }
+        (None, None) => None,
+    };
+    let max_attempts_source = match attempts {
+        Some(setting) => {
+            io.max_attempts = setting.value.max(1);
+            setting.source
+        }
+        None => Source::Default,
+    };
+    let retry_mode = match (config.retry_mode.clone(), botocore_env("AWS_RETRY_MODE")) {
+        (Some(mode), _) => mode,
+        (None, Some((text, source))) => {
+            Setting::new(retry_mode(&text, &source.to_string())?, source)
+        }
+        (None, None) => Setting::new("standard".to_string(), Source::Default),
+    };
+    let retry_deadline_source = match top.get(S3Option::RetryDeadline) {
+        Some((at, v)) => {
+            let label = at.label();
+            let secs = value_as_f64(v, &label)?;
+            if !(secs >= 0.0 && secs.is_finite()) {
+                return Err(config_error(format!(
+                    "option {label} is {secs}: give the seconds a call may take with its retries (0: no deadline)"
+                )));
+            }
+            io.retry_deadline = (secs > 0.0).then(|| Duration::from_secs_f64(secs));
+            at.setting(()).source
+        }
+        None => Source::Default,
+    };
+    let checksum_on = match (
+        config.checksum_when_supported.clone(),
+        botocore_env("AWS_REQUEST_CHECKSUM_CALCULATION"),
+    ) {
+        (Some(on), _) => on,
+        (None, Some((text, source))) => {
+            Setting::new(checksum_calculation(&text, &source.to_string())?, source)
+        }
+        (None, None) => Setting::new(true, Source::Default),
+    };
+    let checksum = Setting::new(
+        checksum_on.value.then_some(flavor.checksum),
+        checksum_on.source,
+    );
+
+    Ok(Retries {
+        io,
+        max_attempts_source,
+        retry_mode,
+        retry_deadline_source,
+        checksum,
+    })
 }
