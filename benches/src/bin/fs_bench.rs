@@ -91,7 +91,10 @@ impl Store for Cairn {
     }
     async fn remove_all(&self, prefix: &str) {
         self.fs
-            .rm(&format!("s3://{}/{prefix}", self.bucket), true, None)
+            .rm_with(
+                &format!("s3://{}/{prefix}", self.bucket),
+                cairn_fs::TreeOptions::new().recursive(true),
+            )
             .await
             .unwrap();
     }

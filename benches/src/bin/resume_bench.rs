@@ -82,7 +82,9 @@ async fn main() {
     assert_eq!(open.state.ids.len(), units * 100);
     assert_eq!(open.recovery.rolled_back.len(), 3);
     open.dir.release_lease(open.lease).await.unwrap();
-    let _ = fs.rm(&url, true, None).await;
+    let _ = fs
+        .rm_with(&url, cairn_fs::TreeOptions::new().recursive(true))
+        .await;
     println!(
         "{}",
         serde_json::json!({"url": url, "units": units, "ids": units * 100, "setup_seconds": setup, "resume_seconds": resume})

@@ -22,6 +22,9 @@ pub(crate) enum Meaning {
     StorageFull,
     /// Requests were signed for another region than the bucket's.
     WrongRegion,
+    /// A range starting at or past the end of the object (416), which
+    /// some services' own classification leaves unnamed (gcs).
+    RangeNotSatisfied,
 }
 
 /// A store's error answer: its HTTP status, error code and the region it
@@ -96,6 +99,7 @@ impl StoreAnswer {
             _ if status == 404 && *method == http::Method::GET && is_gcs_object_listing(path) => {
                 Meaning::NoSuchBucket
             }
+            _ if status == 416 => Meaning::RangeNotSatisfied,
             _ => return None,
         };
         Some(Self {
@@ -114,6 +118,7 @@ impl StoreAnswer {
             Meaning::NoSuchBucket | Meaning::WrongRegion => opendal::ErrorKind::ConfigInvalid,
             Meaning::ExpiredToken => opendal::ErrorKind::PermissionDenied,
             Meaning::StorageFull => opendal::ErrorKind::Unexpected,
+            Meaning::RangeNotSatisfied => opendal::ErrorKind::RangeNotSatisfied,
         };
         opendal::Error::new(kind, self.to_string())
             .set_permanent()
@@ -243,6 +248,10 @@ mod tests {
         );
         assert!(answer(404, &[], "{}", get.clone(), "/storage/v1/b/bkt/o/key").is_none());
         // Answers cairn has nothing to add to.
+        assert_eq!(
+            answer(416, &[], "", get.clone(), "/b/k").unwrap().meaning,
+            Meaning::RangeNotSatisfied
+        );
         assert!(answer(404, &[], &xml("NoSuchKey", ""), get.clone(), "/b/k").is_none());
         assert!(
             answer(

@@ -304,6 +304,10 @@ pub(crate) fn from_opendal(err: opendal::Error, url: &str, bucket: Option<&str>)
                 credential_hint(url)
             ),
         ),
+        (Some((Meaning::RangeNotSatisfied, _)), _) => (
+            ErrorKind::Other,
+            "the range starts at or past the end of the file".to_string(),
+        ),
         (Some((Meaning::WrongRegion, region)), _) => {
             let region = region.unwrap_or_default();
             (

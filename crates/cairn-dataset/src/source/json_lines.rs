@@ -25,7 +25,9 @@ pub(super) async fn plan_json(
     let inputs = listed.iter().map(|l| l.fingerprint.clone()).collect();
     for super::listing::Listed { fs, path, size, .. } in listed {
         let url = fs.url(&path);
-        let head = fs.cat_range(&path, 0, Some(size.min(4 << 20))).await?;
+        let head = fs
+            .cat_range_with_size(&path, 0, Some(4 << 20), size)
+            .await?;
         let complete = if size <= 4 << 20 {
             &head[..]
         } else {
@@ -46,6 +48,7 @@ pub(super) async fn plan_json(
             fs,
             url,
             path,
+            size,
             format: FileFormat::Json,
         }));
     }

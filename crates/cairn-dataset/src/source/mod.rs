@@ -109,6 +109,8 @@ pub(crate) struct InputFile {
     pub(crate) url: String,
     /// The stripped path (what Ray hashes and what `path` holds).
     path: String,
+    /// The size the listing gave (ranged reads need no stat).
+    size: u64,
     format: FileFormat,
 }
 
@@ -284,6 +286,7 @@ impl PlannedSource {
                 let reader = FileReader {
                     fs: file.fs.clone(),
                     path: file.path.clone(),
+                    size: file.size,
                     metadata: Some(meta.metadata().clone()),
                 };
                 let built =

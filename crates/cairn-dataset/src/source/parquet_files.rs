@@ -190,6 +190,7 @@ async fn open_parquet(fs: FileSystem, path: String, size: u64) -> Result<Arc<Inp
     let mut reader = FileReader {
         fs: fs.clone(),
         path: path.clone(),
+        size,
         metadata: None,
     };
     let loaded = match ParquetMetaDataReader::new()
@@ -204,7 +205,7 @@ async fn open_parquet(fs: FileSystem, path: String, size: u64) -> Result<Arc<Inp
         Ok(meta) => meta,
         Err(e) => {
             let head = fs
-                .cat_range(&path, 0, Some(size.min(16)))
+                .cat_range_with_size(&path, 0, Some(16), size)
                 .await
                 .unwrap_or_default();
             return Err(Error::Input {
@@ -217,6 +218,7 @@ async fn open_parquet(fs: FileSystem, path: String, size: u64) -> Result<Arc<Inp
         fs,
         url,
         path,
+        size,
         format: FileFormat::Parquet(meta),
     }))
 }
@@ -264,10 +266,12 @@ fn same_schema(files: &[Arc<InputFile>]) -> Result<SchemaRef> {
     Ok(Arc::new(Schema::new(fields)))
 }
 
-/// Parquet's view of a file on a cairn filesystem: ranged reads.
+/// Parquet's view of a file on a cairn filesystem: ranged reads, one
+/// request each (the size comes from the listing that found the file).
 pub(super) struct FileReader {
     pub(super) fs: FileSystem,
     pub(super) path: String,
+    pub(super) size: u64,
     pub(super) metadata: Option<Arc<ParquetMetaData>>,
 }
 
@@ -275,7 +279,7 @@ impl AsyncFileReader for FileReader {
     fn get_bytes(&mut self, range: Range<u64>) -> BoxFuture<'_, parquet::errors::Result<Bytes>> {
         async move {
             self.fs
-                .cat_range(&self.path, range.start, Some(range.end))
+                .cat_range_with_size(&self.path, range.start, Some(range.end), self.size)
                 .await
                 .map_err(|e| ParquetError::External(Box::new(e)))
         }

@@ -8,7 +8,7 @@ use crate::error::{Error, ErrorKind, Result};
 
 /// Whether OpenDAL's `err` means nothing is there (a missing bucket is
 /// classified ConfigInvalid, never NotFound: see crate::answer).
-fn is_not_found(err: &opendal::Error) -> bool {
+pub(crate) fn is_not_found(err: &opendal::Error) -> bool {
     matches!(
         err.kind(),
         opendal::ErrorKind::NotFound | opendal::ErrorKind::NotADirectory
@@ -221,19 +221,6 @@ pub(crate) fn parent_path(path: &str) -> Option<&str> {
         Some(idx) if idx > 0 => Some(&path[..idx]),
         _ => None,
     }
-}
-
-/// Lists every entry under `loc` recursively, as (entry key, metadata).
-pub(crate) async fn list_recursive(
-    fs: &FileSystem,
-    loc: &Location,
-) -> Result<Vec<(String, opendal::Metadata)>> {
-    let dir_key = loc.dir_key();
-    Ok(list_keys_from(fs, loc, &dir_key)
-        .await?
-        .into_iter()
-        .filter(|(path, _)| *path != dir_key && !path.trim_matches('/').is_empty())
-        .collect())
 }
 
 /// Lists every entry whose key starts with `key` in `loc`'s bucket,

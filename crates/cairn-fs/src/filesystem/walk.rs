@@ -1,12 +1,13 @@
 //! Walking trees: `find`, `glob`, `du`, and fsspec's `expand_path`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet, VecDeque};
 
+use futures::stream::{self, BoxStream, StreamExt, TryStreamExt};
 use globset::GlobBuilder;
 
-use super::info::{list_keys_from, list_recursive};
+use super::info::{is_not_found, list_keys_from};
 use super::walk_options::{FindOptions, TreeOptions};
-use super::{FileInfo, FileSystem, FileType};
+use super::{FileInfo, FileSystem, FileType, Location};
 use crate::entry::DiskUsage;
 use crate::error::{Error, ErrorKind, Result};
 use crate::url::has_magic;
@@ -46,50 +47,86 @@ impl FileSystem {
     /// # })
     /// ```
     pub async fn find_with(&self, path: &str, options: FindOptions) -> Result<Vec<FileInfo>> {
-        let (maxdepth, withdirs) = (options.max_depth, options.with_dirs);
-        if maxdepth == Some(0) {
-            return Err(Error::new(ErrorKind::Config, "maxdepth must be at least 1"));
+        let mut entries = self.find_stream(path, options).await?;
+        let mut out: BTreeMap<String, FileInfo> = BTreeMap::new();
+        while let Some(info) = entries.try_next().await? {
+            out.insert(info.name.clone(), info);
         }
         let loc = self.locate(path).await?;
-        let entries = list_recursive(self, &loc).await?;
-        let prefix_len = loc.dir_key().trim_start_matches('/').len();
-        let within = |rel: &str| maxdepth.is_none_or(|d| rel.split('/').count() <= d);
-        let mut out: BTreeMap<String, FileInfo> = BTreeMap::new();
-        for (key, meta) in entries {
-            let rel = key.trim_start_matches('/')[prefix_len..].trim_end_matches('/');
-            if rel.is_empty() {
-                continue;
-            }
-            if withdirs {
-                // Parents of any entry are directories, whether or not a marker exists.
-                let parts: Vec<&str> = rel.split('/').collect();
-                for depth in 1..parts.len() {
-                    let dir_rel = parts[..depth].join("/");
-                    if within(&dir_rel) {
-                        let name = self.entry_path(&loc, &format!("{}{dir_rel}", &loc.dir_key()));
-                        out.entry(name.clone())
-                            .or_insert_with(|| FileInfo::directory(name));
-                    }
-                }
-            }
-            if !within(rel) || (meta.is_dir() && !withdirs) {
-                continue;
-            }
-            let name = self.entry_path(&loc, &key);
-            let info = self.complete_info(&loc, name.clone(), &key, &meta).await?;
-            out.insert(name, info);
-        }
-        if withdirs && !out.is_empty() && !loc.key.is_empty() {
+        if options.with_dirs && !out.is_empty() && !loc.key.is_empty() {
             out.insert(loc.path.clone(), FileInfo::directory(loc.path.clone()));
         }
         if out.is_empty() {
             match self.info_or_none(&loc.path).await? {
                 Some(info) if !info.is_dir() => return Ok(vec![info]),
-                Some(info) if withdirs && !loc.key.is_empty() => return Ok(vec![info]),
+                Some(info) if options.with_dirs && !loc.key.is_empty() => return Ok(vec![info]),
                 _ => {}
             }
         }
         Ok(out.into_values().collect())
+    }
+
+    /// The entries under `path` as the store's listing pages arrive (in the
+    /// store's order, not sorted): memory stays at one page whatever the
+    /// number of keys (with `with_dirs`, plus one name per directory).
+    /// [`FileSystem::find_with`] is this, collected and sorted; unlike it,
+    /// the stream does not name `path` itself.
+    ///
+    /// ```
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// use futures::TryStreamExt;
+    /// let fs = cairn_fs::FileSystem::new("memory", &cairn_fs::StorageOptions::new()).unwrap();
+    /// for p in ["/finds-doc/a", "/finds-doc/sub/b"] {
+    ///     fs.pipe(p, "x".into(), cairn_fs::WriteMode::Overwrite).await.unwrap();
+    /// }
+    /// let stream = fs.find_stream("/finds-doc", cairn_fs::FindOptions::new()).await.unwrap();
+    /// let mut names: Vec<String> = stream.map_ok(|info| info.name).try_collect().await.unwrap();
+    /// names.sort();
+    /// assert_eq!(names, ["/finds-doc/a", "/finds-doc/sub/b"]);
+    /// # })
+    /// ```
+    pub async fn find_stream(
+        &self,
+        path: &str,
+        options: FindOptions,
+    ) -> Result<BoxStream<'static, Result<FileInfo>>> {
+        if options.max_depth == Some(0) {
+            return Err(Error::new(ErrorKind::Config, "maxdepth must be at least 1"));
+        }
+        let loc = self.locate(path).await?;
+        let dir_key = loc.dir_key();
+        let lister = match loc.op.lister_with(&dir_key).recursive(true).await {
+            Ok(lister) => lister,
+            Err(e) if is_not_found(&e) => return Ok(stream::empty().boxed()),
+            Err(e) => return Err(self.error(e, &loc)),
+        };
+        let walk = Walk {
+            fs: self.clone(),
+            prefix_len: dir_key.trim_start_matches('/').len(),
+            loc,
+            options,
+            seen_dirs: HashSet::new(),
+            ready: VecDeque::new(),
+        };
+        Ok(stream::unfold(Some((lister, walk)), |state| async move {
+            let (mut lister, mut walk) = state?;
+            loop {
+                if let Some(info) = walk.ready.pop_front() {
+                    return Some((Ok(info), Some((lister, walk))));
+                }
+                match lister.try_next().await {
+                    Ok(Some(entry)) => {
+                        if let Err(e) = walk.accept(entry).await {
+                            return Some((Err(e), None));
+                        }
+                    }
+                    Ok(None) => return None,
+                    Err(e) if is_not_found(&e) => return None,
+                    Err(e) => return Some((Err(walk.fs.error(e, &walk.loc)), None)),
+                }
+            }
+        })
+        .boxed())
     }
 
     /// Paths matching a glob pattern: `*` and `?` within one level, `[...]`
@@ -365,5 +402,61 @@ impl FileSystem {
             );
         }
         Ok(out)
+    }
+}
+
+/// The state of one `find_stream`: what each listed entry becomes.
+struct Walk {
+    fs: FileSystem,
+    loc: Location,
+    /// Length of the listed directory's key, which entry keys start with.
+    prefix_len: usize,
+    options: FindOptions,
+    /// Directories already yielded (with `with_dirs`).
+    seen_dirs: HashSet<String>,
+    /// Entries ready to be yielded.
+    ready: VecDeque<FileInfo>,
+}
+
+impl Walk {
+    /// Turns one listed entry into what the walk yields: its parent
+    /// directories first (with `with_dirs`; a prefix is a directory whether
+    /// or not a marker exists), then the entry if it is within `max_depth`.
+    async fn accept(&mut self, entry: opendal::Entry) -> Result<()> {
+        let (key, meta) = entry.into_parts();
+        let rel = key.trim_start_matches('/')[self.prefix_len..].trim_end_matches('/');
+        if rel.is_empty() {
+            return Ok(());
+        }
+        let max_depth = self.options.max_depth;
+        let within = |rel: &str| max_depth.is_none_or(|d| rel.split('/').count() <= d);
+        if self.options.with_dirs {
+            let parts: Vec<&str> = rel.split('/').collect();
+            for depth in 1..parts.len() {
+                let dir_rel = parts[..depth].join("/");
+                if within(&dir_rel) {
+                    let name = self
+                        .fs
+                        .entry_path(&self.loc, &format!("{}{dir_rel}", self.loc.dir_key()));
+                    if self.seen_dirs.insert(name.clone()) {
+                        self.ready.push_back(FileInfo::directory(name));
+                    }
+                }
+            }
+        }
+        if !within(rel) || (meta.is_dir() && !self.options.with_dirs) {
+            return Ok(());
+        }
+        let name = self.fs.entry_path(&self.loc, &key);
+        if meta.is_dir() {
+            if !self.seen_dirs.insert(name.clone()) {
+                return Ok(());
+            }
+            self.ready.push_back(FileInfo::directory(name));
+            return Ok(());
+        }
+        let info = self.fs.complete_info(&self.loc, name, &key, &meta).await?;
+        self.ready.push_back(info);
+        Ok(())
     }
 }

@@ -1,7 +1,6 @@
 //! Between object_store's types and cairn's: object metadata, conditions,
 //! errors.
 
-use bytes::Bytes;
 use object_store::path::Path;
 use object_store::{Attributes, GetOptions, ObjectMeta};
 
@@ -75,14 +74,6 @@ pub(super) fn object_meta(
             .version()
             .filter(|_| op.info().capability().read_with_version)
             .map(str::to_string),
-    }
-}
-
-pub(super) fn concat(chunks: Vec<Bytes>) -> Bytes {
-    match chunks.len() {
-        0 => Bytes::new(),
-        1 => chunks.into_iter().next().unwrap_or_default(),
-        _ => Bytes::from(chunks.concat()),
     }
 }
 

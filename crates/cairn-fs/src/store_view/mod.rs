@@ -6,7 +6,8 @@
 //!
 //! Requests per call: `head` 1; `get`/`get_opts` 2 (a HEAD for the size and
 //! the conditions, then one GET of the range, pinned to the ETag where the
-//! store supports `If-Match` on reads); `get_ranges` 1 HEAD plus one GET per
+//! store supports `If-Match` on reads), `get_range` too (object_store
+//! routes it through `get_opts`); `get_ranges` 1 HEAD plus one GET per
 //! range; `put` 1 (create-if-absent emulated stores: 2); multipart uploads
 //! create + one per 8 MiB part + complete; `list` one per page of 1,000
 //! keys, streamed as pages arrive; `delete` 1; `copy` 1 (server side).
@@ -31,8 +32,7 @@ mod convert;
 mod upload;
 
 use convert::{
-    check_conditions, concat, not_found, not_implemented, object_meta, refuse_attributes,
-    to_store_error,
+    check_conditions, not_found, not_implemented, object_meta, refuse_attributes, to_store_error,
 };
 use upload::Upload;
 
@@ -279,33 +279,27 @@ impl ObjectStore for ObjectStoreView {
         location: &Path,
         ranges: &[Range<u64>],
     ) -> object_store::Result<Vec<Bytes>> {
+        // One HEAD for the size, then one GET per range.
         let loc = self.locate(location).await?;
-        let meta = self.head_at(&loc, location, None).await?;
-        let reads = ranges.iter().map(|range| {
-            let (loc, meta) = (&loc, &meta);
+        let size = self.head_at(&loc, location, None).await?.size;
+        let path = self.full_path(location);
+        futures::future::try_join_all(ranges.iter().map(|range| {
+            let path = &path;
             async move {
-                if range.start > range.end || range.end > meta.size {
+                if range.start > range.end || range.end > size {
                     return Err(object_store::Error::Generic {
                         store: STORE,
-                        source: format!(
-                            "range {range:?} is outside the object's {} bytes",
-                            meta.size
-                        )
-                        .into(),
+                        source: format!("range {range:?} is outside the object's {size} bytes")
+                            .into(),
                     });
                 }
-                if range.is_empty() {
-                    return Ok(Bytes::new());
-                }
-                let chunks: Vec<Bytes> = self
-                    .read_stream(loc, location, meta, None, range.clone())
-                    .await?
-                    .try_collect()
-                    .await?;
-                Ok(concat(chunks))
+                self.fs
+                    .cat_range_with_size(path, range.start, Some(range.end), size)
+                    .await
+                    .map_err(|e| to_store_error(e, location))
             }
-        });
-        futures::future::try_join_all(reads).await
+        }))
+        .await
     }
 
     fn delete_stream(

@@ -1,0 +1,131 @@
+//! Requests per operation, counted on the wire by a request hook (it sees
+//! every HTTP request the filesystem sends, retries included) against
+//! Garage. docs/library.md and docs/benchmarks.md state these counts.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use cairn_fs::hooks::RequestHook;
+use cairn_fs::{Environment, FileSystem, FileSystemBuilder, ObjectStoreView, WriteMode};
+use object_store::{ObjectStore, ObjectStoreExt, path::Path};
+
+/// Counts the requests it sees.
+#[derive(Debug, Default)]
+struct Counter(AtomicUsize);
+
+impl RequestHook for Counter {
+    fn on_request(&self, _request: &mut http::Request<opendal::Buffer>) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+impl Counter {
+    fn take(&self) -> usize {
+        self.0.swap(0, Ordering::SeqCst)
+    }
+}
+
+fn garage(test: &str) -> Option<(FileSystem, Arc<Counter>, String)> {
+    let (options, s3) = cairn_conformance::s3_server("GARAGE", test)?;
+    let counter = Arc::new(Counter::default());
+    let fs = FileSystemBuilder::new("s3")
+        .options(options)
+        .env(Environment::default())
+        .request_hook(counter.clone())
+        .build()
+        .unwrap();
+    let root = format!(
+        "s3://{}/request-counts/{test}-{}",
+        s3.bucket,
+        std::process::id()
+    );
+    Some((fs, counter, root))
+}
+
+#[tokio::test]
+async fn reads_cost_one_request_each() {
+    let Some((fs, counter, root)) = garage("reads") else {
+        return;
+    };
+    let file = format!("{root}/f.bin");
+    let data: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
+    fs.pipe(&file, data.clone().into(), WriteMode::Overwrite)
+        .await
+        .unwrap();
+    counter.take();
+
+    let size = data.len() as u64;
+    let cases: Vec<(&str, usize, usize)> = vec![
+        (
+            "cat_range_with_size inside the file (size from a listing)",
+            1,
+            {
+                let got = fs
+                    .cat_range_with_size(&file, 10, Some(2_000), size)
+                    .await
+                    .unwrap();
+                assert_eq!(got, &data[10..2_000]);
+                counter.take()
+            },
+        ),
+        ("cat_range_with_size past the end", 1, {
+            let got = fs
+                .cat_range_with_size(&file, 99_990, Some(200_000), size)
+                .await
+                .unwrap();
+            assert_eq!(got, &data[99_990..]);
+            counter.take()
+        }),
+        ("cat_range to the end", 1, {
+            let got = fs.cat_range(&file, 99_000, None).await.unwrap();
+            assert_eq!(got, &data[99_000..]);
+            counter.take()
+        }),
+        ("cat_range from the end", 1, {
+            assert!(fs.cat_range(&file, 100_000, None).await.unwrap().is_empty());
+            counter.take()
+        }),
+        ("cat_range bounded, size unknown: stat + GET", 2, {
+            let got = fs.cat_range(&file, 99_990, Some(200_000)).await.unwrap();
+            assert_eq!(got, &data[99_990..]);
+            counter.take()
+        }),
+        ("cat", 1, {
+            assert_eq!(fs.cat(&file).await.unwrap().len(), data.len());
+            counter.take()
+        }),
+        ("info", 1, {
+            assert_eq!(fs.info(&file).await.unwrap().size, 100_000);
+            counter.take()
+        }),
+    ];
+    for (what, expected, requests) in &cases {
+        assert_eq!(requests, expected, "{what}");
+    }
+
+    let store = ObjectStoreView::new(fs.clone(), &root).unwrap();
+    let path = Path::from("f.bin");
+    assert_eq!(store.get_range(&path, 5..50).await.unwrap(), &data[5..50]);
+    assert_eq!(
+        counter.take(),
+        2,
+        "object_store get_range goes through get_opts: HEAD + GET"
+    );
+    let parts = store
+        .get_ranges(&path, &[0..10, 500..600, 90_000..90_001])
+        .await
+        .unwrap();
+    assert_eq!(parts[1], &data[500..600]);
+    assert_eq!(
+        counter.take(),
+        4,
+        "object_store get_ranges: one HEAD, one GET per range"
+    );
+    store.head(&path).await.unwrap();
+    assert_eq!(counter.take(), 1, "object_store head");
+    assert!(store.get_range(&path, 100_000..100_010).await.is_err());
+    counter.take();
+    fs.rm_with(&root, cairn_fs::TreeOptions::new().recursive(true))
+        .await
+        .unwrap();
+}
