@@ -18,6 +18,7 @@ const STAGING_MARK: &str = ".cairn-tmp-";
 
 /// Whether `key` names the temporary file of a streaming write in progress,
 /// which object-store views do not show (the object does not exist yet).
+#[cfg(feature = "object-store")]
 pub(crate) fn is_staging_file(key: &str) -> bool {
     let name = key.rsplit('/').next().unwrap_or(key);
     name.starts_with('.') && name.contains(STAGING_MARK)
@@ -470,6 +471,7 @@ impl FileSystem {
     /// (`If-Match`); a changed or missing object is a PreconditionFailed
     /// error and nothing is written. For stores whose capability says they
     /// honour `If-Match` on writes.
+    #[cfg(feature = "object-store")]
     pub(crate) async fn pipe_if_match(
         &self,
         loc: &Location,

@@ -32,6 +32,7 @@ mod walk;
 mod walk_options;
 
 pub use builder::{FileSystemBuilder, build_checkpoint_filesystem};
+#[cfg(feature = "object-store")]
 pub(crate) use io::{CHUNK, CONCURRENCY, is_staging_file};
 pub(crate) use paths::Location;
 pub use walk_options::{FindOptions, TreeOptions};
