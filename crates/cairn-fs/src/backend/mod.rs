@@ -148,7 +148,28 @@ pub trait BackendFactory: Send + Sync + 'static {
     }
 }
 
-/// A configured backend: builds one operator per bucket.
+/// A configured backend: builds one operator per root (a bucket, a tclake
+/// volume), asynchronously, so a backend may call a catalog first.
+///
+/// ```
+/// use futures::future::BoxFuture;
+/// use cairn_fs::backend::Backend;
+///
+/// /// Every root is a fresh in-memory store.
+/// #[derive(Debug)]
+/// struct Scratch;
+/// impl Backend for Scratch {
+///     fn operator<'a>(&'a self, _root: &'a str) -> BoxFuture<'a, cairn_fs::Result<opendal::Operator>> {
+///         Box::pin(async {
+///             opendal::Operator::new(opendal::services::Memory::default())
+///                 .map_err(|e| cairn_fs::Error::new(cairn_fs::ErrorKind::Config, "no memory store").with_source(e))
+///         })
+///     }
+/// }
+/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+/// assert!(Scratch.operator("any").await.is_ok());
+/// # })
+/// ```
 pub trait Backend: Send + Sync + std::fmt::Debug + 'static {
     /// An operator for `root` (a bucket, a volume's path, `""` for
     /// single-root backends), without layers; the filesystem adds retry and
