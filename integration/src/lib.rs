@@ -351,6 +351,31 @@ pub async fn find_maxdepth_withdirs(t: &Target) {
     );
     assert_eq!(t.fs.find(&t.url("f/a")).await.unwrap().len(), 1);
     assert!(t.fs.find(&t.url("absent")).await.unwrap().is_empty());
+    // The streaming form yields the same entries, each once (it does not
+    // name the directory itself).
+    for options in [
+        cairn_fs::FindOptions::new(),
+        cairn_fs::FindOptions::new().max_depth(2),
+        cairn_fs::FindOptions::new().with_dirs(true),
+        cairn_fs::FindOptions::new().max_depth(1).with_dirs(true),
+    ] {
+        use futures::TryStreamExt;
+        let streamed: Vec<cairn_fs::FileInfo> =
+            t.fs.find_stream(&t.url("f"), options)
+                .await
+                .unwrap()
+                .try_collect()
+                .await
+                .unwrap();
+        let mut streamed = rel(streamed);
+        let count = streamed.len();
+        streamed.sort();
+        streamed.dedup();
+        assert_eq!(streamed.len(), count, "{options:?}: an entry twice");
+        let mut collected = rel(t.fs.find_with(&t.url("f"), options).await.unwrap());
+        collected.retain(|name| !name.is_empty());
+        assert_eq!(streamed, collected, "{options:?}");
+    }
 }
 
 /// glob with `*`, `?`, `[...]`, `**`, a trailing slash, and maxdepth.

@@ -31,7 +31,7 @@ pub enum Error {
     },
     /// The storage failed (the error names the URL and what to do).
     #[error("{0}")]
-    Storage(#[source] Box<cairn_fs::Error>),
+    Storage(#[source] cairn_fs::Error),
     /// An ID file cannot be read.
     #[error(
         "checkpoint ID file {file} is damaged or not Parquet: {reason}; nothing was deleted. Move it out of the checkpoint directory (its unit is then redone) or restore it"
@@ -180,7 +180,7 @@ pub enum Error {
 
 impl From<cairn_fs::Error> for Error {
     fn from(err: cairn_fs::Error) -> Self {
-        Error::Storage(Box::new(err))
+        Error::Storage(err)
     }
 }
 

@@ -72,7 +72,7 @@ pub enum Error {
     },
     /// Storage failed.
     #[error("{0}")]
-    Storage(#[source] Box<cairn_fs::Error>),
+    Storage(#[source] cairn_fs::Error),
     /// The checkpoint failed.
     #[error("{0}")]
     Checkpoint(#[source] Box<cairn_checkpoint::Error>),
@@ -80,7 +80,7 @@ pub enum Error {
 
 impl From<cairn_fs::Error> for Error {
     fn from(e: cairn_fs::Error) -> Self {
-        Error::Storage(Box::new(e))
+        Error::Storage(e)
     }
 }
 

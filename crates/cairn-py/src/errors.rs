@@ -39,7 +39,7 @@ pub(crate) fn to_py(e: cairn_fs::Error) -> PyErr {
 /// maps them, bad settings as `ValueError`, the rest as [`CheckpointError`].
 pub(crate) fn checkpoint_to_py(e: cairn_checkpoint::Error) -> PyErr {
     match e {
-        cairn_checkpoint::Error::Storage(inner) => to_py(*inner),
+        cairn_checkpoint::Error::Storage(inner) => to_py(inner),
         cairn_checkpoint::Error::InvalidConfig { .. }
         | cairn_checkpoint::Error::UnsupportedIdType { .. } => PyValueError::new_err(e.to_string()),
         other => CheckpointError::new_err(other.to_string()),
