@@ -103,6 +103,23 @@ async fn reads_cost_one_request_each() {
         assert_eq!(requests, expected, "{what}");
     }
 
+    // A large file with its size known: 8 MiB ranges, no stat.
+    let large = format!("{root}/large.bin");
+    let big: Vec<u8> = (0..20_000_000u32).map(|i| (i % 253) as u8).collect();
+    fs.pipe(&large, big.clone().into(), WriteMode::Overwrite)
+        .await
+        .unwrap();
+    counter.take();
+    let got = fs.cat_with_size(&large, big.len() as u64).await.unwrap();
+    assert!(got == big, "20 MB read in parallel ranges, byte for byte");
+    assert_eq!(
+        counter.take(),
+        3,
+        "cat_with_size of 20 MB: three 8 MiB ranges"
+    );
+    assert_eq!(fs.cat_with_size(&file, size).await.unwrap(), data);
+    assert_eq!(counter.take(), 1, "cat_with_size of a small file: one GET");
+
     let store = ObjectStoreView::new(fs.clone(), &root).unwrap();
     let path = Path::from("f.bin");
     assert_eq!(store.get_range(&path, 5..50).await.unwrap(), &data[5..50]);

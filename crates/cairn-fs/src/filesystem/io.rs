@@ -315,6 +315,40 @@ impl FileSystem {
         Ok(buf.to_bytes())
     }
 
+    /// The whole file, whose size the caller knows (the listing that found
+    /// it said so): a file larger than one part is read in parallel
+    /// 8 MiB ranges, 4 in flight, with no stat; a smaller one in one GET.
+    /// A file found shorter than `size` is an error (it changed since it was
+    /// listed).
+    ///
+    /// ```
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let fs = cairn_fs::FileSystem::new("memory", &cairn_fs::StorageOptions::new()).unwrap();
+    /// fs.pipe("/sized-cat-doc", "abc".into(), cairn_fs::WriteMode::Overwrite).await.unwrap();
+    /// let size = fs.ls("/").await.unwrap().into_iter().find(|i| i.name == "/sized-cat-doc").unwrap().size;
+    /// assert_eq!(fs.cat_with_size("/sized-cat-doc", size).await.unwrap(), "abc");
+    /// # })
+    /// ```
+    pub async fn cat_with_size(&self, path: &str, size: u64) -> Result<Bytes> {
+        let loc = self.locate(path).await?;
+        self.refuse_directory(&loc)?;
+        if size <= CHUNK as u64 {
+            return self.read_range_at(&loc, 0, size).await;
+        }
+        let buf = loc
+            .op
+            .reader_with(&loc.key)
+            .chunk(CHUNK)
+            .concurrent(CONCURRENCY)
+            .content_length_hint(size)
+            .await
+            .map_err(|e| self.error(e, &loc))?
+            .read(0..size)
+            .await
+            .map_err(|e| self.error(e, &loc))?;
+        Ok(buf.to_bytes())
+    }
+
     /// Bytes `start..end` of a file (`end` = None reads to the end). A range
     /// past the end is truncated, as fsspec's `cat_file` does; it may be empty.
     ///
