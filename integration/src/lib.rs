@@ -496,70 +496,25 @@ async fn run_scenarios(t: &Target, direction: Direction) {
             dst_fs.mkdir(&format!("{dst_root}/target")).await.unwrap();
         }
         let dst = format!("{dst_root}/{}", sc.dst);
+        let options = cairn_fs::TreeOptions::new()
+            .recursive(sc.recursive)
+            .max_depth_opt(sc.maxdepth);
         let result = match sc.src {
             Src::One(s) => {
                 let src = format!("{src_root}/{s}");
                 match direction {
-                    Direction::Copy => {
-                        t.fs.cp_with(
-                            &src,
-                            &dst,
-                            cairn_fs::TreeOptions::new()
-                                .recursive(sc.recursive)
-                                .max_depth_opt(sc.maxdepth),
-                        )
-                        .await
-                    }
-                    Direction::Put => {
-                        t.fs.put_with(
-                            &src,
-                            &dst,
-                            cairn_fs::TreeOptions::new()
-                                .recursive(sc.recursive)
-                                .max_depth_opt(sc.maxdepth),
-                        )
-                        .await
-                    }
-                    Direction::Get => {
-                        t.fs.get_with(
-                            &src,
-                            &dst,
-                            cairn_fs::TreeOptions::new()
-                                .recursive(sc.recursive)
-                                .max_depth_opt(sc.maxdepth),
-                        )
-                        .await
-                    }
+                    Direction::Copy => t.fs.cp_with(&src, &dst, options).await,
+                    Direction::Put => t.fs.put_with(&src, &dst, options).await,
+                    Direction::Get => t.fs.get_with(&src, &dst, options).await,
                 }
             }
             Src::Many(list) => {
                 let srcs: Vec<String> = list.iter().map(|s| format!("{src_root}/{s}")).collect();
                 let srcs: Vec<&str> = srcs.iter().map(String::as_str).collect();
                 match direction {
-                    Direction::Copy => {
-                        t.fs.cp_list(
-                            &srcs,
-                            &dst,
-                            cairn_fs::TreeOptions::new().recursive(sc.recursive),
-                        )
-                        .await
-                    }
-                    Direction::Put => {
-                        t.fs.put_list(
-                            &srcs,
-                            &dst,
-                            cairn_fs::TreeOptions::new().recursive(sc.recursive),
-                        )
-                        .await
-                    }
-                    Direction::Get => {
-                        t.fs.get_list(
-                            &srcs,
-                            &dst,
-                            cairn_fs::TreeOptions::new().recursive(sc.recursive),
-                        )
-                        .await
-                    }
+                    Direction::Copy => t.fs.cp_list(&srcs, &dst, options).await,
+                    Direction::Put => t.fs.put_list(&srcs, &dst, options).await,
+                    Direction::Get => t.fs.get_list(&srcs, &dst, options).await,
                 }
             }
         };

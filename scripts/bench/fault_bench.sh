@@ -6,11 +6,6 @@
 #   scripts/bench/fault_bench.sh [OTHER_CAIRN_BINARY...]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-scripts/tools.sh >/dev/null
-scripts/servers.sh start >/dev/null
-trap 'scripts/servers.sh stop >/dev/null' EXIT
-. target/cairn-servers/servers.env
-export BENCH_ENDPOINT="$CAIRN_TEST_GARAGE_ENDPOINT" BENCH_KEY="$CAIRN_TEST_GARAGE_KEY" \
-       BENCH_SECRET="$CAIRN_TEST_GARAGE_SECRET" BENCH_BUCKET="$CAIRN_TEST_GARAGE_BUCKET"
+. scripts/bench/on_garage.sh
 cargo build --release -q -p cairn-cli -p cairn-bench --bin cairn --bin fault_bench
 target/release/fault_bench "$PWD/target/release/cairn" "$@"

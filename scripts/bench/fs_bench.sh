@@ -5,12 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 CAIRN_TOOLS="${CAIRN_TOOLS:-$HOME/.cache/cairn-tools}"
-scripts/tools.sh >/dev/null
-scripts/servers.sh start >/dev/null
-trap 'scripts/servers.sh stop >/dev/null' EXIT
-. target/cairn-servers/servers.env
-export BENCH_ENDPOINT="$CAIRN_TEST_GARAGE_ENDPOINT" BENCH_KEY="$CAIRN_TEST_GARAGE_KEY" \
-       BENCH_SECRET="$CAIRN_TEST_GARAGE_SECRET" BENCH_BUCKET="$CAIRN_TEST_GARAGE_BUCKET"
+. scripts/bench/on_garage.sh
 cargo build --release -q -p cairn-bench --bin fs_bench
 out="target/fs_bench.jsonl"; : >"$out"
 for _ in $(seq 1 "${BENCH_ROUNDS:-3}"); do

@@ -5,12 +5,7 @@
 #   scripts/bench/list_bench.sh        (BENCH_KEYS, BENCH_ROUNDS)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-scripts/tools.sh >/dev/null
-scripts/servers.sh start >/dev/null
-trap 'scripts/servers.sh stop >/dev/null' EXIT
-. target/cairn-servers/servers.env
-export BENCH_ENDPOINT="$CAIRN_TEST_GARAGE_ENDPOINT" BENCH_KEY="$CAIRN_TEST_GARAGE_KEY" \
-       BENCH_SECRET="$CAIRN_TEST_GARAGE_SECRET" BENCH_BUCKET="$CAIRN_TEST_GARAGE_BUCKET"
+. scripts/bench/on_garage.sh
 cargo build --release -q -p cairn-bench --bin list_bench
 out="target/list_bench.jsonl"; : >"$out"
 echo "filling $(target/release/list_bench fill)" >&2

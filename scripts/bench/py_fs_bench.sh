@@ -7,13 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 tools="${CAIRN_TOOLS:-$HOME/.cache/cairn-tools}"
-scripts/tools.sh >/dev/null
-scripts/servers.sh start >/dev/null
-trap 'scripts/servers.sh stop >/dev/null' EXIT
-. target/cairn-servers/servers.env
-export BENCH_ENDPOINT="$CAIRN_TEST_GARAGE_ENDPOINT" BENCH_KEY="$CAIRN_TEST_GARAGE_KEY" \
-       BENCH_SECRET="$CAIRN_TEST_GARAGE_SECRET" BENCH_BUCKET="$CAIRN_TEST_GARAGE_BUCKET" \
-       BENCH_REGION="$CAIRN_TEST_GARAGE_REGION"
+. scripts/bench/on_garage.sh
 "$tools/venv/bin/pip" show obstore >/dev/null 2>&1 || "$tools/venv/bin/pip" install -q obstore==0.12.1
 rm -rf target/wheels-release
 "$tools/venv/bin/maturin" build -q --release -m crates/cairn-py/Cargo.toml \

@@ -6,12 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 units="${1:-10000}"
-scripts/tools.sh >/dev/null
-scripts/servers.sh start >/dev/null
-trap 'scripts/servers.sh stop >/dev/null' EXIT
-. target/cairn-servers/servers.env
-export BENCH_ENDPOINT="$CAIRN_TEST_GARAGE_ENDPOINT" BENCH_KEY="$CAIRN_TEST_GARAGE_KEY" \
-       BENCH_SECRET="$CAIRN_TEST_GARAGE_SECRET"
+. scripts/bench/on_garage.sh
 cargo build --release -q -p cairn-bench --bin resume_bench
 local_dir="$(mktemp -d)"
 target/release/resume_bench "$local_dir/run" "$units"

@@ -8,11 +8,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 before="${1:-}"
-scripts/tools.sh >/dev/null
+. scripts/bench/on_garage.sh
 cargo build --release -q -p cairn-cli
-scripts/servers.sh start >/dev/null
-trap 'scripts/servers.sh stop >/dev/null' EXIT
-. target/cairn-servers/servers.env
 export AWS_ACCESS_KEY_ID="$CAIRN_TEST_GARAGE_KEY" AWS_SECRET_ACCESS_KEY="$CAIRN_TEST_GARAGE_SECRET" \
        AWS_REGION="$CAIRN_TEST_GARAGE_REGION" AWS_ENDPOINT_URL="$CAIRN_TEST_GARAGE_ENDPOINT" CAIRN_LOG=error
 base="s3://$CAIRN_TEST_GARAGE_BUCKET/bench/s3-read-$$"

@@ -12,15 +12,6 @@ use cairn_checkpoint::{IdSetBuilder, StringMode};
 
 const CHUNK: u64 = 1_000_000;
 
-fn peak_rss_mib() -> f64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
-        .map_or(f64::NAN, |kb| kb / 1024.0)
-}
-
 /// splitmix64, so runs are repeatable.
 fn mix(mut z: u64) -> u64 {
     z = z.wrapping_add(0x9E3779B97F4A7C15);
@@ -43,7 +34,7 @@ fn main() {
         .expect("count")
         .parse()
         .expect("count is a number");
-    let baseline = peak_rss_mib();
+    let baseline = cairn_bench::peak_rss_mib();
 
     let started = Instant::now();
     let mut builder = IdSetBuilder::new(StringMode::Fingerprint128);
@@ -114,7 +105,7 @@ fn main() {
         "{}",
         serde_json::json!({
             "kind": kind, "ids": count, "build_seconds": build_seconds,
-            "peak_rss_mib": peak_rss_mib(), "baseline_rss_mib": baseline,
+            "peak_rss_mib": cairn_bench::peak_rss_mib(), "baseline_rss_mib": baseline,
             "set_mib": set.memory_bytes() as f64 / 1048576.0,
             "set_bytes_per_id": set.memory_bytes() as f64 / count as f64,
             "membership_per_s": probes as f64 / probe_seconds,

@@ -18,16 +18,6 @@ fn env(name: &str, default: &str) -> String {
     std::env::var(name).unwrap_or_else(|_| default.to_string())
 }
 
-/// Peak resident memory of this process so far, in MiB.
-fn peak_rss_mib() -> f64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
-        .map_or(0.0, |kb| kb / 1024.0)
-}
-
 fn filesystem() -> FileSystem {
     let mut options = StorageOptions::new();
     options
@@ -114,7 +104,7 @@ async fn main() {
         "{}",
         serde_json::json!({
             "mode": mode, "keys": listed, "seconds": secs,
-            "keys_per_s": listed as f64 / secs, "peak_rss_mib": peak_rss_mib(),
+            "keys_per_s": listed as f64 / secs, "peak_rss_mib": cairn_bench::peak_rss_mib(),
         })
     );
 }

@@ -94,17 +94,7 @@ impl FileSystem {
     /// [`FileSystem::cp`] with options: `recursive` for directories (at
     /// most `max_depth` levels down).
     pub async fn cp_with(&self, src: &str, dst: &str, options: TreeOptions) -> Result<()> {
-        let (recursive, maxdepth) = (options.recursive, options.max_depth);
-        transfer(
-            self,
-            Sources::One(src),
-            self,
-            dst,
-            recursive,
-            maxdepth,
-            None,
-        )
-        .await
+        transfer(self, Sources::One(src), self, dst, options, None).await
     }
 
     /// Copies a list of paths into the directory `dst`, each by its base name.
@@ -119,8 +109,7 @@ impl FileSystem {
     /// # })
     /// ```
     pub async fn cp_list(&self, srcs: &[&str], dst: &str, options: TreeOptions) -> Result<()> {
-        let recursive = options.recursive;
-        transfer(self, Sources::Many(srcs), self, dst, recursive, None, None).await
+        transfer(self, Sources::Many(srcs), self, dst, options, None).await
     }
 
     /// Moves: copies (any missing source is an error) then removes the sources.
@@ -142,30 +131,14 @@ impl FileSystem {
     /// [`FileSystem::mv`] with options: `recursive` for directories (at
     /// most `max_depth` levels down).
     pub async fn mv_with(&self, src: &str, dst: &str, options: TreeOptions) -> Result<()> {
-        let (recursive, maxdepth) = (options.recursive, options.max_depth);
         if self.strip(src)? == self.strip(dst)? {
             return Ok(());
         }
         if let Some(()) = self.try_rename(src, dst).await? {
             return Ok(());
         }
-        transfer(
-            self,
-            Sources::One(src),
-            self,
-            dst,
-            recursive,
-            maxdepth,
-            None,
-        )
-        .await?;
-        self.rm_with(
-            src,
-            crate::TreeOptions::new()
-                .recursive(recursive)
-                .max_depth_opt(maxdepth),
-        )
-        .await
+        transfer(self, Sources::One(src), self, dst, options, None).await?;
+        self.rm_with(src, options).await
     }
 
     /// Uploads from the local filesystem, fsspec's `put`.
@@ -183,18 +156,8 @@ impl FileSystem {
     /// [`FileSystem::put`] with options: `recursive` for directories (at
     /// most `max_depth` levels down).
     pub async fn put_with(&self, local: &str, dst: &str, options: TreeOptions) -> Result<()> {
-        let (recursive, maxdepth) = (options.recursive, options.max_depth);
         let local_fs = FileSystem::new("file", &StorageOptions::new())?;
-        transfer(
-            &local_fs,
-            Sources::One(local),
-            self,
-            dst,
-            recursive,
-            maxdepth,
-            None,
-        )
-        .await
+        transfer(&local_fs, Sources::One(local), self, dst, options, None).await
     }
 
     /// Downloads to the local filesystem, fsspec's `get`.
@@ -212,18 +175,8 @@ impl FileSystem {
     /// [`FileSystem::get`] with options: `recursive` for directories (at
     /// most `max_depth` levels down).
     pub async fn get_with(&self, src: &str, local: &str, options: TreeOptions) -> Result<()> {
-        let (recursive, maxdepth) = (options.recursive, options.max_depth);
         let local_fs = FileSystem::new("file", &StorageOptions::new())?;
-        transfer(
-            self,
-            Sources::One(src),
-            &local_fs,
-            local,
-            recursive,
-            maxdepth,
-            None,
-        )
-        .await
+        transfer(self, Sources::One(src), &local_fs, local, options, None).await
     }
 
     /// Copies each `(src, dst)` file pair as given, fsspec's list-to-list copy.
@@ -275,18 +228,8 @@ impl FileSystem {
     /// # })
     /// ```
     pub async fn put_list(&self, locals: &[&str], dst: &str, options: TreeOptions) -> Result<()> {
-        let recursive = options.recursive;
         let local_fs = FileSystem::new("file", &StorageOptions::new())?;
-        transfer(
-            &local_fs,
-            Sources::Many(locals),
-            self,
-            dst,
-            recursive,
-            None,
-            None,
-        )
-        .await
+        transfer(&local_fs, Sources::Many(locals), self, dst, options, None).await
     }
 
     /// Downloads a list of paths into the local directory `local`, each by its base name.
@@ -298,18 +241,8 @@ impl FileSystem {
     /// # })
     /// ```
     pub async fn get_list(&self, srcs: &[&str], local: &str, options: TreeOptions) -> Result<()> {
-        let recursive = options.recursive;
         let local_fs = FileSystem::new("file", &StorageOptions::new())?;
-        transfer(
-            self,
-            Sources::Many(srcs),
-            &local_fs,
-            local,
-            recursive,
-            None,
-            None,
-        )
-        .await
+        transfer(self, Sources::Many(srcs), &local_fs, local, options, None).await
     }
 
     /// Renames one file in place when the store can (POSIX rename).
@@ -367,8 +300,7 @@ impl FileSystem {
             Sources::One(src),
             dst_fs,
             dst,
-            options.recursive,
-            options.max_depth,
+            options,
             progress.as_ref(),
         )
         .await
@@ -437,10 +369,15 @@ async fn transfer(
     sources: Sources<'_>,
     dst_fs: &FileSystem,
     dst: &str,
-    recursive: bool,
-    maxdepth: Option<usize>,
+    options: TreeOptions,
     progress: Option<&TransferProgress>,
 ) -> Result<()> {
+    let recursive = options.recursive;
+    // fsspec's list forms take no maxdepth: a list is copied to full depth.
+    let maxdepth = match sources {
+        Sources::One(_) => options.max_depth,
+        Sources::Many(_) => None,
+    };
     let raw: Vec<&str> = match sources {
         Sources::One(s) => vec![s],
         Sources::Many(list) => list.to_vec(),

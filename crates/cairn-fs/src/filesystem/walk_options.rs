@@ -76,7 +76,8 @@ impl FindOptions {
 pub struct TreeOptions {
     /// Apply to directories and everything under them (fsspec's `recursive`).
     pub recursive: bool,
-    /// With `recursive`, levels below each path (fsspec's `maxdepth`).
+    /// With `recursive`, levels below each path (fsspec's `maxdepth`; the
+    /// `*_list` forms, like fsspec's, copy a list to full depth).
     pub max_depth: Option<usize>,
 }
 
