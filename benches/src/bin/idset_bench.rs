@@ -1,14 +1,26 @@
-//! ID-set build time, peak memory and membership throughput.
+//! ID-set build time, peak memory and membership throughput; and the load
+//! path: committed ID files read from a checkpoint directory into a set.
 //!
-//! Usage: idset_bench random-u64|sequential-i64|strings-32 COUNT
+//! Usage:
+//!   idset_bench random-u64|sequential-i64|strings-32 COUNT
+//!   idset_bench write-files random-u64|sequential-i64 COUNT DIR
+//!   idset_bench load-files random-u64|sequential-i64 COUNT DIR
 //! Run one case per process (scripts/bench/idset_bench.sh does) so the peak
-//! resident set (VmHWM) belongs to that case alone. IDs arrive as Arrow
-//! arrays of 1M rows, as committed files would, and each is dropped once added.
+//! resident set (VmHWM) belongs to that case alone. In the first form IDs
+//! arrive as Arrow arrays of 1M rows and each is dropped once added. The file
+//! forms write COUNT IDs as committed ID files of 100,000 IDs (the default
+//! commit interval) under DIR, then time `load_committed` over them.
 
+use std::sync::Arc;
 use std::time::Instant;
 
-use arrow_array::{Int64Array, StringArray, UInt64Array};
-use cairn_checkpoint::{IdSetBuilder, StringMode};
+use arrow_array::{ArrayRef, Int64Array, StringArray, UInt64Array};
+use cairn_checkpoint::{IdSetBuilder, RunId, StringMode, UnitName, encode_ids, load_committed};
+use cairn_fs::{StorageOptions, WriteMode, build_checkpoint_filesystem};
+use futures::{StreamExt, stream};
+
+/// IDs per committed ID file in the file forms.
+const FILE_IDS: u64 = 100_000;
 
 const CHUNK: u64 = 1_000_000;
 
@@ -24,11 +36,75 @@ fn string_id(i: u64) -> String {
     format!("{:016x}{:016x}", mix(i), mix(i ^ 0xABCDEF))
 }
 
+/// The IDs of file `file` of a `kind` checkpoint.
+fn file_ids(kind: &str, file: u64, count: u64) -> ArrayRef {
+    let ids = file * FILE_IDS..((file + 1) * FILE_IDS).min(count);
+    match kind {
+        "random-u64" => Arc::new(UInt64Array::from_iter_values(ids.map(mix))),
+        "sequential-i64" => Arc::new(Int64Array::from_iter_values(ids.map(|i| i as i64))),
+        other => panic!("unknown kind {other}"),
+    }
+}
+
+/// `write-files` and `load-files`.
+#[tokio::main]
+async fn files(step: &str, kind: &str, count: u64, dir: &str) {
+    let (fs, _) = build_checkpoint_filesystem(dir, &StorageOptions::new()).unwrap();
+    let files = count.div_ceil(FILE_IDS);
+    if step == "write-files" {
+        let run = RunId::new();
+        stream::iter(0..files)
+            .for_each_concurrent(8, |file| {
+                let (fs, run) = (fs.clone(), run.clone());
+                async move {
+                    let bytes = tokio::task::spawn_blocking({
+                        let kind = kind.to_string();
+                        move || encode_ids("id", file_ids(&kind, file, count)).unwrap()
+                    })
+                    .await
+                    .unwrap();
+                    let name = UnitName::new(&run, file).committed_file();
+                    fs.pipe(&format!("{dir}/{name}"), bytes, WriteMode::Overwrite)
+                        .await
+                        .unwrap();
+                }
+            })
+            .await;
+        return;
+    }
+    let baseline = cairn_bench::peak_rss_mib();
+    let started = Instant::now();
+    let state = load_committed(&fs, dir, "id", StringMode::default())
+        .await
+        .unwrap();
+    let load_seconds = started.elapsed().as_secs_f64();
+    assert_eq!(state.ids.len(), count);
+    println!(
+        "{}",
+        serde_json::json!({
+            "kind": kind, "ids": count, "files": files, "load_seconds": load_seconds,
+            "peak_rss_mib": cairn_bench::peak_rss_mib(), "baseline_rss_mib": baseline,
+            "set_mib": state.ids.memory_bytes() as f64 / 1048576.0,
+        })
+    );
+}
+
 fn main() {
     let mut args = std::env::args().skip(1);
     let kind = args
         .next()
-        .expect("kind: random-u64 | sequential-i64 | strings-32");
+        .expect("kind: random-u64 | sequential-i64 | strings-32 | write-files | load-files");
+    if kind == "write-files" || kind == "load-files" {
+        let ids = args.next().expect("kind of IDs");
+        let count: u64 = args
+            .next()
+            .expect("count")
+            .parse()
+            .expect("count is a number");
+        let dir = args.next().expect("checkpoint directory");
+        files(&kind, &ids, count, &dir);
+        return;
+    }
     let count: u64 = args
         .next()
         .expect("count")

@@ -130,7 +130,7 @@ pub async fn load_committed(
     state.committed.sort();
     state.pending.sort();
 
-    let loaded: Vec<(IdSetBuilder, Option<UnitName>)> = stream::iter(committed_paths)
+    let mut loaded = stream::iter(committed_paths)
         .map(|(path, unit)| async move {
             let bytes = fs.cat(&path).await?;
             let url = fs.url(&path);
@@ -151,22 +151,15 @@ pub async fn load_committed(
             .await
             .expect("ID decoding catches its panics")
         })
-        .buffer_unordered(PARALLEL_READS)
-        .try_collect()
-        .await?;
-    let mut builders = Vec::with_capacity(loaded.len());
-    for (builder, without_output) in loaded {
-        builders.push(builder);
+        .buffer_unordered(PARALLEL_READS);
+    // Each file's keys join the set's builder as soon as they are decoded,
+    // so at most PARALLEL_READS files' builders exist besides it.
+    let mut all = IdSetBuilder::new(mode);
+    while let Some((builder, without_output)) = loaded.try_next().await? {
+        all.merge(builder)?;
         state.units_without_output.extend(without_output);
     }
     state.units_without_output.sort();
-    // Files of sequential IDs, merged in the order of their first ID, give
-    // keys that are already sorted, which the set's sort then only checks.
-    builders.sort_by_key(IdSetBuilder::first_int_key);
-    let mut all = IdSetBuilder::new(mode);
-    for builder in builders {
-        all.merge(builder)?;
-    }
     state.ids = all.build();
     Ok(state)
 }

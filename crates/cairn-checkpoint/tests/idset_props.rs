@@ -46,6 +46,54 @@ proptest! {
         prop_assert!(set.memory_bytes() <= model.len() * 8 + 8192 + 64);
     }
 
+    /// IDs arriving as files do (arrays, some in order, some shuffled, in
+    /// builders merged in any order) give the set a `HashSet` gives, before
+    /// and after a trip through bytes.
+    #[test]
+    fn ids_added_file_by_file_match_a_hash_set(
+        ids in int_ids(),
+        file_rows in 1usize..5000,
+        shuffle_seed in any::<u64>(),
+        probes in prop::collection::vec(any::<u64>(), 0..200),
+    ) {
+        let model: HashSet<u64> = ids.iter().copied().collect();
+        let mut sorted = ids.clone();
+        sorted.sort_unstable();
+        let mut builders = Vec::new();
+        for (i, file) in sorted.chunks(file_rows).enumerate() {
+            let mut file = file.to_vec();
+            if (shuffle_seed >> (i % 64)) & 1 == 1 {
+                // A cheap deterministic shuffle: reverse and rotate.
+                file.reverse();
+                let by = (shuffle_seed as usize) % file.len();
+                file.rotate_left(by);
+            }
+            let mut builder = IdSetBuilder::new(StringMode::default());
+            builder.push_array(&UInt64Array::from(file)).unwrap();
+            builders.push(builder);
+        }
+        if shuffle_seed & 1 == 1 {
+            builders.reverse();
+        }
+        let mut all = IdSetBuilder::new(StringMode::default());
+        for builder in builders {
+            all.merge(builder).unwrap();
+        }
+        let set = all.build();
+        prop_assert_eq!(set.len(), model.len() as u64);
+        let from_bytes = IdSet::from_bytes(&set.to_bytes()).unwrap();
+        prop_assert_eq!(&from_bytes, &set);
+        let candidates: Vec<u64> = ids
+            .iter()
+            .chain(&probes)
+            .flat_map(|&id| [id, id.wrapping_add(1), id.wrapping_sub(1)])
+            .collect();
+        let answer = from_bytes.contains_array(&UInt64Array::from(candidates.clone())).unwrap();
+        for (i, id) in candidates.iter().enumerate() {
+            prop_assert_eq!(answer.value(i), model.contains(id), "id {}", id);
+        }
+    }
+
     #[test]
     fn arrow_membership_with_nulls_and_parallel_merge(
         ids in prop::collection::vec(any::<i64>(), 1..300),

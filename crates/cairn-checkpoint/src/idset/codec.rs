@@ -20,8 +20,9 @@ use super::wire::{Reader, Writer, corrupt};
 use crate::error::Result;
 
 const MAGIC: &[u8; 8] = b"CAIRNIDS";
-/// Version 1: string fingerprints are XXH3-128 of the ID's bytes.
-const VERSION: u8 = 1;
+/// Version 2: integer singles in Elias–Fano form (version 1 had them as a
+/// sorted array); string fingerprints are XXH3-128 of the ID's bytes.
+const VERSION: u8 = 2;
 
 const KIND_EMPTY: u8 = 0;
 const KIND_INT: u8 = 1;
@@ -172,17 +173,21 @@ mod tests {
         let mut huge = bytes[..10].to_vec();
         huge.extend_from_slice(&u64::MAX.to_le_bytes());
         assert!(IdSet::from_bytes(&huge).is_err());
-        // Unsorted singles would break binary search: refused.
+        // Repeated singles would break lookups: refused. One chunk starting
+        // at 9 whose two keys are both at distance 0 (9 twice).
         let mut w = Writer::default();
         w.bytes.extend_from_slice(MAGIC);
         w.bytes.extend_from_slice(&[VERSION, KIND_INT]);
         w.u64(2); // len
         w.count(0); // ranges
         w.count(0); // bitmaps
-        w.count(2);
+        w.count(1); // chunks of singles
+        for field in [9, 2, 0, 1] {
+            w.u64(field); // first, count, low bits, buckets
+        }
+        w.count(1); // words
         w.pad();
-        w.u64(9);
-        w.u64(3);
+        w.u64(0b011);
         let e = IdSet::from_bytes(&w.bytes).unwrap_err().to_string();
         assert!(e.contains("sorted"), "{e}");
     }

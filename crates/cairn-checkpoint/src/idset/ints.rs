@@ -1,13 +1,14 @@
-//! Exact sets of integer IDs: sorted singles for sparse IDs (8 bytes each),
-//! ranges for runs of consecutive IDs (16 bytes a run), 8 KiB bitmaps for
-//! blocks of 65,536 IDs that are dense but gappy. Each block of the key space
-//! takes whichever of the three is smallest.
+//! Exact sets of integer IDs: ranges for runs of consecutive IDs (16 bytes
+//! a run), 8 KiB bitmaps for blocks of 65,536 IDs that are dense but gappy,
+//! and the sparse rest in Elias–Fano form (`elias_fano`: under 5 bytes an ID
+//! for 100M random 64-bit IDs, at most 8). Each block of the key space takes
+//! whichever of the three is smallest.
 //!
 //! Keys are the 64-bit two's-complement patterns of the IDs, so `-1_i64` and
 //! `u64::MAX` are the same ID; a job's ID column has one type, so they never meet.
 
-use super::keys::Keys;
-use super::radix::RadixIndex;
+use super::elias_fano::EliasFano;
+use super::sort::sort_keys;
 use super::wire::{Reader, Writer, corrupt};
 use crate::error::Result;
 
@@ -25,7 +26,7 @@ const BITMAP_BYTES: usize = BITMAP_WORDS * 8;
 /// let set = IntIdSet::from_keys((0..1_000_000u64).chain([u64::MAX]).collect());
 /// assert!(set.contains(999_999) && set.contains(u64::MAX) && !set.contains(1_000_000));
 /// assert_eq!(set.len(), 1_000_001);
-/// assert!(set.memory_bytes() < 64, "one run and one single");
+/// assert!(set.memory_bytes() < 128, "one run and one single");
 /// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct IntIdSet {
@@ -33,53 +34,61 @@ pub struct IntIdSet {
     ranges: Vec<(u64, u64)>,
     /// (block, bitmap), sorted by block.
     bitmaps: Vec<(u64, Box<[u64; BITMAP_WORDS]>)>,
-    /// Sorted, distinct.
-    singles: Keys<u64>,
-    /// Buckets of `singles` by their top bits.
-    index: RadixIndex,
+    /// The keys of sparse blocks (none of them in a range or a bitmap).
+    singles: EliasFano,
     len: u64,
-}
-
-/// Below this many keys a sort stays on one thread.
-const PARALLEL_SORT_MIN: usize = 1 << 18;
-
-/// Sorts `keys` in place on up to `threads` threads: split at the median
-/// (a linear selection), sort the halves at once, recursively.
-fn sort_in_parallel(keys: &mut [u64], threads: usize) {
-    if threads < 2 || keys.len() < PARALLEL_SORT_MIN {
-        keys.sort_unstable();
-        return;
-    }
-    let mid = keys.len() / 2;
-    keys.select_nth_unstable(mid);
-    let (low, high) = keys.split_at_mut(mid);
-    std::thread::scope(|scope| {
-        scope.spawn(|| sort_in_parallel(low, threads / 2));
-        sort_in_parallel(high, threads - threads / 2);
-    });
 }
 
 impl IntIdSet {
     /// Builds the set from keys in any order, with duplicates. The vector's
     /// memory is reused for the singles, so building needs little more than
     /// the keys themselves.
-    pub fn from_keys(mut keys: Vec<u64>) -> Self {
+    pub fn from_keys(keys: Vec<u64>) -> Self {
+        Self::from_parts(Vec::new(), keys)
+    }
+
+    /// Builds the set from inclusive runs (any order, may overlap) and
+    /// keys (any order, duplicates, may fall in the runs). The runs stay
+    /// runs; each block of the other keys takes whichever form is smallest
+    /// there: runs, a bitmap, or singles. `keys`' memory is reused for the
+    /// singles.
+    pub(crate) fn from_parts(mut runs: Vec<(u64, u64)>, mut keys: Vec<u64>) -> Self {
+        runs.sort_unstable_by_key(|r| r.0);
+        let mut ranges: Vec<(u64, u64)> = Vec::with_capacity(runs.len());
+        for run in runs {
+            push_range(&mut ranges, run);
+        }
         let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-        sort_in_parallel(&mut keys, threads.min(8));
+        sort_keys(&mut keys, threads.min(8));
         keys.dedup();
-        let len = keys.len() as u64;
-        let mut ranges: Vec<(u64, u64)> = Vec::new();
+        drop_covered(&mut keys, &ranges);
+        let len = ranges
+            .iter()
+            .map(|r| (r.1 - r.0).saturating_add(1))
+            .fold(keys.len() as u64, u64::saturating_add);
+        let mut from_keys: Vec<(u64, u64)> = Vec::new();
         let mut bitmaps = Vec::new();
         let mut kept = 0;
         let mut start = 0;
         while start < keys.len() {
             let block = keys[start] >> BLOCK_SHIFT;
-            let end = start + keys[start..].partition_point(|k| k >> BLOCK_SHIFT == block);
+            // A scan, not a binary search of the rest: blocks of random keys
+            // hold one key, and the group is walked below anyway.
+            let end = start
+                + keys[start..]
+                    .iter()
+                    .take_while(|&&k| k >> BLOCK_SHIFT == block)
+                    .count();
             let group = &keys[start..end];
             let runs = 1 + group.windows(2).filter(|w| w[1] != w[0] + 1).count();
+            // A single is costed at 8 bytes (its Elias–Fano cost depends on
+            // its neighbours; 8 is the most it can be), so a block turns into
+            // runs or a bitmap only where they clearly pay.
             let (as_singles, as_runs) = (group.len() * 8, runs * 16);
             if as_runs <= as_singles.min(BITMAP_BYTES) {
-                push_runs(&mut ranges, group);
+                for &key in group {
+                    push_range(&mut from_keys, (key, key));
+                }
             } else if BITMAP_BYTES < as_singles {
                 let mut bits = Box::new([0u64; BITMAP_WORDS]);
                 for key in group {
@@ -94,20 +103,35 @@ impl IntIdSet {
             start = end;
         }
         keys.truncate(kept);
-        keys.shrink_to_fit();
+        if !from_keys.is_empty() {
+            ranges = merge_ranges(ranges, from_keys);
+        }
         ranges.shrink_to_fit();
         bitmaps.shrink_to_fit();
         Self {
             ranges,
             bitmaps,
-            index: RadixIndex::build(&keys),
-            singles: keys.into(),
+            singles: EliasFano::from_sorted(keys),
             len,
         }
     }
 
     /// Whether `key` is in the set.
     pub fn contains(&self, key: u64) -> bool {
+        self.in_ranges_or_bitmaps(key) || self.singles.contains(key)
+    }
+
+    /// Sets `answers[i]` to whether `keys[i]` is in the set: faster than
+    /// asking for each key alone on big sets (lookups of many keys overlap
+    /// their memory reads).
+    pub(crate) fn contains_each(&self, keys: &[u64], answers: &mut [bool]) {
+        self.singles.contains_each(keys, answers);
+        for (&key, answer) in keys.iter().zip(answers.iter_mut()) {
+            *answer = *answer || self.in_ranges_or_bitmaps(key);
+        }
+    }
+
+    fn in_ranges_or_bitmaps(&self, key: u64) -> bool {
         let idx = self.ranges.partition_point(|r| r.0 <= key);
         if idx > 0 && key <= self.ranges[idx - 1].1 {
             return true;
@@ -119,9 +143,7 @@ impl IntIdSet {
             let offset = (key & ((1 << BLOCK_SHIFT) - 1)) as usize;
             return self.bitmaps[b].1[offset / 64] & (1 << (offset % 64)) != 0;
         }
-        let singles = self.singles.as_slice();
-        let bucket = self.index.range(key, singles.len());
-        singles[bucket].binary_search(&key).is_ok()
+        false
     }
 
     /// Number of IDs.
@@ -139,9 +161,50 @@ impl IntIdSet {
         self.ranges.capacity() * 16
             + self.bitmaps.capacity() * 16
             + self.bitmaps.len() * BITMAP_BYTES
-            + self.singles.owned_bytes()
-            + self.index.memory_bytes()
+            + self.singles.memory_bytes()
     }
+}
+
+/// Appends the inclusive run `run` to `ranges` (sorted by start, runs
+/// starting at or after the last one's start), merging with the last range
+/// when they overlap or touch.
+pub(crate) fn push_range(ranges: &mut Vec<(u64, u64)>, run: (u64, u64)) {
+    match ranges.last_mut() {
+        Some(last) if run.0 <= last.1.saturating_add(1) => last.1 = last.1.max(run.1),
+        _ => ranges.push(run),
+    }
+}
+
+/// Two sorted lists of disjoint ranges as one, touching ranges merged.
+fn merge_ranges(a: Vec<(u64, u64)>, b: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
+    let mut out = Vec::with_capacity(a.len() + b.len());
+    let (mut a, mut b) = (a.into_iter().peekable(), b.into_iter().peekable());
+    loop {
+        let next = match (a.peek(), b.peek()) {
+            (Some(x), Some(y)) if x.0 <= y.0 => a.next(),
+            (Some(_), Some(_)) => b.next(),
+            (Some(_), None) => a.next(),
+            (None, _) => b.next(),
+        };
+        match next {
+            Some(run) => push_range(&mut out, run),
+            None => return out,
+        }
+    }
+}
+
+/// Removes from sorted `keys` those inside the sorted, disjoint `ranges`.
+fn drop_covered(keys: &mut Vec<u64>, ranges: &[(u64, u64)]) {
+    if ranges.is_empty() {
+        return;
+    }
+    let mut r = 0;
+    keys.retain(|&key| {
+        while r < ranges.len() && ranges[r].1 < key {
+            r += 1;
+        }
+        !(r < ranges.len() && ranges[r].0 <= key)
+    });
 }
 
 /// Whether `items` strictly increase by `key`.
@@ -165,12 +228,7 @@ impl IntIdSet {
                 w.u64(*word);
             }
         }
-        let singles = self.singles.as_slice();
-        w.count(singles.len());
-        w.pad();
-        for &key in singles {
-            w.u64(key);
-        }
+        self.singles.encode(w);
     }
 
     /// Reads what [`IntIdSet::encode`] wrote, checking the order membership
@@ -190,16 +248,10 @@ impl IntIdSet {
             }
             bitmaps.push((block, bits));
         }
-        let count = r.count(8)?;
-        let singles = r.keys(count, |b| {
-            u64::from_le_bytes(b.try_into().expect("8 bytes"))
-        })?;
+        let singles = EliasFano::decode(r)?;
         let ranges_ordered =
             ranges.iter().all(|r| r.0 <= r.1) && ranges.windows(2).all(|w| w[0].1 < w[1].0);
-        if !ranges_ordered
-            || !strictly_increasing(&bitmaps, |b| b.0)
-            || !strictly_increasing(singles.as_slice(), |k| *k)
-        {
+        if !ranges_ordered || !strictly_increasing(&bitmaps, |b| b.0) {
             return Err(corrupt("its keys are not sorted and distinct"));
         }
         let counted = ranges
@@ -210,48 +262,16 @@ impl IntIdSet {
                     .iter()
                     .map(|b| b.1.iter().map(|w| u64::from(w.count_ones())).sum()),
             )
-            .fold(singles.as_slice().len() as u64, u64::saturating_add);
+            .fold(singles.len() as u64, u64::saturating_add);
         if counted != len {
             return Err(corrupt("its count of IDs does not match its parts"));
         }
         Ok(Self {
-            index: RadixIndex::build(singles.as_slice()),
             ranges,
             bitmaps,
             singles,
             len,
         })
-    }
-}
-
-/// Appends the runs of consecutive keys in `group`, merging with the last
-/// range when they touch.
-fn push_runs(ranges: &mut Vec<(u64, u64)>, group: &[u64]) {
-    for &key in group {
-        match ranges.last_mut() {
-            Some(last) if last.1.checked_add(1) == Some(key) => last.1 = key,
-            _ => ranges.push((key, key)),
-        }
-    }
-}
-
-#[cfg(test)]
-mod parallel_sort_tests {
-    #[test]
-    fn sorts_like_the_standard_sort() {
-        let mut state = 42u64;
-        let mut keys: Vec<u64> = (0..(super::PARALLEL_SORT_MIN * 3))
-            .map(|_| {
-                state = state
-                    .wrapping_mul(6364136223846793005)
-                    .wrapping_add(1442695040888963407);
-                state >> (state % 40)
-            })
-            .collect();
-        let mut expected = keys.clone();
-        expected.sort_unstable();
-        super::sort_in_parallel(&mut keys, 4);
-        assert_eq!(keys, expected);
     }
 }
 
@@ -265,7 +285,7 @@ mod tests {
         let sparse = IntIdSet::from_keys(vec![1, 1 << 20, 1 << 40, 7]);
         assert_eq!(
             (
-                sparse.singles.as_slice().len(),
+                sparse.singles.len(),
                 sparse.ranges.len(),
                 sparse.bitmaps.len()
             ),
@@ -274,11 +294,7 @@ mod tests {
         // Every other ID of a block: a bitmap.
         let gappy = IntIdSet::from_keys((0..65_536u64).step_by(2).collect());
         assert_eq!(
-            (
-                gappy.singles.as_slice().len(),
-                gappy.ranges.len(),
-                gappy.bitmaps.len()
-            ),
+            (gappy.singles.len(), gappy.ranges.len(), gappy.bitmaps.len()),
             (0, 0, 1)
         );
         assert!(gappy.contains(65_534) && !gappy.contains(65_535));

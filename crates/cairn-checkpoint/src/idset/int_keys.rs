@@ -1,0 +1,142 @@
+//! [`IntKeys`]: integer keys collected for an [`IntIdSet`] as ID files are
+//! read. Runs of consecutive keys are kept as ranges as each array arrives,
+//! so sequential IDs never sit in memory one by one: a builder fed 100M
+//! sequential IDs holds a few ranges plus the array being added.
+
+use super::ints::{IntIdSet, push_range};
+
+/// A run this long or longer is kept as a range while collecting (16 bytes,
+/// against 8 a key as a loose key).
+const MIN_RUN: u64 = 4;
+
+/// Integer keys being collected: runs and loose keys.
+#[derive(Debug, Default)]
+pub(crate) struct IntKeys {
+    /// Inclusive runs, in the order found (sorted and merged when built).
+    runs: Vec<(u64, u64)>,
+    /// Keys outside any run found so far, any order, maybe repeated.
+    loose: Vec<u64>,
+    /// The array being added (reused between arrays).
+    scratch: Vec<u64>,
+}
+
+impl IntKeys {
+    /// Adds the keys `fill` puts into the vector it is given (one array's).
+    ///
+    /// Sorted arrays (sequential IDs) give up their runs at once. An
+    /// unsorted array is sorted first when its keys are dense enough to hold
+    /// runs (its span under 4 keys a key: shuffled sequential IDs); sparse
+    /// unsorted keys (random IDs) are kept loose without sorting, as sorting
+    /// them here would be repeated when the set is built.
+    pub(crate) fn push_with(&mut self, fill: impl FnOnce(&mut Vec<u64>)) {
+        let mut scratch = std::mem::take(&mut self.scratch);
+        scratch.clear();
+        fill(&mut scratch);
+        if let (Some(&min), Some(&max)) = (scratch.iter().min(), scratch.iter().max()) {
+            let sorted = scratch.is_sorted();
+            if sorted || max - min < 4 * scratch.len() as u64 {
+                if !sorted {
+                    scratch.sort_unstable();
+                }
+                self.take_runs(&scratch);
+            } else {
+                self.add_loose(&scratch);
+            }
+        }
+        self.scratch = scratch;
+    }
+
+    /// Splits sorted `keys` into runs and loose keys.
+    fn take_runs(&mut self, keys: &[u64]) {
+        let mut start = 0;
+        while start < keys.len() {
+            let mut end = start;
+            while end + 1 < keys.len() && keys[end + 1] <= keys[end].saturating_add(1) {
+                end += 1;
+            }
+            let run = (keys[start], keys[end]);
+            if run.1 - run.0 + 1 >= MIN_RUN {
+                match self.runs.last() {
+                    Some(last) if last.0 <= run.0 => push_range(&mut self.runs, run),
+                    _ => self.runs.push(run),
+                }
+            } else {
+                self.add_loose(&keys[start..=end]);
+            }
+            start = end + 1;
+        }
+    }
+
+    fn add_loose(&mut self, keys: &[u64]) {
+        self.loose.extend_from_slice(keys);
+    }
+
+    /// Adds everything `other` collected.
+    pub(crate) fn merge(&mut self, mut other: IntKeys) {
+        self.runs.append(&mut other.runs);
+        self.loose.append(&mut other.loose);
+    }
+
+    /// The set of every key added.
+    pub(crate) fn build(self) -> IntIdSet {
+        IntIdSet::from_parts(self.runs, self.loose)
+    }
+
+    /// Heap bytes held while collecting (runs, loose keys, the scratch array).
+    pub(crate) fn memory_bytes(&self) -> usize {
+        self.runs.capacity() * 16 + (self.loose.capacity() + self.scratch.capacity()) * 8
+    }
+
+    /// Loose keys held.
+    #[cfg(test)]
+    fn loose_len(&self) -> usize {
+        self.loose.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn collect(arrays: &[Vec<u64>]) -> IntKeys {
+        let mut keys = IntKeys::default();
+        for array in arrays {
+            keys.push_with(|v| v.extend_from_slice(array));
+        }
+        keys
+    }
+
+    #[test]
+    fn sequential_ids_are_held_as_runs() {
+        let arrays: Vec<Vec<u64>> = (0..20u64)
+            .map(|f| (f * 100_000..(f + 1) * 100_000).collect())
+            .collect();
+        let keys = collect(&arrays);
+        assert_eq!(keys.runs, vec![(0, 1_999_999)]);
+        assert_eq!(keys.loose_len(), 0);
+        let set = keys.build();
+        assert_eq!(set.len(), 2_000_000);
+        assert!(set.contains(1_999_999) && !set.contains(2_000_000));
+    }
+
+    #[test]
+    fn shuffled_and_gappy_arrays() {
+        // Shuffled sequential IDs: sorted, then runs.
+        let mut shuffled: Vec<u64> = (1000..2000).collect();
+        shuffled.reverse();
+        // Every third ID: loose (runs of one), a bitmap once built.
+        let gappy: Vec<u64> = (0..65_536).step_by(3).collect();
+        // Random: loose, unsorted, not sorted here.
+        let random = vec![u64::MAX, 5, 1 << 40, 5];
+        let arrays = [shuffled, gappy, random];
+        let model: std::collections::HashSet<u64> = arrays.iter().flatten().copied().collect();
+        let keys = collect(&arrays);
+        assert_eq!(keys.runs, vec![(1000, 1999)]);
+        assert_eq!(keys.loose_len(), 21_846 + 4);
+        let set = keys.build();
+        assert_eq!(set.len(), model.len() as u64);
+        for key in (0..70_000).chain([u64::MAX, u64::MAX - 1, 1 << 40, (1 << 40) + 1]) {
+            assert_eq!(set.contains(key), model.contains(&key), "{key}");
+        }
+    }
+}
