@@ -8,6 +8,10 @@
   (d) rows processed again after a failure at 50% (the transform fails on
       uid 500000; the resume's rows = input - IDs committed by the failed run)
 
+The limit: a bare arrow-rs Parquet read -> write of the same 20 files
+(benches/src/bin/arrow_copy.rs: one file per core at a time, cairn's
+writer settings, no checkpoint), median of 3, wall time of the process.
+
 cairn runs two variants: with no transform, and with a Python identity
 transform (--map-cmd) to match Ray's Python UDF; (a) and (b) are medians of
 3 runs. Ray runs once per figure, with its defaults. Times are wall times of
@@ -99,6 +103,24 @@ def main():
             times.append(t)
         return round(sorted(times)[1], 3)
 
+    def arrow_copy(i):
+        out = subprocess.run([os.path.join(ROOT, "target", "release", "arrow_copy"), inp,
+                              f"{work}/arrow-copy-{i}"], capture_output=True, text=True, check=True)
+        return json.loads(out.stdout)
+
+    # The limit: a bare arrow-rs read -> write of the same files (no
+    # checkpoint, no filesystem layer), timed inside the process, and the
+    # same with process start included (as cairn's wall times are).
+    copies = []
+    for i in range(3):
+        began = time.monotonic()
+        r = arrow_copy(i)
+        copies.append((time.monotonic() - began, r["seconds"]))
+        assert r["rows"] == ROWS, r
+    copies.sort()
+    record("arrow-rs copy_wall_s", round(copies[1][0], 3))
+    record("arrow-rs copy_in_process_s", round(copies[1][1], 3))
+
     for variant, transform in [("cairn", False), ("cairn+py", True)]:
         record(f"{variant} a_with_checkpoint_s", median_of_3(f"{variant}-a", transform=transform))
         record(f"{variant} b_without_checkpoint_s",
@@ -123,6 +145,9 @@ def main():
             a, b, c = (results[f"{v} a_with_checkpoint_s"], results[f"{v} b_without_checkpoint_s"],
                        results[f"{v} c_resume_s"])
             print(f"{v}: checkpoint overhead {100 * (a - b) / b:+.1f}%; resume = {100 * c / a:.0f}% of a full run")
+        copy = results["arrow-rs copy_wall_s"]
+        print(f"cairn (b) / bare arrow-rs copy: {results['cairn b_without_checkpoint_s'] / copy:.2f}x; "
+              f"(a) with checkpoint: {results['cairn a_with_checkpoint_s'] / copy:.2f}x")
         return
     t, r, *_ = ray_job(work, "ray-a", inp)
     assert r["ok"], r
@@ -160,6 +185,9 @@ def main():
         print(f"{v}: {ray_a / a:.1f}x faster than Ray end to end (Ray job only: "
               f"{results['ray a_job_only_s'] / a:.1f}x); checkpoint overhead {100 * (a - b) / b:+.1f}%; "
               f"resume = {100 * c / a:.0f}% of a full run")
+    copy = results["arrow-rs copy_wall_s"]
+    print(f"cairn (b) / bare arrow-rs copy: {results['cairn b_without_checkpoint_s'] / copy:.2f}x; "
+          f"(a) with checkpoint: {results['cairn a_with_checkpoint_s'] / copy:.2f}x")
     rb = results["ray b_without_checkpoint_s"]
     print(f"ray: checkpoint overhead {100 * (ray_a - rb) / rb:+.1f}%; resume = "
           f"{100 * results['ray c_resume_s'] / ray_a:.0f}% of a full run")

@@ -6,6 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 scripts/tools.sh >/dev/null
 cargo build --release -q -p cairn-cli
+cargo build --release -q -p cairn-bench --bin arrow_copy
 tools="${CAIRN_TOOLS:-$HOME/.cache/cairn-tools}"
 export CAIRN_PYTHON="${CAIRN_PYTHON:-$tools/venv/bin/python}"
 export CAIRN_RAY_PYTHON="${CAIRN_RAY_PYTHON:-$tools/ray-venv/bin/python}"

@@ -113,7 +113,7 @@ fn main() {
     let baseline = cairn_bench::peak_rss_mib();
 
     let started = Instant::now();
-    let mut builder = IdSetBuilder::new(StringMode::Fingerprint128);
+    let mut builder = IdSetBuilder::new(StringMode::Fingerprint);
     let mut first = 0;
     while first < count {
         let n = CHUNK.min(count - first);

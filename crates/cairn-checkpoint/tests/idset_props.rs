@@ -124,7 +124,7 @@ proptest! {
         probes in prop::collection::vec("[a-z0-9]{0,12}", 0..100),
     ) {
         let model: HashSet<&str> = ids.iter().map(String::as_str).collect();
-        for mode in [StringMode::Fingerprint128, StringMode::Exact] {
+        for mode in [StringMode::Fingerprint, StringMode::Exact] {
             let mut builder = IdSetBuilder::new(mode);
             builder.push_array(&StringArray::from(ids.clone())).unwrap();
             let set = builder.build();
@@ -164,7 +164,7 @@ fn narrow_integer_types_and_binary_ids() {
         [true, false]
     );
 
-    let mut builder = IdSetBuilder::new(StringMode::Fingerprint128);
+    let mut builder = IdSetBuilder::new(StringMode::Fingerprint);
     builder
         .push_array(&BinaryArray::from(vec![&b"\x00\xff"[..], b"abc"]))
         .unwrap();

@@ -16,7 +16,7 @@ use crate::row_hash::splitmix64;
 
 const SHARDS: usize = 16;
 
-/// Keys are integers or MD5 fingerprints: one multiply-fold mixes them well
+/// Keys are integers or XXH3-128 fingerprints: one multiply-fold mixes them well
 /// enough, far faster than SipHash.
 #[derive(Default)]
 struct KeyHasher(u64);

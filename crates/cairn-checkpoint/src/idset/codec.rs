@@ -127,7 +127,7 @@ mod tests {
     #[test]
     fn every_kind_round_trips() {
         let mut random = 7u64;
-        let mut keys: Vec<i64> = (0..5_000)
+        let mut keys: Vec<i64> = (0..150_000)
             .map(|_| {
                 random = random.wrapping_mul(6364136223846793005).wrapping_add(1);
                 (random >> 1) as i64
@@ -143,7 +143,7 @@ mod tests {
             b.build()
         };
         let fingerprints = {
-            let mut b = IdSetBuilder::new(StringMode::Fingerprint128);
+            let mut b = IdSetBuilder::new(StringMode::Fingerprint);
             let ids: Vec<String> = (0..1000).map(|i| format!("doc-{i}")).collect();
             b.push_array(&StringArray::from(ids)).unwrap();
             b.build()

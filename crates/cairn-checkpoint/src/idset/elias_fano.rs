@@ -122,6 +122,8 @@ impl EliasFano {
         keys.shrink_to_fit();
         set.words = keys.into();
         set.samples.shrink_to_fit();
+        set.firsts.shrink_to_fit();
+        set.chunks.shrink_to_fit();
         set
     }
 
@@ -133,15 +135,24 @@ impl EliasFano {
     }
 
     /// Sets `answers[i]` to whether `keys[i]` is in the set.
+    pub(crate) fn contains_each(&self, keys: &[u64], answers: &mut [bool]) {
+        answers.fill(false);
+        self.find_each(keys, |i, _| answers[i] = true);
+    }
+
+    /// Calls `found(i, rank)` for each `keys[i]` in the set, `rank` being
+    /// how many keys of the set are smaller (where a value kept beside each
+    /// key lies).
     ///
     /// Keys are looked up in groups, one step of every key of a group at a
     /// time (find the chunk and sample, read the sample, find the bucket,
     /// compare): the steps' memory reads, each a likely cache miss on a big
     /// set, are then independent of each other and overlap, where one
     /// lookup after another would wait for each miss in turn.
-    pub(crate) fn contains_each(&self, keys: &[u64], answers: &mut [bool]) {
+    pub(crate) fn find_each(&self, keys: &[u64], mut found: impl FnMut(usize, usize)) {
         const GROUP: usize = 16;
-        for (keys, answers) in keys.chunks(GROUP).zip(answers.chunks_mut(GROUP)) {
+        let words = self.words.as_slice();
+        for (group, keys) in keys.chunks(GROUP).enumerate() {
             let mut steps = [Lookup::default(); GROUP];
             let steps = &mut steps[..keys.len()];
             for (step, &key) in steps.iter_mut().zip(keys) {
@@ -150,7 +161,6 @@ impl EliasFano {
                     prefetch(&self.samples[step.sample]);
                 }
             }
-            let words = self.words.as_slice();
             for step in steps.iter_mut().filter(|s| s.live) {
                 step.pos = self.samples[step.sample] as usize;
                 prefetch(&words[self.chunks[step.chunk].upper + step.pos / 64]);
@@ -163,8 +173,11 @@ impl EliasFano {
                 let low_word = chunk.lower + j * chunk.low_bits as usize / 64;
                 prefetch(&words[low_word.min(words.len() - 1)]);
             }
-            for (step, answer) in steps.iter().zip(answers.iter_mut()) {
-                *answer = step.live && self.finish(step, words);
+            for (i, step) in steps.iter().enumerate() {
+                if let Some(j) = step.live.then(|| self.finish(step, words)).flatten() {
+                    // Every chunk but the last is full.
+                    found(group * GROUP + i, step.chunk * CHUNK_KEYS + j);
+                }
             }
         }
     }
@@ -192,8 +205,9 @@ impl EliasFano {
     }
 
     /// The last step: compare the low bits of the bucket's keys, which
-    /// start at bit `step.pos` of the unary part.
-    fn finish(&self, step: &Lookup, words: &[u64]) -> bool {
+    /// start at bit `step.pos` of the unary part; the key's index in its
+    /// chunk if found.
+    fn finish(&self, step: &Lookup, words: &[u64]) -> Option<usize> {
         let chunk = &self.chunks[step.chunk];
         let upper = &words[chunk.upper..chunk.lower];
         // Keys before the bucket: the bits before it, less its clear bits.
@@ -202,12 +216,12 @@ impl EliasFano {
         while upper[pos / 64] >> (pos % 64) & 1 == 1 {
             let candidate = chunk.low(words, j);
             if candidate >= step.low {
-                return candidate == step.low;
+                return (candidate == step.low).then_some(j);
             }
             pos += 1;
             j += 1;
         }
-        false
+        None
     }
 
     /// Number of keys.
@@ -423,6 +437,17 @@ impl EliasFano {
             offset += upper_words + lower_words;
             set.len += count;
         }
+        if set
+            .chunks
+            .iter()
+            .rev()
+            .skip(1)
+            .any(|c| c.count as usize != CHUNK_KEYS)
+        {
+            return Err(corrupt(
+                "a chunk of its keys other than the last is not full",
+            ));
+        }
         let n = r.count(8)?;
         if n != offset {
             return Err(corrupt("its key chunks do not fill its words"));
@@ -529,6 +554,18 @@ mod tests {
             "{bits_per_key} bits a key, bound {bound}"
         );
         assert!(set.contains(keys[1_234_567]) && !set.contains(keys[1_234_567] + 1));
+    }
+
+    #[test]
+    fn ranks_count_the_smaller_keys() {
+        let keys = sorted((0..150_000).map(mix).collect());
+        let set = EliasFano::from_sorted(keys.clone());
+        let probes: Vec<u64> = keys.iter().step_by(7).flat_map(|&k| [k, k + 1]).collect();
+        let mut ranks = vec![None; probes.len()];
+        set.find_each(&probes, |i, rank| ranks[i] = Some(rank));
+        for (probe, rank) in probes.iter().zip(ranks) {
+            assert_eq!(rank, keys.binary_search(probe).ok(), "{probe}");
+        }
     }
 
     #[test]

@@ -16,9 +16,9 @@ pub(crate) unsafe trait Plain:
 {
 }
 // SAFETY: plain integers.
-unsafe impl Plain for u64 {}
+unsafe impl Plain for u32 {}
 // SAFETY: plain integers.
-unsafe impl Plain for u128 {}
+unsafe impl Plain for u64 {}
 
 /// Sorted keys: a vector, or a little-endian array inside shared bytes.
 pub(crate) enum Keys<T: Plain> {

@@ -5,8 +5,8 @@
 //!   for runs of consecutive IDs, 8 KiB per dense but gappy block of 65,536.
 //!   The builder keeps runs as ranges while IDs arrive, so sequential IDs
 //!   never sit in memory one by one.
-//! - String and binary IDs are kept as 128-bit fingerprints by default, or
-//!   exactly ([`StringIdSet`], [`StringMode`]).
+//! - String and binary IDs are kept as 96-bit fingerprints by default (about
+//!   9 bytes an ID), or exactly ([`StringIdSet`], [`StringMode`]).
 //! - Membership is asked for a whole Arrow array at once and answered as a
 //!   `BooleanArray` (true = committed); a null ID is never committed.
 //! - Builders fill from Arrow arrays and merge, so committed files can be
@@ -19,7 +19,6 @@ mod elias_fano;
 mod int_keys;
 mod ints;
 mod keys;
-mod radix;
 mod sort;
 mod strings;
 mod wire;
@@ -36,7 +35,7 @@ pub use ints::IntIdSet;
 pub use strings::{StringIdSet, StringMode};
 
 use crate::error::{Error, Result};
-use strings::fingerprint;
+use strings::{fingerprint, split_fingerprint};
 
 /// The committed IDs of a checkpoint.
 ///
@@ -66,7 +65,8 @@ pub enum IdSet {
 pub struct IdSetBuilder {
     mode: StringMode,
     ints: IntKeys,
-    fingerprints: Vec<u128>,
+    fingerprint_high: Vec<u64>,
+    fingerprint_low: Vec<u32>,
     exact_bytes: Vec<u8>,
     exact_spans: Vec<(u64, u32)>,
     kind: Option<Kind>,
@@ -148,7 +148,7 @@ fn for_each_int_key(array: &dyn Array, mut f: impl FnMut(Option<u64>)) {
 }
 
 /// Calls `f` with the bytes of every non-null string or binary in `array`.
-fn for_each_bytes(array: &dyn Array, mut f: impl FnMut(Option<&[u8]>)) {
+fn for_each_bytes<'a>(array: &'a dyn Array, mut f: impl FnMut(Option<&'a [u8]>)) {
     match array.data_type() {
         DataType::Utf8 => array
             .as_string::<i32>()
@@ -234,7 +234,11 @@ impl IdSetBuilder {
             Kind::Str => for_each_bytes(array, |bytes| {
                 let Some(bytes) = bytes else { return };
                 match self.mode {
-                    StringMode::Fingerprint128 => self.fingerprints.push(fingerprint(bytes)),
+                    StringMode::Fingerprint => {
+                        let (high, low) = split_fingerprint(bytes);
+                        self.fingerprint_high.push(high);
+                        self.fingerprint_low.push(low);
+                    }
                     StringMode::Exact => {
                         self.exact_spans
                             .push((self.exact_bytes.len() as u64, bytes.len() as u32));
@@ -252,7 +256,8 @@ impl IdSetBuilder {
             self.check_kind(kind)?;
         }
         self.ints.merge(other.ints);
-        self.fingerprints.append(&mut other.fingerprints);
+        self.fingerprint_high.append(&mut other.fingerprint_high);
+        self.fingerprint_low.append(&mut other.fingerprint_low);
         let base = self.exact_bytes.len() as u64;
         self.exact_bytes.append(&mut other.exact_bytes);
         self.exact_spans.extend(
@@ -268,7 +273,8 @@ impl IdSetBuilder {
     /// before the set is built).
     pub fn memory_bytes(&self) -> usize {
         self.ints.memory_bytes()
-            + self.fingerprints.capacity() * 16
+            + self.fingerprint_high.capacity() * 8
+            + self.fingerprint_low.capacity() * 4
             + self.exact_bytes.capacity()
             + self.exact_spans.capacity() * 16
     }
@@ -279,7 +285,9 @@ impl IdSetBuilder {
             None => IdSet::Empty,
             Some(Kind::Int) => IdSet::Int(self.ints.build()),
             Some(Kind::Str) => IdSet::Str(match self.mode {
-                StringMode::Fingerprint128 => StringIdSet::from_fingerprints(self.fingerprints),
+                StringMode::Fingerprint => {
+                    StringIdSet::from_fingerprints(self.fingerprint_high, self.fingerprint_low)
+                }
                 StringMode::Exact => StringIdSet::from_exact(self.exact_bytes, self.exact_spans),
             }),
         }
@@ -291,35 +299,46 @@ impl IdSet {
     /// The array must hold the kind of ID the set holds.
     pub fn contains_array(&self, array: &dyn Array) -> Result<BooleanArray> {
         let kind = Kind::of(array.data_type())?;
-        let mut out = Vec::with_capacity(array.len());
         match (self, kind) {
-            (IdSet::Empty, _) => out.resize(array.len(), false),
-            (IdSet::Int(set), Kind::Int) => {
-                // Nulls are looked up as 0, then answered false.
-                let mut keys = Vec::with_capacity(array.len());
-                for_each_int_key(array, |key| keys.push(key.unwrap_or(0)));
-                out.resize(array.len(), false);
-                set.contains_each(&keys, &mut out);
-                if let Some(nulls) = array.logical_nulls() {
-                    for (answer, valid) in out.iter_mut().zip(nulls.iter()) {
-                        *answer &= valid;
-                    }
+            (IdSet::Int(_), Kind::Str) | (IdSet::Str(_), Kind::Int) => {
+                let expected = match self {
+                    IdSet::Int(_) => Kind::Int,
+                    _ => Kind::Str,
+                };
+                return Err(Error::IdTypeMismatch {
+                    expected: expected.name(),
+                    found: kind.name(),
+                });
+            }
+            (IdSet::Empty, _) => return Ok(BooleanArray::from(vec![false; array.len()])),
+            _ => {}
+        }
+        let mut out = vec![false; array.len()];
+        // In slices, so the keys (or string references) being looked up
+        // stay small whatever the array's length.
+        const SLICE: usize = 1 << 16;
+        let mut keys = Vec::with_capacity(SLICE.min(array.len()));
+        for start in (0..array.len()).step_by(SLICE) {
+            let part = array.slice(start, SLICE.min(array.len() - start));
+            let answers = &mut out[start..start + part.len()];
+            match self {
+                // Nulls are looked up as 0 (or the empty ID), then answered false.
+                IdSet::Int(set) => {
+                    keys.clear();
+                    for_each_int_key(&part, |key| keys.push(key.unwrap_or(0)));
+                    set.contains_each(&keys, answers);
                 }
+                IdSet::Str(set) => {
+                    let mut ids = Vec::with_capacity(part.len());
+                    for_each_bytes(&part, |id| ids.push(id.unwrap_or_default()));
+                    set.contains_each(&ids, answers);
+                }
+                IdSet::Empty => unreachable!("answered above"),
             }
-            (IdSet::Str(set), Kind::Str) => {
-                for_each_bytes(array, |id| out.push(id.is_some_and(|b| set.contains(b))))
-            }
-            (IdSet::Int(_), found) => {
-                return Err(Error::IdTypeMismatch {
-                    expected: Kind::Int.name(),
-                    found: found.name(),
-                });
-            }
-            (IdSet::Str(_), found) => {
-                return Err(Error::IdTypeMismatch {
-                    expected: Kind::Str.name(),
-                    found: found.name(),
-                });
+            if let Some(nulls) = part.logical_nulls() {
+                for (answer, valid) in answers.iter_mut().zip(nulls.iter()) {
+                    *answer &= valid;
+                }
             }
         }
         Ok(BooleanArray::from(out))

@@ -1,24 +1,48 @@
-//! Sorting integer keys for a set: a radix sort, several times faster than
-//! a comparison sort on the 100M random keys of a big resume.
+//! Sorting keys for a set: a radix sort, several times faster than a
+//! comparison sort on the 100M random keys of a big resume.
 //!
 //! One in-place pass (an American flag sort) splits the keys into 256 parts
 //! by the highest byte in which they differ, then each part is sorted on
 //! the bits below it by a least-significant-digit radix sort, the parts
 //! spread over the cores. Memory: the keys, plus one part's worth of
-//! scratch per core (a part of random keys is 1/256 of them).
+//! scratch per core (a part of random keys is 1/256 of them). A payload can
+//! travel with each key (the low bits of a string's fingerprint); integer
+//! keys carry none (`()`, which costs nothing).
 
 use std::sync::Mutex;
 
 /// Below this many keys a comparison sort is as fast.
 const RADIX_MIN: usize = 1 << 12;
-/// A part larger than this (skewed keys) is sorted by comparison rather
-/// than holding its size again as scratch.
+/// A part larger than this (skewed keys) is split again rather than
+/// holding its size again as scratch.
 const PART_MAX: usize = 1 << 23;
 
 /// Sorts `keys` in place on up to `threads` threads.
 pub(crate) fn sort_keys(keys: &mut [u64], threads: usize) {
+    let mut none = vec![(); keys.len()];
+    sort_with(keys, &mut none, threads);
+}
+
+/// Sorts `keys` in place on up to `threads` threads, moving `payload[i]`
+/// with `keys[i]` (the order of equal keys' payloads is unspecified).
+pub(crate) fn sort_with<P: Copy + Default + Send>(
+    keys: &mut [u64],
+    payload: &mut [P],
+    threads: usize,
+) {
+    sort_with_limit(keys, payload, threads, PART_MAX);
+}
+
+/// [`sort_with`], splitting again the parts larger than `part_max`.
+fn sort_with_limit<P: Copy + Default + Send>(
+    keys: &mut [u64],
+    payload: &mut [P],
+    threads: usize,
+    part_max: usize,
+) {
+    assert_eq!(keys.len(), payload.len(), "a payload per key");
     if keys.len() < RADIX_MIN {
-        keys.sort_unstable();
+        sort_small(keys, payload);
         return;
     }
     let (min, max) = keys
@@ -30,22 +54,29 @@ pub(crate) fn sort_keys(keys: &mut [u64], threads: usize) {
     // Bits above the highest differing one are the same in every key.
     let top = 64 - (min ^ max).leading_zeros();
     let shift = top.saturating_sub(8);
-    let starts = partition_by_digit(keys, shift);
+    let starts = partition_by_digit(keys, payload, shift);
     let mut parts = Vec::with_capacity(256);
-    let mut rest = keys;
+    let (mut rest, mut rest_payload) = (keys, payload);
     for b in 0..256 {
-        let (part, tail) = rest.split_at_mut(starts[b + 1] - starts[b]);
-        parts.push(part);
-        rest = tail;
+        let len = starts[b + 1] - starts[b];
+        let (part, tail) = rest.split_at_mut(len);
+        let (part_payload, tail_payload) = rest_payload.split_at_mut(len);
+        parts.push((part, part_payload));
+        (rest, rest_payload) = (tail, tail_payload);
     }
     let queue = Mutex::new(parts);
     let work = || {
-        let mut scratch = Vec::new();
+        let mut scratch = (Vec::new(), Vec::new());
         loop {
-            let Some(part) = queue.lock().expect("no panics while held").pop() else {
+            let Some((part, part_payload)) = queue.lock().expect("no panics while held").pop()
+            else {
                 return;
             };
-            sort_low_bits(part, shift, &mut scratch);
+            if part.len() > part_max {
+                sort_with_limit(part, part_payload, 1, part_max);
+            } else {
+                sort_low_bits(part, part_payload, shift, &mut scratch);
+            }
         }
     };
     std::thread::scope(|scope| {
@@ -56,10 +87,24 @@ pub(crate) fn sort_keys(keys: &mut [u64], threads: usize) {
     });
 }
 
-/// Reorders `keys` in place so that the byte at `shift` increases (an
-/// American flag sort pass); returns where each of the 256 parts starts,
-/// and the end.
-fn partition_by_digit(keys: &mut [u64], shift: u32) -> [usize; 257] {
+/// A comparison sort of a few keys with their payloads.
+fn sort_small<P: Copy>(keys: &mut [u64], payload: &mut [P]) {
+    if std::mem::size_of::<P>() == 0 {
+        keys.sort_unstable();
+        return;
+    }
+    let mut pairs: Vec<(u64, P)> = keys.iter().copied().zip(payload.iter().copied()).collect();
+    pairs.sort_unstable_by_key(|p| p.0);
+    for (i, (key, p)) in pairs.into_iter().enumerate() {
+        keys[i] = key;
+        payload[i] = p;
+    }
+}
+
+/// Reorders `keys` (and `payload`) in place so that the byte at `shift`
+/// increases (an American flag sort pass); returns where each of the 256
+/// parts starts, and the end.
+fn partition_by_digit<P: Copy>(keys: &mut [u64], payload: &mut [P], shift: u32) -> [usize; 257] {
     let digit = |k: u64| ((k >> shift) & 0xFF) as usize;
     let mut counts = [0usize; 256];
     for &k in keys.iter() {
@@ -74,38 +119,53 @@ fn partition_by_digit(keys: &mut [u64], shift: u32) -> [usize; 257] {
         while next[b] < starts[b + 1] {
             // Carry the key out of slot next[b] to its part, taking the
             // key found there, until one belongs in part b.
-            let mut carried = keys[next[b]];
+            let mut carried = (keys[next[b]], payload[next[b]]);
             loop {
-                let d = digit(carried);
+                let d = digit(carried.0);
                 if d == b {
                     break;
                 }
-                std::mem::swap(&mut carried, &mut keys[next[d]]);
+                let slot = next[d];
+                carried = (
+                    std::mem::replace(&mut keys[slot], carried.0),
+                    std::mem::replace(&mut payload[slot], carried.1),
+                );
                 next[d] += 1;
             }
-            keys[next[b]] = carried;
+            keys[next[b]] = carried.0;
+            payload[next[b]] = carried.1;
             next[b] += 1;
         }
     }
     starts
 }
 
-/// Sorts `keys`, which agree on every bit from `bits` up, by their low
-/// `bits` bits: one counting pass per byte, skipping bytes all keys share.
-fn sort_low_bits(keys: &mut [u64], bits: u32, scratch: &mut Vec<u64>) {
-    if keys.len() < 64 || keys.len() > PART_MAX {
-        keys.sort_unstable();
+/// Sorts `keys` (and `payload`), which agree on every bit from `bits` up,
+/// by their low `bits` bits: one counting pass per byte, skipping bytes all
+/// keys share.
+fn sort_low_bits<P: Copy + Default>(
+    keys: &mut [u64],
+    payload: &mut [P],
+    bits: u32,
+    scratch: &mut (Vec<u64>, Vec<P>),
+) {
+    if keys.len() < 64 {
+        sort_small(keys, payload);
         return;
     }
-    scratch.clear();
-    scratch.resize(keys.len(), 0);
+    let (scratch_keys, scratch_payload) = scratch;
+    scratch_keys.clear();
+    scratch_keys.resize(keys.len(), 0);
+    scratch_payload.clear();
+    scratch_payload.resize(keys.len(), P::default());
     let mut in_scratch = false;
     for shift in (0..bits).step_by(8) {
-        let (src, dst): (&[u64], &mut [u64]) = if in_scratch {
-            (scratch, keys)
-        } else {
-            (keys, scratch)
-        };
+        let (src, src_payload, dst, dst_payload): (&[u64], &[P], &mut [u64], &mut [P]) =
+            if in_scratch {
+                (scratch_keys, scratch_payload, keys, payload)
+            } else {
+                (keys, payload, scratch_keys, scratch_payload)
+            };
         let mut counts = [0usize; 256];
         for &k in src {
             counts[((k >> shift) & 0xFF) as usize] += 1;
@@ -117,15 +177,17 @@ fn sort_low_bits(keys: &mut [u64], bits: u32, scratch: &mut Vec<u64>) {
         for b in 1..256 {
             next[b] = next[b - 1] + counts[b - 1];
         }
-        for &k in src {
+        for (&k, &p) in src.iter().zip(src_payload) {
             let d = ((k >> shift) & 0xFF) as usize;
             dst[next[d]] = k;
+            dst_payload[next[d]] = p;
             next[d] += 1;
         }
         in_scratch = !in_scratch;
     }
     if in_scratch {
-        keys.copy_from_slice(scratch);
+        keys.copy_from_slice(scratch_keys);
+        payload.copy_from_slice(scratch_payload);
     }
 }
 
@@ -136,8 +198,14 @@ mod tests {
     fn check(mut keys: Vec<u64>, threads: usize) {
         let mut expected = keys.clone();
         expected.sort_unstable();
-        sort_keys(&mut keys, threads);
+        // The payload is the key's own low half, so it can be checked.
+        let mut payload: Vec<u32> = keys.iter().map(|&k| k as u32).collect();
+        let mut plain = keys.clone();
+        sort_with(&mut keys, &mut payload, threads);
         assert_eq!(keys, expected);
+        assert!(keys.iter().zip(&payload).all(|(&k, &p)| k as u32 == p));
+        sort_keys(&mut plain, threads);
+        assert_eq!(plain, expected);
     }
 
     #[test]
@@ -171,5 +239,20 @@ mod tests {
         check(vec![], 2);
         check(vec![5, 5, 1], 2);
         check((0..10_000u64).rev().collect(), 2);
+    }
+
+    #[test]
+    fn oversized_parts_are_split_again() {
+        // Most keys share their top byte and one more: with parts capped at
+        // 5,000 keys the big part is split twice more.
+        let mut keys: Vec<u64> = (0..60_000u64)
+            .map(|i| (i.wrapping_mul(0x9E3779B97F4A7C15) >> 48) | (7 << 56))
+            .chain([1, u64::MAX])
+            .collect();
+        let mut expected = keys.clone();
+        expected.sort_unstable();
+        let mut payload = vec![(); keys.len()];
+        sort_with_limit(&mut keys, &mut payload, 2, 5_000);
+        assert_eq!(keys, expected);
     }
 }
