@@ -137,16 +137,16 @@ pub async fn load_committed(
             let column = id_column.to_string();
             tokio::task::spawn_blocking(move || -> Result<(IdSetBuilder, Option<UnitName>)> {
                 let mut builder = IdSetBuilder::new(mode);
-                let (arrays, data_files) = decode_unit_ids(&url, bytes, &column)?;
-                for array in arrays {
-                    builder
-                        .push_array(&array)
-                        .map_err(|e| Error::CorruptIdFile {
-                            file: url.clone(),
-                            reason: e.to_string(),
-                        })?;
-                }
-                Ok((builder, (data_files == Some(0)).then_some(unit)))
+                let ids = decode_unit_ids(&url, bytes, &column, true)?;
+                let added = match &ids.runs {
+                    Some(runs) => builder.push_runs(runs),
+                    None => ids.arrays.iter().try_for_each(|a| builder.push_array(a)),
+                };
+                added.map_err(|e| Error::CorruptIdFile {
+                    file: url.clone(),
+                    reason: e.to_string(),
+                })?;
+                Ok((builder, (ids.data_files == Some(0)).then_some(unit)))
             })
             .await
             .expect("ID decoding catches its panics")

@@ -46,6 +46,29 @@ proptest! {
         prop_assert!(set.memory_bytes() <= model.len() * 8 + 8192 + 64);
     }
 
+    /// `contains_int_range` is "every ID of the range is in the set".
+    #[test]
+    fn int_ranges_match_a_hash_set(
+        runs in prop::collection::vec((-300i64..300, 0i64..200), 1..6),
+        singles in prop::collection::vec(-400i64..400, 0..50),
+        queries in prop::collection::vec((-450i64..450, 0i64..120), 1..40),
+    ) {
+        let ids: Vec<i64> = runs
+            .iter()
+            .flat_map(|&(start, len)| start..start + len)
+            .chain(singles)
+            .collect();
+        let model: HashSet<i64> = ids.iter().copied().collect();
+        let mut builder = IdSetBuilder::new(StringMode::default());
+        builder.push_array(&Int64Array::from(ids)).unwrap();
+        let set = builder.build();
+        for (min, len) in queries {
+            let max = min + len;
+            let expected = (min..=max).all(|id| model.contains(&id));
+            prop_assert_eq!(set.contains_int_range(min, max), expected, "{}..={}", min, max);
+        }
+    }
+
     /// IDs arriving as files do (arrays, some in order, some shuffled, in
     /// builders merged in any order) give the set a `HashSet` gives, before
     /// and after a trip through bytes.

@@ -46,6 +46,14 @@ impl IntKeys {
         self.scratch = scratch;
     }
 
+    /// Adds the keys of the inclusive run `run`.
+    pub(crate) fn push_run(&mut self, run: (u64, u64)) {
+        match self.runs.last() {
+            Some(last) if last.0 <= run.0 => push_range(&mut self.runs, run),
+            _ => self.runs.push(run),
+        }
+    }
+
     /// Splits sorted `keys` into runs and loose keys.
     fn take_runs(&mut self, keys: &[u64]) {
         let mut start = 0;
@@ -56,10 +64,7 @@ impl IntKeys {
             }
             let run = (keys[start], keys[end]);
             if run.1 - run.0 + 1 >= MIN_RUN {
-                match self.runs.last() {
-                    Some(last) if last.0 <= run.0 => push_range(&mut self.runs, run),
-                    _ => self.runs.push(run),
-                }
+                self.push_run(run);
             } else {
                 self.add_loose(&keys[start..=end]);
             }

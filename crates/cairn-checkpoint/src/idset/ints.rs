@@ -131,6 +131,38 @@ impl IntIdSet {
         }
     }
 
+    /// Whether every key from `start` to `end` (inclusive) is in the set:
+    /// at once when one range holds them all (sequential IDs), else key by
+    /// key, skipping through ranges.
+    ///
+    /// ```
+    /// use cairn_checkpoint::IntIdSet;
+    /// let set = IntIdSet::from_keys((0..100_000u64).chain([200_000, 200_001]).collect());
+    /// assert!(set.contains_all(10, 99_999) && set.contains_all(200_000, 200_001));
+    /// assert!(!set.contains_all(99_999, 100_000) && !set.contains_all(199_999, 200_000));
+    /// ```
+    pub fn contains_all(&self, start: u64, end: u64) -> bool {
+        let mut key = start;
+        loop {
+            let idx = self.ranges.partition_point(|r| r.0 <= key);
+            if idx > 0 && key <= self.ranges[idx - 1].1 {
+                let covered = self.ranges[idx - 1].1;
+                if covered >= end {
+                    return true;
+                }
+                key = covered + 1;
+                continue;
+            }
+            if !self.contains(key) {
+                return false;
+            }
+            if key == end {
+                return true;
+            }
+            key += 1;
+        }
+    }
+
     fn in_ranges_or_bitmaps(&self, key: u64) -> bool {
         let idx = self.ranges.partition_point(|r| r.0 <= key);
         if idx > 0 && key <= self.ranges[idx - 1].1 {

@@ -147,6 +147,47 @@ fn for_each_int_key(array: &dyn Array, mut f: impl FnMut(Option<u64>)) {
     }
 }
 
+/// Most runs [`id_runs`] reports: past this, IDs are not in runs worth
+/// reporting.
+pub(crate) const MAX_RUNS: usize = 256;
+
+/// The keys of `array` as at most [`MAX_RUNS`] runs `(first, last)` of
+/// consecutive increasing 64-bit integers, in the order they come, when
+/// its values are that and have no nulls: the ID file of a unit of
+/// sequential IDs (one run per row group it read). Read in place, without
+/// copying the values out.
+pub(crate) fn id_runs(array: &dyn Array) -> Option<Vec<(u64, u64)>> {
+    fn runs(values: impl Iterator<Item = u64>) -> Option<Vec<(u64, u64)>> {
+        let mut runs: Vec<(u64, u64)> = Vec::new();
+        for value in values {
+            match runs.last_mut() {
+                Some(run) if run.1.checked_add(1) == Some(value) => run.1 = value,
+                _ => {
+                    if runs.len() == MAX_RUNS {
+                        return None;
+                    }
+                    runs.push((value, value));
+                }
+            }
+        }
+        (!runs.is_empty()).then_some(runs)
+    }
+    if array.null_count() > 0 {
+        return None;
+    }
+    match array.data_type() {
+        DataType::Int64 => runs(
+            array
+                .as_primitive::<Int64Type>()
+                .values()
+                .iter()
+                .map(|&v| v as u64),
+        ),
+        DataType::UInt64 => runs(array.as_primitive::<UInt64Type>().values().iter().copied()),
+        _ => None,
+    }
+}
+
 /// Calls `f` with the bytes of every non-null string or binary in `array`.
 fn for_each_bytes<'a>(array: &'a dyn Array, mut f: impl FnMut(Option<&'a [u8]>)) {
     match array.data_type() {
@@ -227,10 +268,12 @@ impl IdSetBuilder {
         let kind = Kind::of(array.data_type())?;
         self.check_kind(kind)?;
         match kind {
-            Kind::Int => {
-                self.ints
-                    .push_with(|keys| for_each_int_key(array, |key| keys.extend(key)));
-            }
+            Kind::Int => match id_runs(array) {
+                Some(runs) => runs.into_iter().for_each(|run| self.ints.push_run(run)),
+                None => self
+                    .ints
+                    .push_with(|keys| for_each_int_key(array, |key| keys.extend(key))),
+            },
             Kind::Str => for_each_bytes(array, |bytes| {
                 let Some(bytes) = bytes else { return };
                 match self.mode {
@@ -266,6 +309,16 @@ impl IdSetBuilder {
                 .into_iter()
                 .map(|(start, len)| (start + base, len)),
         );
+        Ok(())
+    }
+
+    /// Adds the integer IDs whose keys run from `run.0` to `run.1`, for
+    /// each run of `runs`.
+    pub(crate) fn push_runs(&mut self, runs: &[(u64, u64)]) -> Result<()> {
+        self.check_kind(Kind::Int)?;
+        for &run in runs {
+            self.ints.push_run(run);
+        }
         Ok(())
     }
 
@@ -344,6 +397,35 @@ impl IdSet {
         Ok(BooleanArray::from(out))
     }
 
+    /// Whether every integer ID from `min` to `max` (inclusive) is
+    /// committed: what a row group's statistics can prove without reading
+    /// it. False for an empty or a string set, or `min > max`.
+    ///
+    /// ```
+    /// use arrow_array::Int64Array;
+    /// use cairn_checkpoint::{IdSetBuilder, StringMode};
+    /// let mut builder = IdSetBuilder::new(StringMode::default());
+    /// builder.push_array(&Int64Array::from_iter_values(-5..1_000)).unwrap();
+    /// let set = builder.build();
+    /// assert!(set.contains_int_range(-5, 999) && set.contains_int_range(-1, 0));
+    /// assert!(!set.contains_int_range(-6, 0) && !set.contains_int_range(0, 1_000));
+    /// ```
+    pub fn contains_int_range(&self, min: i64, max: i64) -> bool {
+        let IdSet::Int(set) = self else {
+            return false;
+        };
+        if min > max {
+            return false;
+        }
+        // Keys are the IDs' bit patterns: negative IDs sit above positive
+        // ones, so a range across zero is two ranges of keys.
+        if min < 0 && max >= 0 {
+            set.contains_all(min as u64, u64::MAX) && set.contains_all(0, max as u64)
+        } else {
+            set.contains_all(min as u64, max as u64)
+        }
+    }
+
     /// Number of committed IDs.
     pub fn len(&self) -> u64 {
         match self {
@@ -365,5 +447,45 @@ impl IdSet {
             IdSet::Int(s) => s.memory_bytes(),
             IdSet::Str(s) => s.memory_bytes(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow_array::{Int32Array, Int64Array, UInt64Array};
+
+    #[test]
+    fn runs_are_read_in_place() {
+        let runs = |a: &dyn Array| id_runs(a);
+        assert_eq!(runs(&Int64Array::from(vec![5, 6, 7])), Some(vec![(5, 7)]));
+        assert_eq!(
+            runs(&UInt64Array::from(vec![u64::MAX])),
+            Some(vec![(u64::MAX, u64::MAX)])
+        );
+        assert_eq!(
+            runs(&Int64Array::from(vec![20, 21, 0, 1, 2, 9])),
+            Some(vec![(20, 21), (0, 2), (9, 9)])
+        );
+        // -1 then 0 wraps in key space: two runs of keys.
+        assert_eq!(
+            runs(&Int64Array::from(vec![-1, 0])),
+            Some(vec![(u64::MAX, u64::MAX), (0, 0)])
+        );
+        let too_many: Vec<i64> = (0..=MAX_RUNS as i64).map(|i| i * 2).collect();
+        assert_eq!(runs(&Int64Array::from(too_many)), None);
+        assert_eq!(runs(&Int64Array::from(vec![Some(1), None])), None);
+        assert_eq!(
+            runs(&Int32Array::from(vec![1, 2])),
+            None,
+            "other widths take the general path"
+        );
+        assert_eq!(runs(&Int64Array::from(Vec::<i64>::new())), None);
+        let mut builder = IdSetBuilder::new(StringMode::default());
+        builder.push_array(&Int64Array::from(vec![-1, 0])).unwrap();
+        builder
+            .push_array(&Int64Array::from_iter_values(1..100))
+            .unwrap();
+        assert!(builder.build().contains_int_range(-1, 99));
     }
 }

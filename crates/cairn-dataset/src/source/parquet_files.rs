@@ -91,7 +91,7 @@ pub(super) async fn plan_parquet(
                     mask.true_count() as u64 == rows
                 }
                 (None, Some(skip), Some(leaf)) if rows > 0 => {
-                    range_committed(group.column(leaf).statistics(), rows, skip.ids)?
+                    range_committed(group.column(leaf).statistics(), rows, skip.ids)
                 }
                 _ => false,
             };
@@ -161,16 +161,12 @@ fn range_committed(
     statistics: Option<&parquet::file::statistics::Statistics>,
     rows: u64,
     ids: &IdSet,
-) -> Result<bool> {
+) -> bool {
     let Some((min, max)) = exact_int_range(statistics) else {
-        return Ok(false);
+        return false;
     };
     let span = (max as i128 - min as i128 + 1) as u128;
-    if span > 4 * u128::from(rows) {
-        return Ok(false);
-    }
-    let range = arrow_array::Int64Array::from_iter_values(min..=max);
-    Ok(ids.contains_array(&range)?.true_count() as u128 == span)
+    span <= 4 * u128::from(rows) && ids.contains_int_range(min, max)
 }
 
 /// What a file that Parquet cannot read looks like, from its first bytes.
