@@ -94,6 +94,7 @@ struct Unit {
 
 pub(crate) async fn run(plan: Plan, ctx: &JobContext, sink: Sink) -> Result<JobSummary> {
     let started = Instant::now();
+    let requests_before = cairn_fs::request_counts();
     let Plan { source, ops } = plan;
     if ctx.batch_size == 0 {
         return Err(Error::Plan {
@@ -128,6 +129,7 @@ pub(crate) async fn run(plan: Plan, ctx: &JobContext, sink: Sink) -> Result<JobS
             summary.completed_before = true;
             summary.checkpoint_removed = true;
             summary.elapsed = started.elapsed();
+            summary.requests = cairn_fs::request_counts().since(&requests_before);
             return Ok(summary);
         }
         if !open.state.committed.is_empty()
@@ -167,6 +169,7 @@ pub(crate) async fn run(plan: Plan, ctx: &JobContext, sink: Sink) -> Result<JobS
     )
     .await;
     summary.elapsed = started.elapsed();
+    summary.requests = cairn_fs::request_counts().since(&requests_before);
     result.map(|()| summary)
 }
 

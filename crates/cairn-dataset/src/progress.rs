@@ -104,6 +104,9 @@ pub struct JobSummary {
     /// Wall time.
     #[serde(serialize_with = "seconds")]
     pub elapsed: Duration,
+    /// HTTP requests this process sent to object stores while the job ran
+    /// (other work in the same process counts too; local files: none).
+    pub requests: cairn_fs::RequestCounts,
 }
 
 fn seconds<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {

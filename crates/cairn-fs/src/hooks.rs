@@ -195,6 +195,7 @@ impl HttpTransport for HookedTransport {
             request.uri().authority().map_or("?", |a| a.as_str())
         );
         let (method, path) = (request.method().clone(), request.uri().path().to_string());
+        crate::request_counts::count(&method);
         match self.inner.fetch(request).await {
             Ok(response) => {
                 self.answered.store(true, Ordering::Relaxed);

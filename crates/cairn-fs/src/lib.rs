@@ -25,6 +25,7 @@ pub mod hooks;
 mod http;
 mod options;
 mod registry;
+mod request_counts;
 #[cfg(feature = "object-store")]
 mod store_view;
 mod url;
@@ -42,6 +43,7 @@ pub use options::{
     BackendOptions, ConfigLine, Environment, Setting, Source, StorageOptions, is_secret_name,
 };
 pub use registry::{Registry, register};
+pub use request_counts::{RequestCounts, request_counts};
 #[cfg(feature = "object-store")]
 pub use store_view::ObjectStoreView;
 pub use url::{has_magic, split_protocol};
