@@ -146,3 +146,37 @@ async fn reads_cost_one_request_each() {
         .await
         .unwrap();
 }
+
+/// `part_size` and `max_concurrency` set how a large read is split: a 20 MB
+/// file in 5 MiB parts is 4 GETs (3 at the default 8 MiB).
+#[tokio::test]
+async fn part_size_option_sets_the_ranges_of_a_large_read() {
+    let Some((options, s3)) = cairn_conformance::s3_server("GARAGE", "part-size") else {
+        return;
+    };
+    let mut options = options;
+    options.set("s3", "part_size", (5u64 << 20).into());
+    options.set("s3", "max_concurrency", 2.into());
+    let counter = Arc::new(Counter::default());
+    let fs = FileSystemBuilder::new("s3")
+        .options(options)
+        .env(Environment::default())
+        .request_hook(counter.clone())
+        .build()
+        .unwrap();
+    assert_eq!(fs.transfer().concurrency.value, 2);
+    let file = format!(
+        "s3://{}/request-counts/part-size-{}/large.bin",
+        s3.bucket,
+        std::process::id()
+    );
+    let big: Vec<u8> = (0..20_000_000u32).map(|i| (i % 241) as u8).collect();
+    fs.pipe(&file, big.clone().into(), WriteMode::Overwrite)
+        .await
+        .unwrap();
+    counter.take();
+    let got = fs.cat_with_size(&file, big.len() as u64).await.unwrap();
+    assert!(got == big, "byte for byte");
+    assert_eq!(counter.take(), 4, "20 MB in 5 MiB ranges");
+    fs.rm(&file).await.unwrap();
+}

@@ -28,6 +28,7 @@ mod registry;
 mod request_counts;
 #[cfg(feature = "object-store")]
 mod store_view;
+mod transfer_config;
 mod url;
 
 pub use cache::ListingCacheConfig;
@@ -46,6 +47,7 @@ pub use registry::{Registry, register};
 pub use request_counts::{RequestCounts, request_counts};
 #[cfg(feature = "object-store")]
 pub use store_view::ObjectStoreView;
+pub use transfer_config::{DEFAULT_CONCURRENCY, DEFAULT_PART_SIZE, TransferConfig};
 pub use url::{has_magic, split_protocol};
 
 /// The examples of docs/library.md, compiled as doc tests so they keep

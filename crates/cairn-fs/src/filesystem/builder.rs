@@ -11,6 +11,7 @@ use crate::fsspec_env::FsspecEnv;
 use crate::hooks::RequestHook;
 use crate::options::{BackendOptions, Environment, Source, StorageOptions};
 use crate::registry::Registry;
+use crate::transfer_config::TransferConfig;
 use crate::url::split_protocol;
 
 /// Builds a [`FileSystem`] with an explicit registry, environment, HTTP client
@@ -180,6 +181,7 @@ impl<'a> FileSystemBuilder<'a> {
             cache = ListingCacheConfig::disabled();
             cache.enabled.source = Source::Option("checkpoint storage preset".into());
         }
+        let transfer = TransferConfig::take_from(&mut options)?;
         let backend = factory.configure(&options, &env)?;
         let secrets = backend.secrets();
         let mut hooks = backend.request_hooks();
@@ -197,6 +199,7 @@ impl<'a> FileSystemBuilder<'a> {
                 http_client: self.http_client,
                 hooks,
                 retries: layers::RetryCounter::default(),
+                transfer,
             }),
         })
     }

@@ -7,11 +7,6 @@ use super::{FileSystem, Location};
 use crate::backend::ConditionalWrites;
 use crate::error::{Error, ErrorKind, Result, local_io_reason};
 
-/// Part size of streaming writes; objects larger than one part go multipart.
-pub(crate) const CHUNK: usize = 8 * 1024 * 1024;
-/// Parts in flight per streaming read or write.
-pub(crate) const CONCURRENCY: usize = 4;
-
 /// What names a streaming write's temporary file on local disk
 /// (`.<name>.cairn-tmp-<pid>-<n>`, renamed to `<name>` on close).
 const STAGING_MARK: &str = ".cairn-tmp-";
@@ -149,7 +144,8 @@ impl FileWriter {
         let Ok(meta) = self.op.stat(&self.key).await else {
             return false;
         };
-        let parts = self.written.div_ceil(CHUNK as u64).max(1);
+        let part_size = self.fs.transfer().part_size.value as u64;
+        let parts = self.written.div_ceil(part_size).max(1);
         let etag_parts = meta
             .etag()
             .map(|e| e.trim_matches('"'))
@@ -332,14 +328,15 @@ impl FileSystem {
     pub async fn cat_with_size(&self, path: &str, size: u64) -> Result<Bytes> {
         let loc = self.locate(path).await?;
         self.refuse_directory(&loc)?;
-        if size <= CHUNK as u64 {
+        let transfer = self.transfer();
+        if size <= transfer.part_size.value as u64 {
             return self.read_range_at(&loc, 0, size).await;
         }
         let buf = loc
             .op
             .reader_with(&loc.key)
-            .chunk(CHUNK)
-            .concurrent(CONCURRENCY)
+            .chunk(transfer.part_size.value)
+            .concurrent(transfer.concurrency.value)
             .content_length_hint(size)
             .await
             .map_err(|e| self.error(e, &loc))?
@@ -555,11 +552,12 @@ impl FileSystem {
             return Err(self.is_a_directory(&loc));
         }
         let size = meta.content_length();
+        let transfer = self.transfer();
         let reader = loc
             .op
             .reader_with(&loc.key)
-            .chunk(CHUNK)
-            .concurrent(CONCURRENCY)
+            .chunk(transfer.part_size.value)
+            .concurrent(transfer.concurrency.value)
             .await
             .map_err(|e| self.error(e, &loc))?;
         let inner = reader
@@ -602,11 +600,12 @@ impl FileSystem {
             }
         });
         let write_key = staged.as_ref().map_or(&loc.key, |s| &s.temp_key);
+        let transfer = self.transfer();
         let inner = loc
             .op
             .writer_with(write_key)
-            .chunk(CHUNK)
-            .concurrent(CONCURRENCY)
+            .chunk(transfer.part_size.value)
+            .concurrent(transfer.concurrency.value)
             .await
             .map_err(|e| self.error(e, &loc))?;
         Ok(FileWriter {
@@ -630,11 +629,12 @@ impl FileSystem {
         dst: &Location,
         progress: Option<&super::copy::TransferProgress>,
     ) -> Result<()> {
+        let (read, write) = (self.transfer(), dst_fs.transfer());
         let reader = loc
             .op
             .reader_with(&loc.key)
-            .chunk(CHUNK)
-            .concurrent(CONCURRENCY)
+            .chunk(read.part_size.value)
+            .concurrent(read.concurrency.value)
             .await
             .map_err(|e| self.error(e, loc))?;
         let mut stream = reader
@@ -644,8 +644,8 @@ impl FileSystem {
         let mut writer = dst
             .op
             .writer_with(&dst.key)
-            .chunk(CHUNK)
-            .concurrent(CONCURRENCY)
+            .chunk(write.part_size.value)
+            .concurrent(write.concurrency.value)
             .await
             .map_err(|e| dst_fs.error(e, dst))?;
         while let Some(buf) = stream.try_next().await.map_err(|e| self.error(e, loc))? {

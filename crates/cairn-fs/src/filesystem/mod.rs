@@ -17,6 +17,7 @@ use crate::cache::{DirCache, ListingCacheConfig};
 use crate::error::{Error, Result, from_opendal, with_store_hint};
 use crate::hooks::RequestHook;
 use crate::options::{ConfigLine, Source, StorageOptions};
+use crate::transfer_config::TransferConfig;
 use crate::url::split_protocol;
 
 mod builder;
@@ -33,7 +34,7 @@ mod walk_options;
 
 pub use builder::{FileSystemBuilder, build_checkpoint_filesystem};
 #[cfg(feature = "object-store")]
-pub(crate) use io::{CHUNK, CONCURRENCY, is_staging_file};
+pub(crate) use io::is_staging_file;
 pub(crate) use paths::Location;
 pub use walk_options::{FindOptions, TreeOptions};
 
@@ -74,6 +75,7 @@ struct Inner {
     http_client: Option<reqwest::Client>,
     hooks: Vec<Arc<dyn RequestHook>>,
     retries: layers::RetryCounter,
+    transfer: TransferConfig,
 }
 
 impl std::fmt::Debug for FileSystem {
@@ -132,6 +134,7 @@ impl FileSystem {
     pub fn describe(&self) -> Vec<ConfigLine> {
         let mut lines = self.inner.backend.describe();
         lines.extend(self.inner.cache.config().describe());
+        lines.extend(self.inner.transfer.describe());
         for hook in &self.inner.hooks {
             lines.push(ConfigLine {
                 name: "request_hook".into(),
@@ -151,6 +154,17 @@ impl FileSystem {
     /// ```
     pub fn retried_requests(&self) -> u64 {
         self.inner.retries.get()
+    }
+
+    /// The part size and parts in flight of large transfers (storage options
+    /// `part_size` and `max_concurrency`).
+    ///
+    /// ```
+    /// let fs = cairn_fs::FileSystem::new("memory", &cairn_fs::StorageOptions::new()).unwrap();
+    /// assert_eq!(fs.transfer().part_size.value, cairn_fs::DEFAULT_PART_SIZE);
+    /// ```
+    pub fn transfer(&self) -> &TransferConfig {
+        &self.inner.transfer
     }
 
     /// The listing-cache settings in force.

@@ -468,8 +468,8 @@ impl ObjectStoreView {
             reader = reader.version(version);
         }
         let reader = reader
-            .chunk(crate::filesystem::CHUNK)
-            .concurrent(crate::filesystem::CONCURRENCY)
+            .chunk(self.fs.transfer().part_size.value)
+            .concurrent(self.fs.transfer().concurrency.value)
             .await
             .map_err(|e| to_store_error(self.fs.error(e, loc), location))?;
         let fs = self.fs.clone();

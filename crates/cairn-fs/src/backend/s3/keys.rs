@@ -54,10 +54,11 @@ pub enum S3Option {
     /// s3fs keyword arguments about its own Python machinery or caches
     /// (`default_block_size`, `default_fill_cache`, `default_cache_type`,
     /// `cache_regions`, `session`, `asynchronous`, `loop`,
-    /// `max_concurrency`, `fixed_upload_size`, `local_expiry_check`,
-    /// `skip_instance_cache`): accepted so s3fs options and `FSSPEC_S3_*`
-    /// variables work unchanged; they change nothing in cairn-fs (the Python
-    /// package uses `default_block_size` for `open`).
+    /// `fixed_upload_size`, `local_expiry_check`, `skip_instance_cache`):
+    /// accepted so s3fs options and `FSSPEC_S3_*` variables work unchanged;
+    /// they change nothing in cairn-fs (the Python package uses
+    /// `default_block_size` for `open`). s3fs's `max_concurrency` is not
+    /// among them: every protocol takes it (`TransferConfig`).
     S3fsNoOp,
 }
 
@@ -162,7 +163,6 @@ const KEYS: &[Key] = &[
             "session",
             "asynchronous",
             "loop",
-            "max_concurrency",
             "fixed_upload_size",
             "local_expiry_check",
             "skip_instance_cache",
