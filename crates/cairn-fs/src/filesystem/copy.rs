@@ -9,14 +9,20 @@
 
 use std::collections::BTreeMap;
 
-use super::walk_options::TreeOptions;
+use futures::{StreamExt, TryStreamExt, stream};
 
-/// Called with the bytes written as a transfer's data flows (a progress bar).
-pub type TransferProgress = std::sync::Arc<dyn Fn(u64) + Send + Sync>;
-use super::{FileSystem, FileType};
+use super::walk_options::TreeOptions;
+use super::{FileInfo, FileSystem};
 use crate::error::{ErrorKind, Result};
 use crate::options::StorageOptions;
 use crate::url::has_magic;
+
+/// Files copied at once by cp, get, put and their list forms (a large one
+/// moves in `max_concurrency` parts on top of that).
+const FILES_IN_FLIGHT: usize = 16;
+
+/// Called with the bytes written as a transfer's data flows (a progress bar).
+pub type TransferProgress = std::sync::Arc<dyn Fn(u64) + Send + Sync>;
 
 /// fsspec's `other_paths`: where each source lands under `target`.
 ///
@@ -330,6 +336,19 @@ impl FileSystem {
         dst: &str,
         progress: Option<&TransferProgress>,
     ) -> Result<()> {
+        self.copy_file_sized(src, dst_fs, dst, None, progress).await
+    }
+
+    /// [`FileSystem::copy_file`] of a file whose size a listing gave, so a
+    /// download between stores starts without asking for it.
+    pub(crate) async fn copy_file_sized(
+        &self,
+        src: &str,
+        dst_fs: &FileSystem,
+        dst: &str,
+        size: Option<u64>,
+        progress: Option<&TransferProgress>,
+    ) -> Result<()> {
         let from = self.locate(src).await?;
         let to = dst_fs.locate(dst).await?;
         let same_store = std::ptr::eq(
@@ -342,7 +361,7 @@ impl FileSystem {
                 .await
                 .map_err(|e| self.error(e, &from))?;
         } else {
-            self.stream_file(&from, dst_fs, &to, progress).await?;
+            self.stream_file(&from, dst_fs, &to, size, progress).await?;
         }
         dst_fs.cache().invalidate(&to.path);
         Ok(())
@@ -382,11 +401,11 @@ async fn transfer(
         Sources::One(s) => vec![s],
         Sources::Many(list) => list.to_vec(),
     };
-    let mut expanded: BTreeMap<String, Option<FileType>> =
+    let mut expanded: BTreeMap<String, Option<FileInfo>> =
         src_fs.expand(&raw, recursive, maxdepth).await?;
     let source_is_str = matches!(sources, Sources::One(_));
     if source_is_str && (!recursive || maxdepth.is_some()) {
-        expanded.retain(|_, kind| *kind != Some(FileType::Directory));
+        expanded.retain(|_, info| !info.as_ref().is_some_and(|i| i.is_dir()));
         if expanded.is_empty() {
             return Ok(());
         }
@@ -403,21 +422,33 @@ async fn transfer(
     let target = dst_fs.strip(dst)?;
     let paths2 = other_paths(&paths1, &target, exists, !source_is_str);
     let missing_is_error = !recursive;
+    // Directories first (in order, parents before children), then the
+    // files, several at a time, each with the size its listing gave.
+    let mut files = Vec::new();
     for (p1, p2) in paths1.iter().zip(&paths2) {
-        match expanded[p1] {
-            Some(FileType::Directory) => {
+        match &expanded[p1] {
+            Some(info) if info.is_dir() => {
                 if dst_fs.real_directories() {
                     dst_fs.mkdir(p2).await?;
                 }
             }
-            Some(FileType::File) => src_fs.copy_file(p1, dst_fs, p2, progress).await?,
-            None => match src_fs.copy_file(p1, dst_fs, p2, progress).await {
-                Err(e) if e.kind() == ErrorKind::NotFound && !missing_is_error => {}
-                other => other?,
-            },
+            info => files.push((p1, p2, info.as_ref().map(|i| i.size))),
         }
     }
-    Ok(())
+    stream::iter(files)
+        .map(|(p1, p2, size)| async move {
+            match src_fs.copy_file_sized(p1, dst_fs, p2, size, progress).await {
+                Err(e)
+                    if e.kind() == ErrorKind::NotFound && size.is_none() && !missing_is_error =>
+                {
+                    Ok(())
+                }
+                other => other,
+            }
+        })
+        .buffer_unordered(FILES_IN_FLIGHT)
+        .try_collect::<()>()
+        .await
 }
 
 #[cfg(test)]

@@ -621,22 +621,26 @@ impl FileSystem {
         })
     }
 
-    /// Streams one file from `loc` on `self` into `dst` on `dst_fs`.
+    /// Streams one file from `loc` on `self` into `dst` on `dst_fs`; with
+    /// its `size` known, the read starts without a stat.
     pub(crate) async fn stream_file(
         &self,
         loc: &Location,
         dst_fs: &FileSystem,
         dst: &Location,
+        size: Option<u64>,
         progress: Option<&super::copy::TransferProgress>,
     ) -> Result<()> {
         let (read, write) = (self.transfer(), dst_fs.transfer());
-        let reader = loc
+        let mut reader = loc
             .op
             .reader_with(&loc.key)
             .chunk(read.part_size.value)
-            .concurrent(read.concurrency.value)
-            .await
-            .map_err(|e| self.error(e, loc))?;
+            .concurrent(read.concurrency.value);
+        if let Some(size) = size {
+            reader = reader.content_length_hint(size);
+        }
+        let reader = reader.await.map_err(|e| self.error(e, loc))?;
         let mut stream = reader
             .into_stream(..)
             .await

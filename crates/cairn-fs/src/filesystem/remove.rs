@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use futures::{StreamExt, TryStreamExt, stream};
 
 use super::walk_options::TreeOptions;
-use super::{FileSystem, FileType, Location};
+use super::{FileSystem, Location};
 use crate::error::{Error, ErrorKind, Result};
 
 impl FileSystem {
@@ -147,7 +147,7 @@ impl FileSystem {
         if !recursive
             && let Some((dir, _)) = expanded
                 .iter()
-                .find(|(_, kind)| **kind == Some(FileType::Directory))
+                .find(|(_, info)| info.as_ref().is_some_and(|i| i.is_dir()))
         {
             return Err(Error::new(
                 ErrorKind::IsADirectory,
@@ -157,12 +157,12 @@ impl FileSystem {
         }
         // Group keys per bucket; reverse order puts children before parents.
         let mut per_bucket: BTreeMap<String, (super::Location, Vec<String>)> = BTreeMap::new();
-        for (path, kind) in expanded.iter().rev() {
+        for (path, info) in expanded.iter().rev() {
             let loc = self.locate(path).await?;
             if loc.key.is_empty() {
                 continue;
             }
-            let key = if *kind == Some(FileType::Directory) {
+            let key = if info.as_ref().is_some_and(|i| i.is_dir()) {
                 loc.dir_key()
             } else {
                 loc.key.clone()

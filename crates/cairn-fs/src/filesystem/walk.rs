@@ -7,7 +7,7 @@ use globset::GlobBuilder;
 
 use super::info::{is_not_found, list_keys_from};
 use super::walk_options::{FindOptions, TreeOptions};
-use super::{FileInfo, FileSystem, FileType, Location};
+use super::{FileInfo, FileSystem, Location};
 use crate::entry::DiskUsage;
 use crate::error::{Error, ErrorKind, Result};
 use crate::url::has_magic;
@@ -350,7 +350,7 @@ impl FileSystem {
         paths: &[&str],
         recursive: bool,
         maxdepth: Option<usize>,
-    ) -> Result<BTreeMap<String, Option<FileType>>> {
+    ) -> Result<BTreeMap<String, Option<FileInfo>>> {
         if maxdepth == Some(0) {
             return Err(Error::new(ErrorKind::Config, "maxdepth must be at least 1"));
         }
@@ -371,11 +371,11 @@ impl FileSystem {
                             )
                             .await?
                         {
-                            out.insert(sub.name, Some(sub.kind));
+                            out.insert(sub.name.clone(), Some(sub));
                         }
                     }
                 }
-                out.extend(matched.into_iter().map(|m| (m.name, Some(m.kind))));
+                out.extend(matched.into_iter().map(|m| (m.name.clone(), Some(m))));
                 continue;
             }
             if recursive && literal.as_ref().is_some_and(|i| i.is_dir()) {
@@ -388,11 +388,11 @@ impl FileSystem {
                     )
                     .await?
                 {
-                    out.insert(sub.name, Some(sub.kind));
+                    out.insert(sub.name.clone(), Some(sub));
                 }
             }
             if !out.contains_key(&path) && (!recursive || literal.is_some()) {
-                out.insert(path, literal.map(|i| i.kind));
+                out.insert(path, literal);
             }
         }
         if out.is_empty() {
