@@ -22,6 +22,7 @@ mod row_hash;
 mod seen;
 mod sink;
 mod source;
+mod typed;
 
 pub use context::{
     DEFAULT_BATCH_SIZE, DEFAULT_DUPLICATE_CHECK_MAX_IDS, DEFAULT_ROWS_PER_FILE, JobContext,

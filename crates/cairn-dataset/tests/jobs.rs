@@ -189,6 +189,111 @@ async fn flat_map_outputs_of_one_row_commit_together() {
     assert!(counts.values().all(|&n| n == 3));
 }
 
+/// How often each uid occurs in the Parquet files under `dir`, read with the
+/// parquet crate (not through cairn).
+fn output_counts_by_parquet(dir: &std::path::Path) -> HashMap<i64, usize> {
+    let mut counts = HashMap::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|e| e != "parquet") {
+            continue;
+        }
+        let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(
+            std::fs::File::open(&path).unwrap(),
+        )
+        .unwrap()
+        .build()
+        .unwrap();
+        for batch in reader {
+            let batch = batch.unwrap();
+            let uid = batch
+                .column_by_name("uid")
+                .unwrap()
+                .as_primitive::<Int64Type>();
+            for v in uid.values() {
+                *counts.entry(*v).or_default() += 1;
+            }
+        }
+    }
+    counts
+}
+
+#[derive(serde::Deserialize)]
+struct Doc {
+    uid: i64,
+    text: String,
+}
+
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Clip {
+    uid: i64,
+    clip: u32,
+    text: String,
+}
+
+#[tokio::test]
+async fn typed_flat_map_resumes_exactly_once() {
+    let Dirs {
+        tmp: _tmp,
+        input,
+        output,
+        ckpt,
+    } = dirs();
+    write_input(&input, 2, 300);
+    let explode = |fail_at: Option<i64>| {
+        move |doc: Doc| {
+            if Some(doc.uid) == fail_at {
+                return Err(format!("bad sample {}", doc.uid).into());
+            }
+            Ok((0..3)
+                .map(|clip| Clip {
+                    uid: doc.uid,
+                    clip,
+                    text: doc.text.clone(),
+                })
+                .collect::<Vec<_>>())
+        }
+    };
+    let first = Dataset::read_parquet([input.to_str().unwrap()])
+        .flat_map_rows("clips", explode(Some(450)))
+        .write_parquet(&ctx(&ckpt, 60), output.to_str().unwrap())
+        .await;
+    assert!(first.unwrap_err().to_string().contains("bad sample 450"));
+    let partial = output_counts_by_parquet(&output);
+    assert!(!partial.is_empty(), "units committed before the failure");
+    assert!(
+        partial.values().all(|&n| n == 3),
+        "a source row was half committed"
+    );
+    let summary = Dataset::read_parquet([input.to_str().unwrap()])
+        .flat_map_rows("clips", explode(None))
+        .write_parquet(&ctx(&ckpt, 60), output.to_str().unwrap())
+        .await
+        .unwrap();
+    let counts = output_counts_by_parquet(&output);
+    assert_eq!(counts.len(), 600);
+    assert!(
+        counts.values().all(|&n| n == 3),
+        "each uid in three rows, once each"
+    );
+    assert_eq!(summary.rows_skipped as usize, partial.len());
+    // The typed output's columns are Clip's fields, in order.
+    let any_file = std::fs::read_dir(&output)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "parquet"))
+        .unwrap();
+    let schema = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(
+        std::fs::File::open(any_file).unwrap(),
+    )
+    .unwrap()
+    .schema()
+    .clone();
+    let names: Vec<_> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+    assert_eq!(names, ["uid", "clip", "text"]);
+    assert_eq!(schema.field(2).data_type(), &arrow_schema::DataType::Utf8);
+}
+
 #[tokio::test]
 async fn row_hash_resume_skips_committed_row_groups_unread() {
     let Dirs {
