@@ -26,7 +26,16 @@ impl Counter {
 }
 
 fn garage(test: &str) -> Option<(FileSystem, Arc<Counter>, String)> {
-    let (options, s3) = cairn_conformance::s3_server("GARAGE", test)?;
+    garage_with(test, |_| {})
+}
+
+/// [`garage`], with `tweak` applied to the storage options first.
+fn garage_with(
+    test: &str,
+    tweak: impl FnOnce(&mut cairn_fs::StorageOptions),
+) -> Option<(FileSystem, Arc<Counter>, String)> {
+    let (mut options, s3) = cairn_conformance::s3_server("GARAGE", test)?;
+    tweak(&mut options);
     let counter = Arc::new(Counter::default());
     let fs = FileSystemBuilder::new("s3")
         .options(options)
@@ -151,25 +160,14 @@ async fn reads_cost_one_request_each() {
 /// file in 5 MiB parts is 4 GETs (3 at the default 8 MiB).
 #[tokio::test]
 async fn part_size_option_sets_the_ranges_of_a_large_read() {
-    let Some((options, s3)) = cairn_conformance::s3_server("GARAGE", "part-size") else {
+    let Some((fs, counter, root)) = garage_with("part-size", |options| {
+        options.set("s3", "part_size", (5u64 << 20).into());
+        options.set("s3", "max_concurrency", 2.into());
+    }) else {
         return;
     };
-    let mut options = options;
-    options.set("s3", "part_size", (5u64 << 20).into());
-    options.set("s3", "max_concurrency", 2.into());
-    let counter = Arc::new(Counter::default());
-    let fs = FileSystemBuilder::new("s3")
-        .options(options)
-        .env(Environment::default())
-        .request_hook(counter.clone())
-        .build()
-        .unwrap();
     assert_eq!(fs.transfer().concurrency.value, 2);
-    let file = format!(
-        "s3://{}/request-counts/part-size-{}/large.bin",
-        s3.bucket,
-        std::process::id()
-    );
+    let file = format!("{root}/large.bin");
     let big: Vec<u8> = (0..20_000_000u32).map(|i| (i % 241) as u8).collect();
     fs.pipe(&file, big.clone().into(), WriteMode::Overwrite)
         .await

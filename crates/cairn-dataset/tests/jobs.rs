@@ -145,50 +145,6 @@ async fn a_failed_transform_resumes_exactly_once() {
     assert!(summary.checkpoint_removed && !ckpt.exists());
 }
 
-#[tokio::test]
-async fn flat_map_outputs_of_one_row_commit_together() {
-    let Dirs {
-        tmp: _tmp,
-        input,
-        output,
-        ckpt,
-    } = dirs();
-    write_input(&input, 2, 300);
-    let explode = |fail_at: Option<i64>| {
-        move |row: Row| {
-            let uid = row["uid"].as_i64().unwrap();
-            if Some(uid) == fail_at {
-                return Err(format!("bad sample {uid}").into());
-            }
-            Ok((0..3)
-                .map(|clip| {
-                    let mut r = row.clone();
-                    r.insert("clip".into(), Value::from(clip));
-                    r
-                })
-                .collect())
-        }
-    };
-    let first = Dataset::read_parquet([input.to_str().unwrap()])
-        .flat_map("clips", explode(Some(450)))
-        .write_parquet(&ctx(&ckpt, 60), output.to_str().unwrap())
-        .await;
-    assert!(first.unwrap_err().to_string().contains("bad sample 450"));
-    let partial = output_counts(&output).await;
-    assert!(
-        partial.values().all(|&n| n == 3),
-        "a source row was half committed"
-    );
-    Dataset::read_parquet([input.to_str().unwrap()])
-        .flat_map("clips", explode(None))
-        .write_parquet(&ctx(&ckpt, 60), output.to_str().unwrap())
-        .await
-        .unwrap();
-    let counts = output_counts(&output).await;
-    assert_eq!(counts.len(), 600);
-    assert!(counts.values().all(|&n| n == 3));
-}
-
 /// How often each uid occurs in the Parquet files under `dir`, read with the
 /// parquet crate (not through cairn).
 fn output_counts_by_parquet(dir: &std::path::Path) -> HashMap<i64, usize> {
@@ -231,8 +187,13 @@ struct Clip {
     text: String,
 }
 
-#[tokio::test]
-async fn typed_flat_map_resumes_exactly_once() {
+/// A 1:3 job that fails on uid 450 (`explode(Some(450))`), then runs again
+/// without failing: no source row is ever half committed, and the end
+/// holds each uid in three rows, once each (read with the parquet crate).
+/// Returns the output directory's first Parquet file, for its schema.
+async fn one_to_three_resumes_exactly_once(
+    explode: impl Fn(Dataset, Option<i64>) -> Dataset,
+) -> parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder<std::fs::File> {
     let Dirs {
         tmp: _tmp,
         input,
@@ -240,22 +201,8 @@ async fn typed_flat_map_resumes_exactly_once() {
         ckpt,
     } = dirs();
     write_input(&input, 2, 300);
-    let explode = |fail_at: Option<i64>| {
-        move |doc: Doc| {
-            if Some(doc.uid) == fail_at {
-                return Err(format!("bad sample {}", doc.uid).into());
-            }
-            Ok((0..3)
-                .map(|clip| Clip {
-                    uid: doc.uid,
-                    clip,
-                    text: doc.text.clone(),
-                })
-                .collect::<Vec<_>>())
-        }
-    };
-    let first = Dataset::read_parquet([input.to_str().unwrap()])
-        .flat_map_rows("clips", explode(Some(450)))
+    let source = || Dataset::read_parquet([input.to_str().unwrap()]);
+    let first = explode(source(), Some(450))
         .write_parquet(&ctx(&ckpt, 60), output.to_str().unwrap())
         .await;
     assert!(first.unwrap_err().to_string().contains("bad sample 450"));
@@ -265,8 +212,7 @@ async fn typed_flat_map_resumes_exactly_once() {
         partial.values().all(|&n| n == 3),
         "a source row was half committed"
     );
-    let summary = Dataset::read_parquet([input.to_str().unwrap()])
-        .flat_map_rows("clips", explode(None))
+    let summary = explode(source(), None)
         .write_parquet(&ctx(&ckpt, 60), output.to_str().unwrap())
         .await
         .unwrap();
@@ -277,21 +223,66 @@ async fn typed_flat_map_resumes_exactly_once() {
         "each uid in three rows, once each"
     );
     assert_eq!(summary.rows_skipped as usize, partial.len());
-    // The typed output's columns are Clip's fields, in order.
     let any_file = std::fs::read_dir(&output)
         .unwrap()
         .map(|e| e.unwrap().path())
         .find(|p| p.extension().is_some_and(|e| e == "parquet"))
         .unwrap();
-    let schema = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(
+    parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(
         std::fs::File::open(any_file).unwrap(),
     )
     .unwrap()
-    .schema()
-    .clone();
-    let names: Vec<_> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+}
+
+#[tokio::test]
+async fn flat_map_outputs_of_one_row_commit_together() {
+    one_to_three_resumes_exactly_once(|data, fail_at| {
+        data.flat_map("clips", move |row: Row| {
+            let uid = row["uid"].as_i64().unwrap();
+            if Some(uid) == fail_at {
+                return Err(format!("bad sample {uid}").into());
+            }
+            Ok((0..3)
+                .map(|clip| {
+                    let mut r = row.clone();
+                    r.insert("clip".into(), Value::from(clip));
+                    r
+                })
+                .collect())
+        })
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn typed_flat_map_resumes_exactly_once() {
+    let file = one_to_three_resumes_exactly_once(|data, fail_at| {
+        data.flat_map_rows("clips", move |doc: Doc| {
+            if Some(doc.uid) == fail_at {
+                return Err(format!("bad sample {}", doc.uid).into());
+            }
+            Ok((0..3)
+                .map(|clip| Clip {
+                    uid: doc.uid,
+                    clip,
+                    text: doc.text.clone(),
+                })
+                .collect::<Vec<_>>())
+        })
+    })
+    .await;
+    // The typed output's columns are Clip's fields, in order.
+    let names: Vec<_> = file
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| f.name().clone())
+        .collect();
     assert_eq!(names, ["uid", "clip", "text"]);
-    assert_eq!(schema.field(2).data_type(), &arrow_schema::DataType::Utf8);
+    assert_eq!(
+        file.schema().field(2).data_type(),
+        &arrow_schema::DataType::Utf8
+    );
 }
 
 #[tokio::test]
