@@ -43,7 +43,7 @@ macro_rules! conformance_suite {
             info_exists_and_types, ls_files_dirs_and_missing, pipe_and_cat, exclusive_create,
             conditional_write_mode, ranged_reads, special_character_keys, streaming_open,
             many_keys_list_and_batch_delete, find_maxdepth_withdirs,
-            glob_patterns, disk_usage, mkdir_and_rm_rules, copy_scenarios, put_scenarios,
+            glob_patterns, disk_usage, mkdir_and_rm_rules, rm_file_deletes_one_file, copy_scenarios, put_scenarios,
             get_scenarios, list_to_list_copies, move_files_and_dirs, missing_key_errors,
             prefix_listing);
         $crate::conformance_suite!(@each $make, #[$buckets], #[$every];
@@ -435,6 +435,31 @@ pub async fn disk_usage(t: &Target) {
 }
 
 /// mkdir makes an empty directory; rm refuses a directory without recursive.
+/// rm_file deletes the one file named, and nothing that merely shares its
+/// name as a prefix; a missing file is not an error; a directory is never
+/// removed by it.
+pub async fn rm_file_deletes_one_file(t: &Target) {
+    for name in ["rmf/a.x", "rmf/a/b", "rmf/ab"] {
+        t.write(name, "x").await;
+    }
+    t.fs.rm_file(&t.url("rmf/a.x")).await.unwrap();
+    assert!(!t.fs.exists(&t.url("rmf/a.x")).await.unwrap());
+    t.fs.rm_file(&t.url("rmf/ab")).await.unwrap();
+    assert!(!t.fs.exists(&t.url("rmf/ab")).await.unwrap());
+    // Gone already, or never there: not an error.
+    t.fs.rm_file(&t.url("rmf/ab")).await.unwrap();
+    t.fs.rm_file(&t.url("rmf/missing")).await.unwrap();
+    // A directory: refused with a slash; without one, refused where
+    // directories are real and a no-op on object stores (no such key).
+    let err = t.fs.rm_file(&t.url("rmf/a/")).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::IsADirectory, "{err}");
+    let _ = t.fs.rm_file(&t.url("rmf/a")).await;
+    assert!(
+        t.fs.exists(&t.url("rmf/a/b")).await.unwrap(),
+        "nothing under a directory removed"
+    );
+}
+
 pub async fn mkdir_and_rm_rules(t: &Target) {
     t.fs.mkdir(&t.url("m/empty/nested")).await.unwrap();
     assert!(t.fs.isdir(&t.url("m/empty/nested")).await.unwrap());

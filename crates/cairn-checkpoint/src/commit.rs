@@ -120,9 +120,7 @@ impl CheckpointDir {
 }
 
 /// Deletes one file; a file already gone is not an error (idempotent steps).
+/// One DELETE on an object store (no stat first).
 pub(crate) async fn remove_if_present(fs: &FileSystem, url: &str) -> Result<()> {
-    match fs.rm(url).await {
-        Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
-        other => Ok(other?),
-    }
+    Ok(fs.rm_file(url).await?)
 }

@@ -93,6 +93,45 @@ impl FileSystem {
         Ok(())
     }
 
+    /// Deletes the one file at `path`; a file that is not there is not an
+    /// error. On an object store this is one DELETE (no stat, no listing, no
+    /// glob expansion): what an idempotent protocol step wants. Where
+    /// directories are real (local disk) a directory is refused and kept, as
+    /// [`FileSystem::rm`] refuses it; a path ending in `/` is refused
+    /// everywhere.
+    ///
+    /// ```
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let fs = cairn_fs::FileSystem::new("memory", &cairn_fs::StorageOptions::new()).unwrap();
+    /// fs.pipe("/rmf-doc/a", "x".into(), cairn_fs::WriteMode::Overwrite).await.unwrap();
+    /// fs.rm_file("/rmf-doc/a").await.unwrap();
+    /// fs.rm_file("/rmf-doc/a").await.unwrap(); // already gone: fine
+    /// assert!(!fs.exists("/rmf-doc/a").await.unwrap());
+    /// # })
+    /// ```
+    pub async fn rm_file(&self, path: &str) -> Result<()> {
+        let loc = self.locate(path).await?;
+        if loc.key.is_empty() || loc.key.ends_with('/') || path.ends_with('/') {
+            return Err(Error::new(
+                ErrorKind::IsADirectory,
+                "rm_file removes one file; name a file, or use rm with recursive for a directory",
+            )
+            .with_url(self.url(&loc.path)));
+        }
+        if self.real_directories() {
+            return match self.rm(path).await {
+                Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
+                other => other,
+            };
+        }
+        loc.op
+            .delete(&loc.key)
+            .await
+            .map_err(|e| self.error(e, &loc))?;
+        self.cache().invalidate(&loc.path);
+        Ok(())
+    }
+
     /// Removes files; with `recursive`, directories and everything under them.
     /// Globs are expanded first. Deletes go out in batches (up to 1000 keys a
     /// request on s3), children before their directories. A directory without
