@@ -473,9 +473,14 @@ impl FileSystem {
                 .await
                 .map_err(|e| self.error(e, loc))?,
             WriteMode::Create => match self.conditional_mode(loc).await? {
+                // The key alone is checked (one HEAD; `exists` would also
+                // list the prefix when the key is absent), as a store's own
+                // create-if-absent condition checks only the key.
                 ConditionalWrites::Emulated => {
-                    if self.exists(&loc.path).await? {
-                        return Err(self.already_exists(loc));
+                    match loc.op.stat(&loc.key).await {
+                        Ok(_) => return Err(self.already_exists(loc)),
+                        Err(e) if e.kind() == opendal::ErrorKind::NotFound => {}
+                        Err(e) => return Err(self.error(e, loc)),
                     }
                     loc.op
                         .write(&loc.key, data)
