@@ -424,36 +424,66 @@ async fn transfer(
     let missing_is_error = !recursive;
     // Directories first (in order, parents before children), then the
     // files, several at a time, each with the size its listing gave.
-    let mut files = Vec::new();
-    for (p1, p2) in paths1.iter().zip(&paths2) {
-        match &expanded[p1] {
-            Some(info) if info.is_dir() => {
+    let mut files: Vec<(String, String, Option<u64>)> = Vec::new();
+    for (p1, p2) in paths1.into_iter().zip(paths2) {
+        match expanded.remove(&p1) {
+            Some(Some(info)) if info.is_dir() => {
                 if dst_fs.real_directories() {
-                    dst_fs.mkdir(p2).await?;
+                    dst_fs.mkdir(&p2).await?;
                 }
             }
-            info => files.push((p1, p2, info.as_ref().map(|i| i.size))),
+            info => files.push((p1, p2, info.flatten().map(|i| i.size))),
         }
     }
-    stream::iter(files)
-        .map(|(p1, p2, size)| async move {
-            match src_fs.copy_file_sized(p1, dst_fs, p2, size, progress).await {
-                Err(e)
-                    if e.kind() == ErrorKind::NotFound && size.is_none() && !missing_is_error =>
-                {
-                    Ok(())
-                }
-                other => other,
-            }
-        })
+    let copies = files.into_iter().map(|(p1, p2, size)| {
+        copy_listed_file(src_fs, dst_fs, p1, p2, size, missing_is_error, progress)
+    });
+    stream::iter(copies)
         .buffer_unordered(FILES_IN_FLIGHT)
         .try_collect::<()>()
         .await
 }
 
+/// One file of [`transfer`]: `size` is what the listing said (`None`: a
+/// literal path that was not found, skipped unless `missing_is_error`).
+async fn copy_listed_file(
+    src_fs: &FileSystem,
+    dst_fs: &FileSystem,
+    src: String,
+    dst: String,
+    size: Option<u64>,
+    missing_is_error: bool,
+    progress: Option<&TransferProgress>,
+) -> Result<()> {
+    match src_fs
+        .copy_file_sized(&src, dst_fs, &dst, size, progress)
+        .await
+    {
+        Err(e) if e.kind() == ErrorKind::NotFound && size.is_none() && !missing_is_error => Ok(()),
+        other => other,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Bindings run these futures on a multi-threaded runtime (the Python
+    /// package spawns them): they must be `Send`, which a closure over
+    /// borrowed paths in the copy loop once broke without any test noticing.
+    #[test]
+    fn transfer_futures_are_send() {
+        fn send<T: Send>(_: T) {}
+        let fs = FileSystem::new("memory", &StorageOptions::new()).unwrap();
+        let recursive = TreeOptions::new().recursive(true);
+        send(fs.cp_with("/a", "/b", recursive));
+        send(fs.mv_with("/a", "/b", recursive));
+        send(fs.put("/a", "/b"));
+        send(fs.get_with("/a", "/b", recursive));
+        send(fs.put_list(&["/a"], "/b/", recursive));
+        send(fs.get_list(&["/a"], "/b/", recursive));
+        send(fs.cp_to("/a", &fs, "/b", recursive, None));
+    }
 
     fn s(v: &[&str]) -> Vec<String> {
         v.iter().map(|x| x.to_string()).collect()
