@@ -62,7 +62,7 @@ impl CheckpointDir {
         }
         report.deleted = paths.len();
         crate::failpoint::crash_point("clean-up-before-marker-delete");
-        crate::commit::remove_if_present(&self.fs, &marker).await?;
+        self.fs.rm_file(&marker).await?;
         if report.kept_foreign.is_empty() {
             match self.fs.rmdir(&self.dir).await {
                 Ok(()) => report.removed_directory = true,

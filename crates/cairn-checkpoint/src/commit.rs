@@ -110,17 +110,11 @@ impl CheckpointDir {
 
     /// Step 4: drops the pending record of a committed unit. Already gone is fine.
     pub async fn release_pending(&self, unit: &UnitName) -> Result<()> {
-        remove_if_present(&self.fs, &self.file(&unit.pending_file())).await
+        Ok(self.fs.rm_file(&self.file(&unit.pending_file())).await?)
     }
 
     /// Step 7, [`crate::load_committed`] on this directory.
     pub async fn load(&self, mode: crate::StringMode) -> Result<crate::CommittedState> {
         crate::load_committed(&self.fs, &self.dir, &self.id_column, mode).await
     }
-}
-
-/// Deletes one file; a file already gone is not an error (idempotent steps).
-/// One DELETE on an object store (no stat first).
-pub(crate) async fn remove_if_present(fs: &FileSystem, url: &str) -> Result<()> {
-    Ok(fs.rm_file(url).await?)
 }

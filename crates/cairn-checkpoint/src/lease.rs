@@ -382,7 +382,7 @@ impl CheckpointDir {
     async fn drop_old_generations(&self, taken: u64, files: &[(u64, String)]) {
         for (generation, path) in files {
             if *generation < taken
-                && let Err(e) = crate::commit::remove_if_present(&self.fs, path).await
+                && let Err(e) = self.fs.rm_file(path).await
             {
                 tracing::debug!("could not delete an old lease file {path}: {e}");
             }

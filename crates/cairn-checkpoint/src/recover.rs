@@ -3,7 +3,7 @@
 
 use cairn_fs::FileSystem;
 
-use crate::commit::{CheckpointDir, remove_if_present};
+use crate::commit::CheckpointDir;
 use crate::error::Result;
 use crate::layout::UnitName;
 use crate::load::CommittedState;
@@ -74,7 +74,7 @@ impl CheckpointDir {
             } else {
                 report.released.push(unit.clone());
             }
-            remove_if_present(&self.fs, &self.file(&unit.pending_file())).await?;
+            self.fs.rm_file(&self.file(&unit.pending_file())).await?;
         }
         Ok(report)
     }

@@ -95,6 +95,11 @@ struct Unit {
 pub(crate) async fn run(plan: Plan, ctx: &JobContext, sink: Sink) -> Result<JobSummary> {
     let started = Instant::now();
     let requests_before = cairn_fs::request_counts();
+    // What every way out of the run records: its wall time and requests.
+    let stamp = |summary: &mut JobSummary| {
+        summary.elapsed = started.elapsed();
+        summary.requests = cairn_fs::request_counts().since(&requests_before);
+    };
     let Plan { source, ops } = plan;
     if ctx.batch_size == 0 {
         return Err(Error::Plan {
@@ -128,8 +133,7 @@ pub(crate) async fn run(plan: Plan, ctx: &JobContext, sink: Sink) -> Result<JobS
             open.dir.clean_up().await?;
             summary.completed_before = true;
             summary.checkpoint_removed = true;
-            summary.elapsed = started.elapsed();
-            summary.requests = cairn_fs::request_counts().since(&requests_before);
+            stamp(&mut summary);
             return Ok(summary);
         }
         if !open.state.committed.is_empty()
@@ -168,8 +172,7 @@ pub(crate) async fn run(plan: Plan, ctx: &JobContext, sink: Sink) -> Result<JobS
         &mut summary,
     )
     .await;
-    summary.elapsed = started.elapsed();
-    summary.requests = cairn_fs::request_counts().since(&requests_before);
+    stamp(&mut summary);
     result.map(|()| summary)
 }
 

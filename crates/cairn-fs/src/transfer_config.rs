@@ -3,8 +3,8 @@
 //! upload or of a ranged read) and `max_concurrency` (s3fs's name: parts in
 //! flight per file).
 
-use crate::error::{Error, ErrorKind, Result};
-use crate::options::{BackendOptions, ConfigLine, Setting, Source, value_as_f64};
+use crate::error::Result;
+use crate::options::{BackendOptions, ConfigLine, Setting, Source, config_error, value_as_f64};
 
 /// Part size when none is set: 8 MiB.
 pub const DEFAULT_PART_SIZE: usize = 8 << 20;
@@ -45,33 +45,22 @@ impl TransferConfig {
     /// Takes the transfer options out of a backend's options.
     pub(crate) fn take_from(options: &mut BackendOptions) -> Result<Self> {
         let mut config = Self::default();
-        if let Some((value, source)) = options.take("part_size") {
-            let at = options.at("part_size", &source);
-            let bytes = value_as_f64(&value, &at.label())?;
-            if !(MIN_PART_SIZE as f64..=MAX_PART_SIZE as f64).contains(&bytes) {
-                return Err(Error::new(
-                    ErrorKind::Config,
-                    format!(
-                        "option {} is {bytes} bytes; give 5 MiB (5242880) to 5 GiB, the part sizes S3 multipart uploads accept",
-                        at.label()
-                    ),
-                ));
-            }
-            config.part_size = at.setting(bytes as usize);
+        let part_sizes = MIN_PART_SIZE as f64..=MAX_PART_SIZE as f64;
+        if let Some(setting) = take_number(
+            options,
+            "part_size",
+            |n| part_sizes.contains(&n),
+            " bytes; give 5 MiB (5242880) to 5 GiB, the part sizes S3 multipart uploads accept",
+        )? {
+            config.part_size = setting;
         }
-        if let Some((value, source)) = options.take("max_concurrency") {
-            let at = options.at("max_concurrency", &source);
-            let n = value_as_f64(&value, &at.label())?;
-            if !(1.0..=64.0).contains(&n) || n.fract() != 0.0 {
-                return Err(Error::new(
-                    ErrorKind::Config,
-                    format!(
-                        "option {} is {n}; give a whole number of parts in flight per file, 1 to 64",
-                        at.label()
-                    ),
-                ));
-            }
-            config.concurrency = at.setting(n as usize);
+        if let Some(setting) = take_number(
+            options,
+            "max_concurrency",
+            |n| (1.0..=64.0).contains(&n) && n.fract() == 0.0,
+            "; give a whole number of parts in flight per file, 1 to 64",
+        )? {
+            config.concurrency = setting;
         }
         Ok(config)
     }
@@ -91,6 +80,25 @@ impl TransferConfig {
             },
         ]
     }
+}
+
+/// Takes the number option `key` out of `options`; a value `valid` refuses
+/// is an error naming the option, the value and, in `fix`, what to give.
+fn take_number(
+    options: &mut BackendOptions,
+    key: &str,
+    valid: impl Fn(f64) -> bool,
+    fix: &str,
+) -> Result<Option<Setting<usize>>> {
+    let Some((value, source)) = options.take(key) else {
+        return Ok(None);
+    };
+    let at = options.at(key, &source);
+    let n = value_as_f64(&value, &at.label())?;
+    if !valid(n) {
+        return Err(config_error(format!("option {} is {n}{fix}", at.label())));
+    }
+    Ok(Some(at.setting(n as usize)))
 }
 
 #[cfg(test)]

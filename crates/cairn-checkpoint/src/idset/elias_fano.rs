@@ -237,8 +237,10 @@ impl EliasFano {
             + self.samples.capacity() * 4
     }
 
-    /// Calls `f` with every key, in order (what decoding checks with).
-    fn for_each_in_chunk(chunk: &Chunk, words: &[u64], mut f: impl FnMut(usize, u64)) {
+    /// Calls `f(j, bucket, distance)` for every key of `chunk`, in order:
+    /// its index in the chunk, its bucket and its distance from the chunk's
+    /// first key (what decoding checks with).
+    fn for_each_in_chunk(chunk: &Chunk, words: &[u64], mut f: impl FnMut(usize, u64, u64)) {
         let upper = &words[chunk.upper..chunk.lower];
         let mut j = 0;
         for (w, &word) in upper.iter().enumerate() {
@@ -247,7 +249,7 @@ impl EliasFano {
                 let pos = w * 64 + ones.trailing_zeros() as usize;
                 ones &= ones - 1;
                 let bucket = (pos - j) as u64;
-                f(pos, (bucket << chunk.low_bits) | chunk.low(words, j));
+                f(j, bucket, (bucket << chunk.low_bits) | chunk.low(words, j));
                 j += 1;
             }
         }
@@ -258,7 +260,7 @@ impl EliasFano {
     pub(crate) fn to_vec(&self) -> Vec<u64> {
         let mut out = Vec::with_capacity(self.len);
         for chunk in &self.chunks {
-            Self::for_each_in_chunk(chunk, self.words.as_slice(), |_, d| {
+            Self::for_each_in_chunk(chunk, self.words.as_slice(), |_, _, d| {
                 out.push(chunk.first + d)
             });
         }
@@ -334,6 +336,39 @@ fn select_in_word(word: u64, rank: u32) -> u32 {
     }
 }
 
+/// Writes a chunk's samples (where buckets 0, 256, 512... start in its
+/// unary part) as its keys go by in order: the encoder and the decoder's
+/// check both use it, so the two cannot disagree.
+struct SampleWriter<'a> {
+    samples: &'a mut Vec<u32>,
+    next: u64,
+}
+
+impl<'a> SampleWriter<'a> {
+    fn new(samples: &'a mut Vec<u32>) -> Self {
+        Self { samples, next: 0 }
+    }
+
+    /// Key `j` of the chunk lies in `bucket`. Bucket b starts after its b
+    /// clear bits and the keys of earlier buckets: the first `j` keys, for
+    /// every b up to this key's bucket.
+    fn key(&mut self, j: usize, bucket: u64) {
+        while self.next <= bucket {
+            self.samples.push((self.next as usize + j) as u32);
+            self.next += SAMPLE_EVERY;
+        }
+    }
+
+    /// The chunk's `count` keys are done; the buckets after the last key's
+    /// start after all of them.
+    fn finish(mut self, count: usize, buckets: u64) {
+        while self.next < buckets {
+            self.samples.push((self.next as usize + count) as u32);
+            self.next += SAMPLE_EVERY;
+        }
+    }
+}
+
 /// Encodes one chunk of sorted, distinct `keys` into `out` (its unary part
 /// then its low bits; `base` is where `out` will lie in the set's words),
 /// appending its samples to `samples`.
@@ -357,16 +392,11 @@ fn encode_chunk(keys: &[u64], base: usize, out: &mut Vec<u64>, samples: &mut Vec
         samples: samples.len(),
     };
     let mask = chunk.low_mask();
-    let mut next_sample = 0;
+    let mut sampler = SampleWriter::new(samples);
     for (j, &key) in keys.iter().enumerate() {
         let distance = key - first;
         let bucket = distance >> low_bits;
-        // Bucket b starts after its b clear bits and the keys of earlier
-        // buckets: the first j keys, for every b up to this key's bucket.
-        while next_sample <= bucket {
-            samples.push((next_sample as usize + j) as u32);
-            next_sample += SAMPLE_EVERY;
-        }
+        sampler.key(j, bucket);
         let pos = bucket as usize + j;
         out[pos / 64] |= 1 << (pos % 64);
         if low_bits > 0 {
@@ -379,10 +409,7 @@ fn encode_chunk(keys: &[u64], base: usize, out: &mut Vec<u64>, samples: &mut Vec
             }
         }
     }
-    while next_sample < buckets {
-        samples.push((next_sample as usize + count) as u32);
-        next_sample += SAMPLE_EVERY;
-    }
+    sampler.finish(count, buckets);
     chunk
 }
 
@@ -472,25 +499,15 @@ impl EliasFano {
                 return Err(corrupt("a chunk's unary part does not match its count"));
             }
             let mut ok = true;
-            let mut j = 0usize;
-            let mut next_sample = 0u64;
-            let samples = &mut self.samples;
-            Self::for_each_in_chunk(chunk, words, |pos, distance| {
-                let bucket = (pos - j) as u64;
-                while next_sample <= bucket {
-                    samples.push((next_sample as usize + j) as u32);
-                    next_sample += SAMPLE_EVERY;
-                }
+            let mut sampler = SampleWriter::new(&mut self.samples);
+            Self::for_each_in_chunk(chunk, words, |j, bucket, distance| {
+                sampler.key(j, bucket);
                 let key = chunk.first.checked_add(distance);
                 ok &=
                     (j > 0 || distance == 0) && key.is_some_and(|k| previous.is_none_or(|p| p < k));
                 previous = key;
-                j += 1;
             });
-            while next_sample < u64::from(chunk.buckets) {
-                samples.push((next_sample as usize + j) as u32);
-                next_sample += SAMPLE_EVERY;
-            }
+            sampler.finish(chunk.count as usize, u64::from(chunk.buckets));
             if !ok {
                 return Err(corrupt("its keys are not sorted and distinct"));
             }

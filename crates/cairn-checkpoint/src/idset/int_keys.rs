@@ -32,16 +32,21 @@ impl IntKeys {
         let mut scratch = std::mem::take(&mut self.scratch);
         scratch.clear();
         fill(&mut scratch);
-        if let (Some(&min), Some(&max)) = (scratch.iter().min(), scratch.iter().max()) {
-            let sorted = scratch.is_sorted();
-            if sorted || max - min < 4 * scratch.len() as u64 {
-                if !sorted {
-                    scratch.sort_unstable();
-                }
-                self.take_runs(&scratch);
-            } else {
-                self.add_loose(&scratch);
+        // One pass for a sorted array; its span is only computed otherwise.
+        let sorted = scratch.is_sorted();
+        let dense = || {
+            let (min, max) = scratch
+                .iter()
+                .fold((u64::MAX, 0), |(lo, hi), &k| (lo.min(k), hi.max(k)));
+            max - min < 4 * scratch.len() as u64
+        };
+        if sorted || dense() {
+            if !sorted {
+                scratch.sort_unstable();
             }
+            self.take_runs(&scratch);
+        } else {
+            self.add_loose(&scratch);
         }
         self.scratch = scratch;
     }
@@ -85,11 +90,6 @@ impl IntKeys {
     /// The set of every key added.
     pub(crate) fn build(self) -> IntIdSet {
         IntIdSet::from_parts(self.runs, self.loose)
-    }
-
-    /// Heap bytes held while collecting (runs, loose keys, the scratch array).
-    pub(crate) fn memory_bytes(&self) -> usize {
-        self.runs.capacity() * 16 + (self.loose.capacity() + self.scratch.capacity()) * 8
     }
 
     /// Loose keys held.

@@ -144,16 +144,14 @@ impl IntIdSet {
     pub fn contains_all(&self, start: u64, end: u64) -> bool {
         let mut key = start;
         loop {
-            let idx = self.ranges.partition_point(|r| r.0 <= key);
-            if idx > 0 && key <= self.ranges[idx - 1].1 {
-                let covered = self.ranges[idx - 1].1;
-                if covered >= end {
+            if let Some(range) = self.range_holding(key) {
+                if range.1 >= end {
                     return true;
                 }
-                key = covered + 1;
+                key = range.1 + 1;
                 continue;
             }
-            if !self.contains(key) {
+            if !self.in_bitmaps(key) && !self.singles.contains(key) {
                 return false;
             }
             if key == end {
@@ -164,10 +162,18 @@ impl IntIdSet {
     }
 
     fn in_ranges_or_bitmaps(&self, key: u64) -> bool {
+        self.range_holding(key).is_some() || self.in_bitmaps(key)
+    }
+
+    /// The range that holds `key`, if any.
+    fn range_holding(&self, key: u64) -> Option<(u64, u64)> {
         let idx = self.ranges.partition_point(|r| r.0 <= key);
-        if idx > 0 && key <= self.ranges[idx - 1].1 {
-            return true;
-        }
+        idx.checked_sub(1)
+            .map(|i| self.ranges[i])
+            .filter(|r| key <= r.1)
+    }
+
+    fn in_bitmaps(&self, key: u64) -> bool {
         if let Ok(b) = self
             .bitmaps
             .binary_search_by_key(&(key >> BLOCK_SHIFT), |(block, _)| *block)

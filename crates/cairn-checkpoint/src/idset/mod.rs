@@ -269,7 +269,7 @@ impl IdSetBuilder {
         self.check_kind(kind)?;
         match kind {
             Kind::Int => match id_runs(array) {
-                Some(runs) => runs.into_iter().for_each(|run| self.ints.push_run(run)),
+                Some(runs) => self.push_runs(&runs)?,
                 None => self
                     .ints
                     .push_with(|keys| for_each_int_key(array, |key| keys.extend(key))),
@@ -322,16 +322,6 @@ impl IdSetBuilder {
         Ok(())
     }
 
-    /// Heap bytes the builder holds (what loading committed IDs costs
-    /// before the set is built).
-    pub fn memory_bytes(&self) -> usize {
-        self.ints.memory_bytes()
-            + self.fingerprint_high.capacity() * 8
-            + self.fingerprint_low.capacity() * 4
-            + self.exact_bytes.capacity()
-            + self.exact_spans.capacity() * 16
-    }
-
     /// The set of everything added.
     pub fn build(self) -> IdSet {
         match self.kind {
@@ -352,19 +342,16 @@ impl IdSet {
     /// The array must hold the kind of ID the set holds.
     pub fn contains_array(&self, array: &dyn Array) -> Result<BooleanArray> {
         let kind = Kind::of(array.data_type())?;
-        match (self, kind) {
-            (IdSet::Int(_), Kind::Str) | (IdSet::Str(_), Kind::Int) => {
-                let expected = match self {
-                    IdSet::Int(_) => Kind::Int,
-                    _ => Kind::Str,
-                };
-                return Err(Error::IdTypeMismatch {
-                    expected: expected.name(),
-                    found: kind.name(),
-                });
-            }
-            (IdSet::Empty, _) => return Ok(BooleanArray::from(vec![false; array.len()])),
-            _ => {}
+        let expected = match self {
+            IdSet::Empty => return Ok(BooleanArray::from(vec![false; array.len()])),
+            IdSet::Int(_) => Kind::Int,
+            IdSet::Str(_) => Kind::Str,
+        };
+        if kind != expected {
+            return Err(Error::IdTypeMismatch {
+                expected: expected.name(),
+                found: kind.name(),
+            });
         }
         let mut out = vec![false; array.len()];
         // In slices, so the keys (or string references) being looked up

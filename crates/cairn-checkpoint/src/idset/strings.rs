@@ -92,6 +92,12 @@ struct Fingerprints {
     shared_high: Vec<u128>,
 }
 
+/// A fingerprint's two halves as one 96-bit value, `high << 32 | low` (the
+/// form of `shared_high`).
+fn whole(high: u64, low: u32) -> u128 {
+    u128::from(high) << 32 | u128::from(low)
+}
+
 impl Fingerprints {
     /// From the two halves of fingerprints in any order, with repeats.
     fn build(mut high: Vec<u64>, mut low: Vec<u32>) -> Self {
@@ -114,8 +120,7 @@ impl Fingerprints {
                 low[kept] = low[start];
                 kept += 1;
             } else {
-                let whole = |l: u32| u128::from(high[start]) << 32 | u128::from(l);
-                shared_high.extend(group.iter().map(|&l| whole(l)));
+                shared_high.extend(group.iter().map(|&l| whole(high[start], l)));
                 shared_high.dedup();
             }
             start = end;
@@ -147,8 +152,7 @@ impl Fingerprints {
         if !self.shared_high.is_empty() {
             for (i, &(h, l)) in ids.iter().enumerate() {
                 if !in_high[i] {
-                    let whole = u128::from(h) << 32 | u128::from(l);
-                    answers[i] = self.shared_high.binary_search(&whole).is_ok();
+                    answers[i] = self.shared_high.binary_search(&whole(h, l)).is_ok();
                 }
             }
         }

@@ -329,19 +329,9 @@ impl FileSystem {
 
     /// Copies one file from `src` (on `self`) to `dst` on `dst_fs`: server-side
     /// within one bucket when the store can, streamed otherwise.
+    /// `size`, when a listing gave it, lets a copy between stores start its
+    /// read without asking for it.
     pub(crate) async fn copy_file(
-        &self,
-        src: &str,
-        dst_fs: &FileSystem,
-        dst: &str,
-        progress: Option<&TransferProgress>,
-    ) -> Result<()> {
-        self.copy_file_sized(src, dst_fs, dst, None, progress).await
-    }
-
-    /// [`FileSystem::copy_file`] of a file whose size a listing gave, so a
-    /// download between stores starts without asking for it.
-    pub(crate) async fn copy_file_sized(
         &self,
         src: &str,
         dst_fs: &FileSystem,
@@ -375,7 +365,7 @@ async fn copy_pairs(
     pairs: &[(&str, &str)],
 ) -> Result<()> {
     for (src, dst) in pairs {
-        src_fs.copy_file(src, dst_fs, dst, None).await?;
+        src_fs.copy_file(src, dst_fs, dst, None, None).await?;
     }
     Ok(())
 }
@@ -455,10 +445,7 @@ async fn copy_listed_file(
     missing_is_error: bool,
     progress: Option<&TransferProgress>,
 ) -> Result<()> {
-    match src_fs
-        .copy_file_sized(&src, dst_fs, &dst, size, progress)
-        .await
-    {
+    match src_fs.copy_file(&src, dst_fs, &dst, size, progress).await {
         Err(e) if e.kind() == ErrorKind::NotFound && size.is_none() && !missing_is_error => Ok(()),
         other => other,
     }

@@ -312,8 +312,9 @@ impl FileSystem {
     }
 
     /// The whole file, whose size the caller knows (the listing that found
-    /// it said so): a file larger than one part is read in parallel
-    /// 8 MiB ranges, 4 in flight, with no stat; a smaller one in one GET.
+    /// it said so): a file larger than one part is read in parallel ranges
+    /// of `part_size`, `max_concurrency` in flight ([`FileSystem::transfer`]),
+    /// with no stat; a smaller one in one GET.
     /// A file found shorter than `size` is an error (it changed since it was
     /// listed).
     ///

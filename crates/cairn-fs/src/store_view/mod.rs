@@ -421,7 +421,13 @@ impl ObjectStore for ObjectStoreView {
         match options.mode {
             CopyMode::Overwrite => self
                 .fs
-                .copy_file(&self.full_path(from), &self.fs, &self.full_path(to), None)
+                .copy_file(
+                    &self.full_path(from),
+                    &self.fs,
+                    &self.full_path(to),
+                    None,
+                    None,
+                )
                 .await
                 .map_err(|e| to_store_error(e, from)),
             // No store copies create-if-absent; the bytes go through a
