@@ -42,7 +42,7 @@ macro_rules! conformance_suite {
         $crate::conformance_suite!(@each $make, #[$every];
             info_exists_and_types, ls_files_dirs_and_missing, pipe_and_cat, exclusive_create,
             conditional_write_mode, ranged_reads, special_character_keys, streaming_open,
-            many_keys_list_and_batch_delete, find_maxdepth_withdirs,
+            many_keys_list_and_batch_delete, find_maxdepth_withdirs, walk_tree,
             glob_patterns, disk_usage, mkdir_and_rm_rules, rm_file_deletes_one_file, copy_scenarios, put_scenarios,
             get_scenarios, list_to_list_copies, move_files_and_dirs, missing_key_errors,
             prefix_listing);
@@ -117,6 +117,83 @@ pub async fn ls_files_dirs_and_missing(t: &Target) {
     assert_eq!(file[0].size, 2);
     let err = t.fs.ls(&t.url("missing")).await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::NotFound);
+    // The streaming form: the same entries in the store's order; a file
+    // gives itself; a missing path ends with NotFound.
+    use futures::TryStreamExt;
+    for path in ["d", "d/b", "d/sub"] {
+        let mut streamed: Vec<cairn_fs::FileInfo> =
+            t.fs.ls_stream(&t.url(path))
+                .await
+                .unwrap()
+                .try_collect()
+                .await
+                .unwrap();
+        streamed.sort_by(|a, b| a.name.cmp(&b.name));
+        assert_eq!(streamed, t.fs.ls(&t.url(path)).await.unwrap(), "{path}");
+    }
+    let missing = match t.fs.ls_stream(&t.url("missing")).await {
+        Ok(stream) => stream.try_collect::<Vec<_>>().await.unwrap_err(),
+        Err(e) => e,
+    };
+    assert_eq!(missing.kind(), ErrorKind::NotFound);
+}
+
+/// walk, top down: each directory once with its sorted subdirectories and
+/// files, depth first in name order; maxdepth; a file; a missing path.
+pub async fn walk_tree(t: &Target) {
+    use futures::TryStreamExt;
+    for f in ["w/a", "w/d/b", "w/d/e/c", "w/z/y"] {
+        t.write(f, "xy").await;
+    }
+    let base = t.fs.strip(&t.url("w")).unwrap();
+    let rel = |name: &str| name[base.len()..].trim_start_matches('/').to_string();
+    let walk = |options: cairn_fs::FindOptions, path: &'static str| async move {
+        let steps: Vec<cairn_fs::WalkStep> =
+            t.fs.walk(&t.url(path), options)
+                .await
+                .unwrap()
+                .try_collect()
+                .await
+                .unwrap();
+        steps
+    };
+    let steps = walk(cairn_fs::FindOptions::new(), "w").await;
+    let summary: Vec<(String, Vec<String>, Vec<String>)> = steps
+        .iter()
+        .map(|s| {
+            (
+                rel(&s.path),
+                s.dirs.iter().map(|d| rel(&d.name)).collect(),
+                s.files.iter().map(|f| rel(&f.name)).collect(),
+            )
+        })
+        .collect();
+    let owned = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    assert_eq!(
+        summary,
+        [
+            (String::new(), owned(&["d", "z"]), owned(&["a"])),
+            ("d".into(), owned(&["d/e"]), owned(&["d/b"])),
+            ("d/e".into(), vec![], owned(&["d/e/c"])),
+            ("z".into(), vec![], owned(&["z/y"])),
+        ]
+    );
+    assert_eq!(steps[0].files[0].size, 2);
+    assert_eq!(
+        walk(cairn_fs::FindOptions::new().max_depth(2), "w")
+            .await
+            .len(),
+        3,
+        "the top and its two subdirectories"
+    );
+    let file = walk(cairn_fs::FindOptions::new(), "w/a").await;
+    assert_eq!(file.len(), 1);
+    assert_eq!(rel(&file[0].files[0].name), "a");
+    assert!(
+        walk(cairn_fs::FindOptions::new(), "w-missing")
+            .await
+            .is_empty()
+    );
 }
 
 /// pipe then cat; overwrite replaces; empty files.
@@ -394,9 +471,28 @@ pub async fn glob_patterns(t: &Target) {
         let url = t.url(&format!("g/{pattern}"));
         let base = base.clone();
         async move {
-            t.fs.glob_with(&url, cairn_fs::FindOptions::new().max_depth_opt(maxdepth))
-                .await
-                .unwrap_or_else(|e| panic!("glob {pattern}: {e}"))
+            use futures::TryStreamExt;
+            let options = cairn_fs::FindOptions::new().max_depth_opt(maxdepth);
+            let found =
+                t.fs.glob_with(&url, options)
+                    .await
+                    .unwrap_or_else(|e| panic!("glob {pattern}: {e}"));
+            // The streaming form: the same entries, each once, with the
+            // sizes of the listing.
+            let streamed: Vec<cairn_fs::FileInfo> =
+                t.fs.glob_stream(&url, options)
+                    .await
+                    .unwrap()
+                    .try_collect()
+                    .await
+                    .unwrap();
+            let mut names: Vec<&str> = streamed.iter().map(|i| i.name.as_str()).collect();
+            names.sort();
+            assert_eq!(names, found, "glob_stream {pattern}");
+            for info in streamed.iter().filter(|i| !i.is_dir()) {
+                assert_eq!(info.size, 1, "{}", info.name);
+            }
+            found
                 .into_iter()
                 .map(|p| p[base.len() + 1..].to_string())
                 .collect::<Vec<_>>()
@@ -658,6 +754,19 @@ pub async fn prefix_listing(t: &Target) {
             .await
             .unwrap()
             .is_empty()
+    );
+    use futures::TryStreamExt;
+    let mut streamed: Vec<cairn_fs::FileInfo> =
+        t.fs.find_prefix_stream(&t.url("out/u_1_"))
+            .await
+            .unwrap()
+            .try_collect()
+            .await
+            .unwrap();
+    streamed.sort_by(|a, b| a.name.cmp(&b.name));
+    assert_eq!(
+        streamed,
+        t.fs.find_prefix(&t.url("out/u_1_")).await.unwrap()
     );
 }
 

@@ -92,3 +92,20 @@ pub struct DiskUsage {
     /// Number of files.
     pub files: u64,
 }
+
+/// One directory of a [`FileSystem::walk`](crate::FileSystem::walk) (fsspec's
+/// `(dirpath, dirnames, filenames)`, with each entry's details).
+///
+/// ```
+/// let step = cairn_fs::WalkStep { path: "bucket/d".into(), dirs: vec![], files: vec![] };
+/// assert!(step.files.is_empty());
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct WalkStep {
+    /// The directory (stripped path).
+    pub path: String,
+    /// Its subdirectories, sorted by name.
+    pub dirs: Vec<FileInfo>,
+    /// Its files, sorted by name (for a walk of a file path, the file).
+    pub files: Vec<FileInfo>,
+}

@@ -35,7 +35,7 @@ pub use cache::ListingCacheConfig;
 pub use error::{Error, ErrorKind, Result};
 pub use filesystem::{
     DiskUsage, FileInfo, FileReader, FileSystem, FileSystemBuilder, FileType, FileWriter,
-    FindOptions, TransferProgress, TreeOptions, WriteMode, build_checkpoint_filesystem,
+    FindOptions, TransferProgress, TreeOptions, WalkStep, WriteMode, build_checkpoint_filesystem,
     other_paths,
 };
 pub use fsspec_env::FsspecEnv;

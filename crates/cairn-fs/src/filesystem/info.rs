@@ -1,6 +1,6 @@
 //! What is at a path: `info`, `exists`, `isdir`, `isfile`, `ls`.
 
-use futures::TryStreamExt;
+use futures::stream::{self, BoxStream, StreamExt, TryStreamExt};
 
 use super::{FileSystem, Location};
 use crate::entry::FileInfo;
@@ -149,7 +149,9 @@ impl FileSystem {
     }
 
     /// The entries directly inside the directory `path`, sorted by name; for a
-    /// file, the file itself. NotFound if nothing is there.
+    /// file, the file itself. NotFound if nothing is there. This is
+    /// [`FileSystem::ls_stream`] collected and sorted (and kept in the
+    /// listing cache when it is on).
     ///
     /// ```
     /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
@@ -165,32 +167,97 @@ impl FileSystem {
         if let Some(listing) = self.cache().get(&loc.path) {
             return Ok(listing);
         }
-        let dir_key = loc.dir_key();
-        let entries = match loc.op.list(&dir_key).await {
-            Ok(entries) => entries,
-            Err(e) if is_not_found(&e) => Vec::new(),
-            Err(e) => return Err(self.error(e, &loc)),
-        };
-        let mut out = Vec::with_capacity(entries.len());
-        for entry in entries {
-            if entry.path() == dir_key || entry.path().trim_matches('/').is_empty() {
-                continue;
-            }
-            let name = self.entry_path(&loc, entry.path());
-            out.push(
-                self.complete_info(&loc, name, entry.path(), entry.metadata())
-                    .await?,
-            );
-        }
-        if out.is_empty() {
-            let info = self.info_at(&loc).await?;
-            if !info.is_dir() {
-                return Ok(vec![info]);
-            }
-        }
+        let mut out: Vec<FileInfo> = self.list_dir(loc.clone()).try_collect().await?;
         out.sort_by(|a, b| a.name.cmp(&b.name));
-        self.cache().put(&loc.path, out.clone());
+        if out.len() != 1 || out[0].name != loc.path {
+            self.cache().put(&loc.path, out.clone());
+        }
         Ok(out)
+    }
+
+    /// The entries directly inside the directory `path` as the store's
+    /// listing pages arrive, in the store's order: memory stays at one page
+    /// however large the directory. A file gives itself; a missing path
+    /// ends the stream with NotFound (after nothing else), as `ls` fails.
+    /// The listing cache answers when it holds the directory; the stream
+    /// does not fill it.
+    ///
+    /// ```
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// use futures::TryStreamExt;
+    /// let fs = cairn_fs::FileSystem::new("memory", &cairn_fs::StorageOptions::new()).unwrap();
+    /// fs.pipe("/lss-doc/d/f", "x".into(), cairn_fs::WriteMode::Overwrite).await.unwrap();
+    /// fs.pipe("/lss-doc/g", "y".into(), cairn_fs::WriteMode::Overwrite).await.unwrap();
+    /// let stream = fs.ls_stream("/lss-doc").await.unwrap();
+    /// let mut names: Vec<String> = stream.map_ok(|i| i.name).try_collect().await.unwrap();
+    /// names.sort();
+    /// assert_eq!(names, ["/lss-doc/d", "/lss-doc/g"]);
+    /// # })
+    /// ```
+    pub async fn ls_stream(&self, path: &str) -> Result<BoxStream<'static, Result<FileInfo>>> {
+        let loc = self.locate(path).await?;
+        if let Some(listing) = self.cache().get(&loc.path) {
+            return Ok(stream::iter(listing.into_iter().map(Ok)).boxed());
+        }
+        Ok(self.list_dir(loc))
+    }
+
+    /// One directory's entries, uncached (see [`FileSystem::ls_stream`]).
+    fn list_dir(&self, loc: Location) -> BoxStream<'static, Result<FileInfo>> {
+        enum State {
+            Start(FileSystem, Location),
+            Listing(FileSystem, Location, opendal::Lister, bool),
+            Done,
+        }
+        let step = |state: State| async move {
+            match state {
+                State::Done => None,
+                State::Start(fs, loc) => match loc.op.lister(&loc.dir_key()).await {
+                    Ok(lister) => Some((None, State::Listing(fs, loc, lister, false))),
+                    Err(e) if is_not_found(&e) => Some((fs.lone_entry(&loc).await, State::Done)),
+                    Err(e) => Some((Some(Err(fs.error(e, &loc))), State::Done)),
+                },
+                State::Listing(fs, loc, mut lister, mut any) => loop {
+                    let entry = match lister.try_next().await {
+                        Ok(Some(entry)) => entry,
+                        Ok(None) if any => return None,
+                        Ok(None) => return Some((fs.lone_entry(&loc).await, State::Done)),
+                        Err(e) if is_not_found(&e) => {
+                            return Some((fs.lone_entry(&loc).await, State::Done));
+                        }
+                        Err(e) => return Some((Some(Err(fs.error(e, &loc))), State::Done)),
+                    };
+                    let key = entry.path();
+                    if key == loc.dir_key() || key.trim_matches('/').is_empty() {
+                        continue;
+                    }
+                    any = true;
+                    let name = fs.entry_path(&loc, key);
+                    let info = fs.complete_info(&loc, name, key, entry.metadata()).await;
+                    let failed = info.is_err();
+                    return Some((
+                        Some(info),
+                        if failed {
+                            State::Done
+                        } else {
+                            State::Listing(fs, loc, lister, any)
+                        },
+                    ));
+                },
+            }
+        };
+        stream::unfold(State::Start(self.clone(), loc), step)
+            .filter_map(|item| async move { item })
+            .boxed()
+    }
+
+    /// What `ls` gives for a path whose listing is empty: the file itself,
+    /// nothing for an empty directory, NotFound for nothing at all.
+    async fn lone_entry(&self, loc: &Location) -> Option<Result<FileInfo>> {
+        match self.info_at(loc).await {
+            Ok(info) if info.is_dir() => None,
+            answer => Some(answer),
+        }
     }
 
     /// Turns a listed entry into a [`FileInfo`]; stats files whose listing
@@ -221,24 +288,4 @@ pub(crate) fn parent_path(path: &str) -> Option<&str> {
         Some(idx) if idx > 0 => Some(&path[..idx]),
         _ => None,
     }
-}
-
-/// Lists every entry whose key starts with `key` in `loc`'s bucket,
-/// recursively; a missing path lists nothing.
-pub(crate) async fn list_keys_from(
-    fs: &FileSystem,
-    loc: &Location,
-    key: &str,
-) -> Result<Vec<(String, opendal::Metadata)>> {
-    let lister = match loc.op.lister_with(key).recursive(true).await {
-        Ok(l) => l,
-        Err(e) if is_not_found(&e) => return Ok(Vec::new()),
-        Err(e) => return Err(fs.error(e, loc)),
-    };
-    let entries: Vec<opendal::Entry> = match lister.try_collect().await {
-        Ok(v) => v,
-        Err(e) if is_not_found(&e) => Vec::new(),
-        Err(e) => return Err(fs.error(e, loc)),
-    };
-    Ok(entries.into_iter().map(|e| e.into_parts()).collect())
 }

@@ -6,7 +6,8 @@
 //! keys), `operators` (one layered operator per root, built once),
 //! `conditional` (how create-if-absent writes are done on a store), and the
 //! operations, each derived once for all backends: `info` (info, exists,
-//! ls), `walk` (find, glob, du, expand_path), `io` (cat, pipe, open), `copy`
+//! ls), `walk` (find, walk, du, prefix listings), `glob` (glob,
+//! expand_path), `io` (cat, pipe, open), `copy`
 //! (cp, mv, put, get), `remove` (rm, mkdir).
 
 use std::collections::HashMap;
@@ -23,6 +24,7 @@ use crate::url::split_protocol;
 mod builder;
 mod conditional;
 mod copy;
+mod glob;
 mod info;
 mod io;
 mod layers;
@@ -38,7 +40,7 @@ pub(crate) use io::is_staging_file;
 pub(crate) use paths::Location;
 pub use walk_options::{FindOptions, TreeOptions};
 
-pub use crate::entry::{DiskUsage, FileInfo, FileType};
+pub use crate::entry::{DiskUsage, FileInfo, FileType, WalkStep};
 pub use copy::{TransferProgress, other_paths};
 pub use io::{FileReader, FileWriter, WriteMode};
 

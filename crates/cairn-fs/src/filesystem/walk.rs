@@ -1,16 +1,17 @@
-//! Walking trees: `find`, `glob`, `du`, and fsspec's `expand_path`.
+//! Walking trees: `find`, `walk`, `du` and prefix listings. Each is a
+//! stream that yields entries as the store's listing pages arrive (memory
+//! bounded by a page, whatever the number of keys); the collected, sorted
+//! forms are built on the streams.
 
-use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::collections::{HashSet, VecDeque};
 
 use futures::stream::{self, BoxStream, StreamExt, TryStreamExt};
-use globset::GlobBuilder;
 
-use super::info::{is_not_found, list_keys_from};
-use super::walk_options::{FindOptions, TreeOptions};
+use super::info::is_not_found;
+use super::walk_options::FindOptions;
 use super::{FileInfo, FileSystem, Location};
-use crate::entry::DiskUsage;
+use crate::entry::{DiskUsage, WalkStep};
 use crate::error::{Error, ErrorKind, Result};
-use crate::url::has_magic;
 
 impl FileSystem {
     /// Every file under `path` (and directories too with `withdirs`, the root
@@ -47,23 +48,13 @@ impl FileSystem {
     /// # })
     /// ```
     pub async fn find_with(&self, path: &str, options: FindOptions) -> Result<Vec<FileInfo>> {
-        let mut entries = self.find_stream(path, options).await?;
-        let mut out: BTreeMap<String, FileInfo> = BTreeMap::new();
-        while let Some(info) = entries.try_next().await? {
-            out.insert(info.name.clone(), info);
-        }
-        let loc = self.locate(path).await?;
-        if options.with_dirs && !out.is_empty() && !loc.key.is_empty() {
-            out.insert(loc.path.clone(), FileInfo::directory(loc.path.clone()));
-        }
-        if out.is_empty() {
-            match self.info_or_none(&loc.path).await? {
-                Some(info) if !info.is_dir() => return Ok(vec![info]),
-                Some(info) if options.with_dirs && !loc.key.is_empty() => return Ok(vec![info]),
-                _ => {}
-            }
-        }
-        Ok(out.into_values().collect())
+        let mut out: Vec<FileInfo> = self
+            .find_entries(path, options, true)
+            .await?
+            .try_collect()
+            .await?;
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(out)
     }
 
     /// The entries under `path` as the store's listing pages arrive (in the
@@ -90,38 +81,61 @@ impl FileSystem {
         path: &str,
         options: FindOptions,
     ) -> Result<BoxStream<'static, Result<FileInfo>>> {
+        self.find_entries(path, options, false).await
+    }
+
+    /// The entries of a find; with `name_root`, also what `find_with` says
+    /// of `path` itself, last: the directory (with `with_dirs`, when
+    /// anything is under it), or the file when `path` is one.
+    pub(crate) async fn find_entries(
+        &self,
+        path: &str,
+        options: FindOptions,
+        name_root: bool,
+    ) -> Result<BoxStream<'static, Result<FileInfo>>> {
         if options.max_depth == Some(0) {
             return Err(Error::new(ErrorKind::Config, "maxdepth must be at least 1"));
         }
         let loc = self.locate(path).await?;
         let dir_key = loc.dir_key();
         let lister = match loc.op.lister_with(&dir_key).recursive(true).await {
-            Ok(lister) => lister,
-            Err(e) if is_not_found(&e) => return Ok(stream::empty().boxed()),
+            Ok(lister) => Some(lister),
+            Err(e) if is_not_found(&e) => None,
             Err(e) => return Err(self.error(e, &loc)),
         };
-        let walk = Walk {
+        let walk = FindWalk {
             fs: self.clone(),
             prefix_len: dir_key.trim_start_matches('/').len(),
             loc,
             options,
+            lister,
+            name_root,
+            yielded: 0,
             seen_dirs: HashSet::new(),
             ready: VecDeque::new(),
         };
-        Ok(stream::unfold(Some((lister, walk)), |state| async move {
-            let (mut lister, mut walk) = state?;
+        Ok(stream::unfold(Some(walk), |state| async move {
+            let mut walk = state?;
             loop {
                 if let Some(info) = walk.ready.pop_front() {
-                    return Some((Ok(info), Some((lister, walk))));
+                    walk.yielded += 1;
+                    return Some((Ok(info), Some(walk)));
                 }
+                let Some(lister) = walk.lister.as_mut() else {
+                    return match walk.root_entry().await {
+                        Ok(Some(info)) => Some((Ok(info), None)),
+                        Ok(None) => None,
+                        Err(e) => Some((Err(e), None)),
+                    };
+                };
                 match lister.try_next().await {
                     Ok(Some(entry)) => {
                         if let Err(e) = walk.accept(entry).await {
                             return Some((Err(e), None));
                         }
                     }
-                    Ok(None) => return None,
-                    Err(e) if is_not_found(&e) => return None,
+                    Ok(None) => walk.lister = None,
+                    Err(e) if is_not_found(&e) => walk.lister = None,
                     Err(e) => return Some((Err(walk.fs.error(e, &walk.loc)), None)),
                 }
             }
@@ -129,119 +143,87 @@ impl FileSystem {
         .boxed())
     }
 
-    /// Paths matching a glob pattern: `*` and `?` within one level, `[...]`
-    /// classes, `**` across levels; a pattern ending in `/` matches directories
-    /// only. Without glob characters: the path if it exists.
+    /// fsspec's `walk`, top down: for `path` and then each directory below
+    /// it (depth first, in name order, down to `max_depth` levels), one
+    /// [`WalkStep`] with its subdirectories and files, each sorted. Memory
+    /// holds one directory's listing and the names of the directories still
+    /// to visit. A file path gives one step holding the file; a missing path
+    /// gives nothing (as fsspec's default `on_error="omit"`); a directory that
+    /// vanishes while walking is skipped; other failures end the stream with
+    /// the error.
     ///
     /// ```
     /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// use futures::TryStreamExt;
     /// let fs = cairn_fs::FileSystem::new("memory", &cairn_fs::StorageOptions::new()).unwrap();
-    /// for p in ["/glob-doc/a1.txt", "/glob-doc/a2.csv", "/glob-doc/d/a3.txt"] {
+    /// for p in ["/walk-doc/a", "/walk-doc/d/b", "/walk-doc/d/e/c"] {
     ///     fs.pipe(p, "x".into(), cairn_fs::WriteMode::Overwrite).await.unwrap();
     /// }
-    /// assert_eq!(fs.glob("/glob-doc/*.txt").await.unwrap(), ["/glob-doc/a1.txt"]);
-    /// assert_eq!(fs.glob("/glob-doc/**/*.txt").await.unwrap().len(), 2);
+    /// let steps: Vec<_> = fs.walk("/walk-doc", cairn_fs::FindOptions::new()).await.unwrap().try_collect().await.unwrap();
+    /// let dirs: Vec<&str> = steps.iter().map(|s| s.path.as_str()).collect();
+    /// assert_eq!(dirs, ["/walk-doc", "/walk-doc/d", "/walk-doc/d/e"]);
+    /// assert_eq!(steps[0].files[0].name, "/walk-doc/a");
+    /// assert_eq!(steps[0].dirs[0].name, "/walk-doc/d");
+    /// let shallow = fs.walk("/walk-doc", cairn_fs::FindOptions::new().max_depth(1)).await.unwrap();
+    /// assert_eq!(shallow.try_collect::<Vec<_>>().await.unwrap().len(), 1);
     /// # })
     /// ```
-    pub async fn glob(&self, pattern: &str) -> Result<Vec<String>> {
-        self.glob_with(pattern, FindOptions::new()).await
-    }
-
-    /// [`FileSystem::glob`] descending at most `options.max_depth` levels.
-    ///
-    /// ```
-    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
-    /// let fs = cairn_fs::FileSystem::new("memory", &cairn_fs::StorageOptions::new()).unwrap();
-    /// fs.pipe("/globw-doc/d/a.txt", "x".into(), cairn_fs::WriteMode::Overwrite).await.unwrap();
-    /// let shallow = fs.glob_with("/globw-doc/**", cairn_fs::FindOptions::new().max_depth(1)).await.unwrap();
-    /// assert!(shallow.contains(&"/globw-doc/d".to_string()));
-    /// assert!(!shallow.contains(&"/globw-doc/d/a.txt".to_string()), "one level down only");
-    /// # })
-    /// ```
-    pub async fn glob_with(&self, pattern: &str, options: FindOptions) -> Result<Vec<String>> {
-        let maxdepth = options.max_depth;
-        Ok(self
-            .glob_detail(pattern, maxdepth)
-            .await?
-            .into_iter()
-            .map(|i| i.name)
-            .collect())
-    }
-
-    async fn glob_detail(&self, pattern: &str, maxdepth: Option<usize>) -> Result<Vec<FileInfo>> {
-        if maxdepth == Some(0) {
+    pub async fn walk(
+        &self,
+        path: &str,
+        options: FindOptions,
+    ) -> Result<BoxStream<'static, Result<WalkStep>>> {
+        if options.max_depth == Some(0) {
             return Err(Error::new(ErrorKind::Config, "maxdepth must be at least 1"));
         }
-        let ends_with_sep = pattern.ends_with('/');
-        let path = self.strip(pattern)?;
-        if !has_magic(&path) {
-            return Ok(self.info_or_none(&path).await?.into_iter().collect());
+        let top = self.locate(path).await?.path;
+        let to_visit = vec![(top, 1usize)];
+        let fs = self.clone();
+        Ok(stream::try_unfold(to_visit, move |mut to_visit| {
+            let fs = fs.clone();
+            async move {
+                while let Some((dir, depth)) = to_visit.pop() {
+                    let Some(step) = fs.walk_step(&dir).await? else {
+                        continue;
+                    };
+                    if options.max_depth.is_none_or(|max| depth < max) {
+                        // Reversed onto the stack so the first name is visited first.
+                        to_visit
+                            .extend(step.dirs.iter().rev().map(|d| (d.name.clone(), depth + 1)));
+                    }
+                    return Ok(Some((step, to_visit)));
+                }
+                Ok(None)
+            }
+        })
+        .boxed())
+    }
+
+    /// One directory of a walk; `None` when it is not there.
+    async fn walk_step(&self, dir: &str) -> Result<Option<WalkStep>> {
+        let mut step = WalkStep {
+            path: dir.to_string(),
+            dirs: Vec::new(),
+            files: Vec::new(),
+        };
+        let listing = self.ls_stream(dir).await;
+        let mut listing = match listing {
+            Ok(listing) => listing,
+            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        loop {
+            match listing.try_next().await {
+                Ok(Some(info)) if info.is_dir() && info.name != dir => step.dirs.push(info),
+                Ok(Some(info)) => step.files.push(info),
+                Ok(None) => break,
+                Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
+                Err(e) => return Err(e),
+            }
         }
-        let append_slash_to_dirs = ends_with_sep || path.ends_with("/**");
-        let first_magic = path.find(['*', '?', '[']).unwrap_or(path.len());
-        let (root, tail) = match path[..first_magic].rfind('/') {
-            Some(idx) => (&path[..=idx], &path[idx + 1..]),
-            None => ("", path.as_str()),
-        };
-        let tail_depth = tail.matches('/').count() + 1;
-        // `**` spans any depth; with maxdepth it spans at most that many levels.
-        let depth = match path.find("**") {
-            Some(idx) => maxdepth.map(|m| tail_depth - (path[idx..].matches('/').count() + 1) + m),
-            None => Some(tail_depth),
-        };
-        let glob_text = format!("{path}{}", if ends_with_sep { "/" } else { "" });
-        if glob_text
-            .split('/')
-            .any(|part| part.contains("**") && part != "**")
-        {
-            return Err(Error::new(
-                ErrorKind::InvalidUrl,
-                "'**' can only be an entire path component, as in a/**/b",
-            )
-            .with_url(pattern));
-        }
-        let matcher = GlobBuilder::new(&glob_text)
-            .literal_separator(true)
-            .backslash_escape(false)
-            .empty_alternates(false)
-            .build()
-            .map_err(|e| {
-                Error::new(ErrorKind::InvalidUrl, "invalid glob pattern")
-                    .with_url(pattern)
-                    .with_source(e)
-            })?
-            .compile_matcher();
-        let root = if root.is_empty() || root == "/" {
-            root.to_string()
-        } else {
-            root.trim_end_matches('/').to_string()
-        };
-        let candidates = if root.is_empty() {
-            return Err(Error::new(
-                ErrorKind::InvalidUrl,
-                "a glob needs a fixed bucket or directory before its first wildcard",
-            )
-            .with_url(pattern));
-        } else {
-            self.find_with(
-                &root,
-                crate::FindOptions::new()
-                    .max_depth_opt(depth)
-                    .with_dirs(true),
-            )
-            .await?
-        };
-        Ok(candidates
-            .into_iter()
-            .filter(|info| {
-                let candidate = if append_slash_to_dirs && info.is_dir() {
-                    format!("{}/", info.name)
-                } else {
-                    info.name.clone()
-                };
-                matcher.is_match(&candidate)
-            })
-            .collect())
+        step.dirs.sort_by(|a, b| a.name.cmp(&b.name));
+        step.files.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(Some(step))
     }
 
     /// Every file whose path starts with `prefix` (not only whole path
@@ -260,28 +242,65 @@ impl FileSystem {
     /// # })
     /// ```
     pub async fn find_prefix(&self, prefix: &str) -> Result<Vec<FileInfo>> {
+        let mut out: Vec<FileInfo> = self.find_prefix_stream(prefix).await?.try_collect().await?;
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(out)
+    }
+
+    /// [`FileSystem::find_prefix`] as the listing pages arrive, in the
+    /// store's order: memory stays at one page.
+    ///
+    /// ```
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// use futures::TryStreamExt;
+    /// let fs = cairn_fs::FileSystem::new("memory", &cairn_fs::StorageOptions::new()).unwrap();
+    /// for p in ["/pres-doc/u_1_0", "/pres-doc/u_10_0"] {
+    ///     fs.pipe(p, "x".into(), cairn_fs::WriteMode::Overwrite).await.unwrap();
+    /// }
+    /// let found: Vec<_> = fs.find_prefix_stream("/pres-doc/u_1_").await.unwrap().try_collect().await.unwrap();
+    /// assert_eq!(found.len(), 1);
+    /// # })
+    /// ```
+    pub async fn find_prefix_stream(
+        &self,
+        prefix: &str,
+    ) -> Result<BoxStream<'static, Result<FileInfo>>> {
         let loc = self.locate(prefix).await?;
-        let keep_slash = prefix.ends_with('/');
-        let key = if keep_slash {
+        let key = if prefix.ends_with('/') {
             loc.dir_key()
         } else {
             loc.key.clone()
         };
-        let entries = list_keys_from(self, &loc, &key).await?;
-        let mut out = Vec::new();
-        for (path, meta) in entries {
-            if meta.is_dir()
-                || !path
-                    .trim_start_matches('/')
-                    .starts_with(key.trim_start_matches('/'))
-            {
-                continue;
+        let lister = match loc.op.lister_with(&key).recursive(true).await {
+            Ok(lister) => lister,
+            Err(e) if is_not_found(&e) => return Ok(stream::empty().boxed()),
+            Err(e) => return Err(self.error(e, &loc)),
+        };
+        let state = (self.clone(), loc, key, lister);
+        Ok(stream::unfold(Some(state), |state| async move {
+            let (fs, loc, key, mut lister) = state?;
+            loop {
+                let entry = match lister.try_next().await {
+                    Ok(Some(entry)) => entry,
+                    Ok(None) => return None,
+                    Err(e) if is_not_found(&e) => return None,
+                    Err(e) => return Some((Err(fs.error(e, &loc)), None)),
+                };
+                let (path, meta) = entry.into_parts();
+                if meta.is_dir()
+                    || !path
+                        .trim_start_matches('/')
+                        .starts_with(key.trim_start_matches('/'))
+                {
+                    continue;
+                }
+                let name = fs.entry_path(&loc, &path);
+                let info = fs.complete_info(&loc, name, &path, &meta).await;
+                let next = info.is_ok().then_some((fs, loc, key, lister));
+                return Some((info, next));
             }
-            let name = self.entry_path(&loc, &path);
-            out.push(self.complete_info(&loc, name, &path, &meta).await?);
-        }
-        out.sort_by(|a, b| a.name.cmp(&b.name));
-        Ok(out)
+        })
+        .boxed())
     }
 
     /// Total size and count of the files under `path`.
@@ -310,115 +329,55 @@ impl FileSystem {
     /// ```
     pub async fn du_with(&self, path: &str, options: FindOptions) -> Result<DiskUsage> {
         let maxdepth = options.max_depth;
-        let files = self
-            .find_with(path, crate::FindOptions::new().max_depth_opt(maxdepth))
-            .await?;
-        Ok(files.iter().fold(DiskUsage::default(), |acc, f| DiskUsage {
-            bytes: acc.bytes + f.size,
-            files: acc.files + 1,
-        }))
-    }
-
-    /// fsspec's `expand_path`: turns paths, globs and (with `recursive`)
-    /// directories into the sorted list of every path they cover. A path that
-    /// exists as written is taken literally even if it holds glob characters,
-    /// so `rm` of a key named `a[1]` never deletes `a1`. NotFound when nothing
-    /// matches.
-    ///
-    /// ```
-    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
-    /// let fs = cairn_fs::FileSystem::new("memory", &cairn_fs::StorageOptions::new()).unwrap();
-    /// fs.pipe("/exp-doc/d/f", "x".into(), cairn_fs::WriteMode::Overwrite).await.unwrap();
-    /// let all = fs.expand_path(&["/exp-doc/d"], cairn_fs::TreeOptions::new().recursive(true)).await.unwrap();
-    /// assert_eq!(all, ["/exp-doc/d", "/exp-doc/d/f"]);
-    /// # })
-    /// ```
-    pub async fn expand_path(&self, paths: &[&str], options: TreeOptions) -> Result<Vec<String>> {
-        let (recursive, maxdepth) = (options.recursive, options.max_depth);
-        Ok(self
-            .expand(paths, recursive, maxdepth)
+        self.find_entries(path, FindOptions::new().max_depth_opt(maxdepth), true)
             .await?
-            .into_keys()
-            .collect())
-    }
-
-    /// [`FileSystem::expand_path`] keeping what each path is: `None` for a
-    /// literal path that does not exist (kept, as fsspec keeps it, so the
-    /// operation on it can report NotFound).
-    pub(crate) async fn expand(
-        &self,
-        paths: &[&str],
-        recursive: bool,
-        maxdepth: Option<usize>,
-    ) -> Result<BTreeMap<String, Option<FileInfo>>> {
-        if maxdepth == Some(0) {
-            return Err(Error::new(ErrorKind::Config, "maxdepth must be at least 1"));
-        }
-        let mut out = BTreeMap::new();
-        for raw in paths {
-            let path = self.strip(raw)?;
-            let literal = self.info_or_none(&path).await?;
-            if has_magic(&path) && literal.is_none() {
-                let matched = self.glob_detail(&path, maxdepth).await?;
-                if recursive && maxdepth.is_none_or(|d| d > 1) {
-                    for m in matched.iter().filter(|m| m.is_dir()) {
-                        for sub in self
-                            .find_with(
-                                &m.name,
-                                crate::FindOptions::new()
-                                    .max_depth_opt(maxdepth.map(|d| d - 1))
-                                    .with_dirs(true),
-                            )
-                            .await?
-                        {
-                            out.insert(sub.name.clone(), Some(sub));
-                        }
-                    }
-                }
-                out.extend(matched.into_iter().map(|m| (m.name.clone(), Some(m))));
-                continue;
-            }
-            if recursive && literal.as_ref().is_some_and(|i| i.is_dir()) {
-                for sub in self
-                    .find_with(
-                        &path,
-                        crate::FindOptions::new()
-                            .max_depth_opt(maxdepth)
-                            .with_dirs(true),
-                    )
-                    .await?
-                {
-                    out.insert(sub.name.clone(), Some(sub));
-                }
-            }
-            if !out.contains_key(&path) && (!recursive || literal.is_some()) {
-                out.insert(path, literal);
-            }
-        }
-        if out.is_empty() {
-            return Err(
-                Error::new(ErrorKind::NotFound, "no such file, directory or match")
-                    .with_url(paths.join(", ")),
-            );
-        }
-        Ok(out)
+            .try_fold(DiskUsage::default(), |acc, f| async move {
+                Ok(DiskUsage {
+                    bytes: acc.bytes + f.size,
+                    files: acc.files + 1,
+                })
+            })
+            .await
     }
 }
 
-/// The state of one `find_stream`: what each listed entry becomes.
-struct Walk {
+/// The state of one find: what each listed entry becomes.
+struct FindWalk {
     fs: FileSystem,
     loc: Location,
     /// Length of the listed directory's key, which entry keys start with.
     prefix_len: usize,
     options: FindOptions,
+    /// The recursive listing; `None` once it has ended.
+    lister: Option<opendal::Lister>,
+    /// Whether to end with what `find_with` says of the path itself.
+    name_root: bool,
+    /// Entries yielded so far.
+    yielded: usize,
     /// Directories already yielded (with `with_dirs`).
     seen_dirs: HashSet<String>,
     /// Entries ready to be yielded.
     ready: VecDeque<FileInfo>,
 }
 
-impl Walk {
+impl FindWalk {
+    /// What `find_with` names besides the listed entries, once the listing
+    /// has ended: the directory itself (with `with_dirs`, when anything was
+    /// under it), or the path when it is a file.
+    async fn root_entry(&mut self) -> Result<Option<FileInfo>> {
+        if !std::mem::take(&mut self.name_root) {
+            return Ok(None);
+        }
+        let named_dir = self.options.with_dirs && !self.loc.key.is_empty();
+        if self.yielded > 0 {
+            return Ok(named_dir.then(|| FileInfo::directory(self.loc.path.clone())));
+        }
+        Ok(match self.fs.info_or_none(&self.loc.path).await? {
+            Some(info) if !info.is_dir() || named_dir => Some(info),
+            _ => None,
+        })
+    }
+
     /// Turns one listed entry into what the walk yields: its parent
     /// directories first (with `with_dirs`; a prefix is a directory whether
     /// or not a marker exists), then the entry if it is within `max_depth`.
