@@ -1,6 +1,8 @@
 //! Step 8 of the protocol, [`CheckpointDir::clean_up`]: after a successful
 //! run, delete exactly what the protocol wrote.
 
+use futures::TryStreamExt;
+
 use crate::commit::CheckpointDir;
 use crate::error::Result;
 use crate::layout::{COMPLETE_FILE, CheckpointFile, classify};
@@ -28,39 +30,42 @@ impl CheckpointDir {
     pub async fn clean_up(&self) -> Result<CleanupReport> {
         let mut report = CleanupReport::default();
         let marker = self.file(COMPLETE_FILE);
-        let entries = match self.fs.ls(&self.dir).await {
-            Ok(entries) => entries,
+        let mut entries = self.fs.ls_stream(&self.dir).await?;
+        // The first page tells whether there is anything to clean up; the
+        // marker must not create a directory that is not there.
+        let first = match entries.try_next().await {
+            Ok(first) => first,
             Err(e) if e.kind() == cairn_fs::ErrorKind::NotFound => return Ok(report),
             Err(e) => return Err(e.into()),
         };
-        // The run holds the lease and its workers are done: the listing is
-        // complete without the marker, which is skipped below anyway.
+        // The run holds the lease and its workers are done: nothing of the
+        // protocol's appears while the listing streams; the marker itself is
+        // skipped below.
         self.fs
             .pipe(&marker, bytes::Bytes::new(), cairn_fs::WriteMode::Overwrite)
             .await?;
         crate::failpoint::crash_point("clean-up-after-marker");
-        let mut ours = Vec::new();
-        for entry in entries {
-            let base = entry
-                .name
-                .rsplit('/')
-                .next()
-                .unwrap_or(&entry.name)
-                .to_string();
-            match classify(&base) {
-                CheckpointFile::Other(_) => report.kept_foreign.push(base),
-                _ if entry.is_dir() => report.kept_foreign.push(base),
+        // Deleted a batch at a time as the listing streams; the lease last,
+        // so the directory stays held until the rest is gone.
+        let mut batch: Vec<String> = Vec::new();
+        let mut lease = None;
+        let mut next = first;
+        while let Some(entry) = next {
+            let base = entry.name.rsplit('/').next().unwrap_or(&entry.name);
+            match classify(base) {
+                CheckpointFile::Other(_) => report.kept_foreign.push(base.to_string()),
+                _ if entry.is_dir() => report.kept_foreign.push(base.to_string()),
                 CheckpointFile::Complete => {}
-                _ => ours.push(entry.name),
+                CheckpointFile::Lease => lease = Some(entry.name),
+                _ => batch.push(entry.name),
             }
+            if batch.len() >= DELETE_BATCH {
+                self.delete(&mut batch, &mut report).await?;
+            }
+            next = entries.try_next().await?;
         }
-        let paths: Vec<&str> = ours.iter().map(String::as_str).collect();
-        if !paths.is_empty() {
-            self.fs
-                .rm_list(&paths, cairn_fs::TreeOptions::new())
-                .await?;
-        }
-        report.deleted = paths.len();
+        batch.extend(lease);
+        self.delete(&mut batch, &mut report).await?;
         crate::failpoint::crash_point("clean-up-before-marker-delete");
         self.fs.rm_file(&marker).await?;
         if report.kept_foreign.is_empty() {
@@ -78,4 +83,22 @@ impl CheckpointDir {
         }
         Ok(report)
     }
+
+    /// Deletes `batch` (protocol files) and empties it.
+    async fn delete(&self, batch: &mut Vec<String>, report: &mut CleanupReport) -> Result<()> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let paths: Vec<&str> = batch.iter().map(String::as_str).collect();
+        self.fs
+            .rm_list(&paths, cairn_fs::TreeOptions::new())
+            .await?;
+        report.deleted += batch.len();
+        batch.clear();
+        Ok(())
+    }
 }
+
+/// Protocol files deleted per request batch while the listing streams (an
+/// S3 DeleteObjects takes 1,000 keys).
+const DELETE_BATCH: usize = 1000;

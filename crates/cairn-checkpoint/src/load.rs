@@ -2,7 +2,7 @@
 //! in parallel, into one [`IdSet`]; report the pending units recovery must
 //! settle and any file that is not the protocol's.
 
-use futures::{StreamExt, TryStreamExt, stream};
+use futures::{StreamExt, TryStreamExt, future, stream};
 
 use cairn_fs::{ErrorKind, FileSystem};
 
@@ -45,23 +45,62 @@ impl CommittedState {
     }
 }
 
+/// The protocol's names in a checkpoint listing, sorted out as it streams.
+#[derive(Default)]
+struct Names {
+    committed: Vec<UnitName>,
+    pending: Vec<UnitName>,
+    has_lease: bool,
+    complete: bool,
+    foreign: Vec<String>,
+}
+
+impl Names {
+    /// Records one listed file; a committed ID file is returned (its path
+    /// and unit) to be read.
+    fn sort(&mut self, entry: cairn_fs::FileInfo) -> Option<(String, UnitName)> {
+        let base = entry.name.rsplit('/').next().unwrap_or(&entry.name);
+        match classify(base) {
+            CheckpointFile::Committed(unit) => {
+                self.committed.push(unit.clone());
+                return Some((entry.name, unit));
+            }
+            CheckpointFile::Pending(unit) => self.pending.push(unit),
+            CheckpointFile::Lease => self.has_lease = true,
+            CheckpointFile::Complete => self.complete = true,
+            CheckpointFile::Job | CheckpointFile::Temporary(_) => {}
+            CheckpointFile::Other(name) => self.foreign.push(name),
+        }
+        None
+    }
+}
+
 /// The ID column of a checkpoint: the one column of its first ID file
 /// (committed or pending), or `None` for an empty checkpoint.
 pub async fn infer_id_column(fs: &FileSystem, dir: &str) -> Result<Option<String>> {
-    let entries = match fs.ls(dir).await {
-        Ok(entries) => entries,
+    // The listing stops at the first ID file: one page, however many units.
+    let mut listing = match fs.ls_stream(dir).await {
+        Ok(listing) => listing,
         Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(e.into()),
     };
-    let Some(first) = entries.iter().find(|e| {
-        let base = e.name.rsplit('/').next().unwrap_or(&e.name);
-        !e.is_dir()
-            && matches!(
-                classify(base),
-                CheckpointFile::Committed(_) | CheckpointFile::Pending(_)
-            )
-    }) else {
-        return Ok(None);
+    let first = loop {
+        match listing.try_next().await {
+            Ok(Some(entry)) => {
+                let base = entry.name.rsplit('/').next().unwrap_or(&entry.name);
+                if !entry.is_dir()
+                    && matches!(
+                        classify(base),
+                        CheckpointFile::Committed(_) | CheckpointFile::Pending(_)
+                    )
+                {
+                    break entry;
+                }
+            }
+            Ok(None) => return Ok(None),
+            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e.into()),
+        }
     };
     let bytes = fs.cat(&first.name).await?;
     let url = fs.url(&first.name);
@@ -91,47 +130,38 @@ pub async fn load_committed(
     id_column: &str,
     mode: StringMode,
 ) -> Result<CommittedState> {
-    let entries = match fs.ls(dir).await {
-        Ok(entries) => entries,
-        Err(e) if e.kind() == ErrorKind::NotFound => Vec::new(),
+    let listing = match fs.ls_stream(dir).await {
+        Ok(listing) => listing,
+        Err(e) if e.kind() == ErrorKind::NotFound => stream::empty().boxed(),
         Err(e) => return Err(e.into()),
     };
     let dir_path = fs.strip(dir)?;
-    if entries.len() == 1 && !entries[0].is_dir() && entries[0].name == dir_path {
-        return Err(Error::CheckpointPathIsFile {
-            path: fs.url(&dir_path),
+    let mut path_is_file = false;
+    // The listing streams: each committed ID file is read as soon as it is
+    // listed, while later pages are still coming; the rest is named in
+    // `names`.
+    let mut names = Names::default();
+    let committed_paths = listing
+        // A missing directory (NotFound, after nothing else) is a fresh
+        // checkpoint.
+        .filter(|entry| {
+            let missing = matches!(entry, Err(e) if e.kind() == ErrorKind::NotFound);
+            future::ready(!missing)
+        })
+        .map_err(Error::from)
+        .try_filter_map(|entry| {
+            let committed = if entry.is_dir() {
+                None
+            } else if entry.name == dir_path {
+                path_is_file = true;
+                None
+            } else {
+                names.sort(entry)
+            };
+            future::ready(Ok(committed))
         });
-    }
-    let mut state = CommittedState {
-        ids: IdSet::Empty,
-        committed: Vec::new(),
-        pending: Vec::new(),
-        has_lease: false,
-        complete: false,
-        foreign: Vec::new(),
-        units_without_output: Vec::new(),
-    };
-    let mut committed_paths = Vec::new();
-    for entry in entries.iter().filter(|e| !e.is_dir()) {
-        let base = entry.name.rsplit('/').next().unwrap_or(&entry.name);
-        match classify(base) {
-            CheckpointFile::Committed(unit) => {
-                committed_paths.push((entry.name.clone(), unit.clone()));
-                state.committed.push(unit);
-            }
-            CheckpointFile::Pending(unit) => state.pending.push(unit),
-            CheckpointFile::Lease => state.has_lease = true,
-            CheckpointFile::Complete => state.complete = true,
-            CheckpointFile::Job => {}
-            CheckpointFile::Temporary(_) => {}
-            CheckpointFile::Other(name) => state.foreign.push(name),
-        }
-    }
-    state.committed.sort();
-    state.pending.sort();
-
-    let mut loaded = stream::iter(committed_paths)
-        .map(|(path, unit)| async move {
+    let mut loaded = committed_paths
+        .map_ok(|(path, unit)| async move {
             let bytes = fs.cat(&path).await?;
             let url = fs.url(&path);
             let column = id_column.to_string();
@@ -151,15 +181,38 @@ pub async fn load_committed(
             .await
             .expect("ID decoding catches its panics")
         })
-        .buffer_unordered(PARALLEL_READS);
+        .try_buffer_unordered(PARALLEL_READS);
     // Each file's keys join the set's builder as soon as they are decoded,
     // so at most PARALLEL_READS files' builders exist besides it.
     let mut all = IdSetBuilder::new(mode);
+    let mut units_without_output = Vec::new();
     while let Some((builder, without_output)) = loaded.try_next().await? {
         all.merge(builder)?;
-        state.units_without_output.extend(without_output);
+        units_without_output.extend(without_output);
     }
-    state.units_without_output.sort();
-    state.ids = all.build();
-    Ok(state)
+    drop(loaded);
+    if path_is_file {
+        return Err(Error::CheckpointPathIsFile {
+            path: fs.url(&dir_path),
+        });
+    }
+    let Names {
+        mut committed,
+        mut pending,
+        has_lease,
+        complete,
+        foreign,
+    } = names;
+    committed.sort();
+    pending.sort();
+    units_without_output.sort();
+    Ok(CommittedState {
+        ids: all.build(),
+        committed,
+        pending,
+        has_lease,
+        complete,
+        foreign,
+        units_without_output,
+    })
 }

@@ -2,6 +2,7 @@
 //! that was in flight when the last run stopped.
 
 use cairn_fs::FileSystem;
+use futures::TryStreamExt;
 
 use crate::commit::CheckpointDir;
 use crate::error::Result;
@@ -54,16 +55,19 @@ impl CheckpointDir {
                                 .strip_prefix('.')
                                 .is_some_and(|b| unit.owns_data_file(b)))
                 };
-                let mut data = output_fs
-                    .find_prefix(&format!("{output_dir}/{}", unit.as_str()))
-                    .await?;
-                data.extend(
-                    output_fs
-                        .find_prefix(&format!("{output_dir}/.{}", unit.as_str()))
-                        .await?,
-                );
-                data.retain(|f| owned(f));
-                let paths: Vec<&str> = data.iter().map(|f| f.name.as_str()).collect();
+                // Streamed: only the unit's own files are kept.
+                let mut paths: Vec<String> = Vec::new();
+                for prefix in [unit.as_str().to_string(), format!(".{}", unit.as_str())] {
+                    let mut listed = output_fs
+                        .find_prefix_stream(&format!("{output_dir}/{prefix}"))
+                        .await?;
+                    while let Some(file) = listed.try_next().await? {
+                        if owned(&file) {
+                            paths.push(file.name);
+                        }
+                    }
+                }
+                let paths: Vec<&str> = paths.iter().map(String::as_str).collect();
                 if !paths.is_empty() {
                     output_fs
                         .rm_list(&paths, cairn_fs::TreeOptions::new())

@@ -7,6 +7,7 @@
 use std::collections::{BTreeSet, HashSet};
 
 use cairn_fs::{ErrorKind, FileSystem};
+use futures::TryStreamExt;
 
 use crate::commit::CheckpointDir;
 use crate::error::{Error, Result};
@@ -53,18 +54,20 @@ impl CheckpointDir {
         output_fs: &FileSystem,
         output_dir: &str,
     ) -> Result<DataCheck> {
-        let files = match output_fs
-            .find_with(output_dir, cairn_fs::FindOptions::new().max_depth(1))
-            .await
-        {
-            Ok(files) => files,
-            Err(e) if e.kind() == ErrorKind::NotFound => Vec::new(),
-            Err(e) => return Err(e.into()),
-        };
         let units: HashSet<&str> = state.committed.iter().map(UnitName::as_str).collect();
         let mut with_data: BTreeSet<&str> = BTreeSet::new();
         let mut check = DataCheck::default();
-        for f in &files {
+        // Streamed: a large output directory costs one listing page.
+        let mut files = output_fs
+            .find_stream(output_dir, cairn_fs::FindOptions::new().max_depth(1))
+            .await?;
+        loop {
+            let f = match files.try_next().await {
+                Ok(Some(f)) => f,
+                Ok(None) => break,
+                Err(e) if e.kind() == ErrorKind::NotFound => break,
+                Err(e) => return Err(e.into()),
+            };
             let base = f.name.rsplit('/').next().unwrap_or(&f.name);
             match data_file_owner(&units, base) {
                 Some(unit) => {
@@ -73,6 +76,7 @@ impl CheckpointDir {
                 None => check.orphans.push(base.to_string()),
             }
         }
+        check.orphans.sort();
         for unit in &state.committed {
             if with_data.contains(unit.as_str()) {
                 check.with_data += 1;

@@ -5,7 +5,8 @@
 use std::collections::{HashMap, HashSet};
 
 use cairn_checkpoint::InputFingerprint;
-use cairn_fs::{FileInfo, FileSystem, StorageOptions};
+use cairn_fs::{FileInfo, FileSystem, FindOptions, StorageOptions};
+use futures::TryStreamExt;
 
 use crate::error::{Error, Result};
 
@@ -49,11 +50,15 @@ pub(super) async fn list_inputs(
         };
         let path = fs.strip(url)?;
         let mut found: Vec<FileInfo> = Vec::new();
-        // A directory's files of other formats, for the error if none fits.
-        let mut others: Vec<FileInfo> = Vec::new();
+        // The first few of a directory's files in the other format, for the
+        // error if none fits.
+        let (other_extensions, _) = other_format(extensions);
+        let mut others: Vec<String> = Vec::new();
+        // The listings stream: only the inputs are kept, never the rest of
+        // a directory (a large prefix of other files costs one page).
         if path.contains(['*', '?', '[']) {
-            for name in fs.glob(&path).await? {
-                let info = fs.info(&name).await?;
+            let mut matches = fs.glob_stream(&path, FindOptions::new()).await?;
+            while let Some(info) = matches.try_next().await? {
                 if !info.is_dir() {
                     found.push(info);
                 }
@@ -61,12 +66,16 @@ pub(super) async fn list_inputs(
         } else {
             let info = fs.info(&path).await?;
             if info.is_dir() {
-                for entry in fs.find(&path).await? {
+                let mut entries = fs.find_stream(&path, FindOptions::new()).await?;
+                while let Some(entry) = entries.try_next().await? {
                     let base = base_name(&entry.name);
                     if has_extension(base, extensions) && !base.starts_with(['.', '_']) {
                         found.push(entry);
-                    } else {
-                        others.push(entry);
+                    } else if has_extension(base, other_extensions) {
+                        // The first three names, whatever order the store lists in.
+                        others.push(base.to_string());
+                        others.sort();
+                        others.truncate(3);
                     }
                 }
             } else {
@@ -121,27 +130,25 @@ fn has_extension(base: &str, extensions: &[&str]) -> bool {
         .any(|ext| base.strip_suffix(ext).is_some_and(|b| b.ends_with('.')))
 }
 
+/// The extensions of the format a job was not given, and the flag that
+/// reads them: Parquet for a JSON-lines job, JSON lines for a Parquet job.
+fn other_format(extensions: &[&str]) -> (&'static [&'static str], &'static str) {
+    if extensions.iter().any(|e| JSON_EXTENSIONS.contains(e)) {
+        (&["parquet"], "read them as Parquet (`--format parquet`)")
+    } else {
+        (JSON_EXTENSIONS, "read them as JSON lines (`--format json`)")
+    }
+}
+
+const JSON_EXTENSIONS: &[&str] = &["json", "jsonl", "ndjson"];
+
 /// What to say when a listing found no input files: the other format's
-/// files among `others` (the directory's files that did not fit) when there
+/// files the directory holds (`others`, a few of their names) when there
 /// are some (JSON lines given to a Parquet job, or the other way round),
 /// else to check the URL.
-fn other_format_hint(others: &[FileInfo], extensions: &[&str]) -> String {
-    const JSON: &[&str] = &["json", "jsonl", "ndjson"];
-    let (other, flag) = if extensions.iter().any(|e| JSON.contains(e)) {
-        (
-            &["parquet"][..],
-            "read them as Parquet (`--format parquet`)",
-        )
-    } else {
-        (JSON, "read them as JSON lines (`--format json`)")
-    };
-    let named: Vec<&str> = others
-        .iter()
-        .map(|e| base_name(&e.name))
-        .filter(|base| has_extension(base, other))
-        .take(3)
-        .collect();
-    if named.is_empty() {
+fn other_format_hint(others: &[String], extensions: &[&str]) -> String {
+    let (other, flag) = other_format(extensions);
+    if others.is_empty() {
         "check the URL".into()
     } else {
         format!(
@@ -151,7 +158,7 @@ fn other_format_hint(others: &[FileInfo], extensions: &[&str]) -> String {
             } else {
                 "JSON-lines files"
             },
-            named.join(", ")
+            others.join(", ")
         )
     }
 }
