@@ -9,6 +9,8 @@
 //! are simulated by stopping the run between steps.
 
 use std::collections::BTreeMap;
+
+use futures::StreamExt;
 use std::sync::Arc;
 
 use arrow_array::{Array, ArrayRef, Int64Array};
@@ -295,5 +297,63 @@ async fn on_garage_without_create_if_absent() {
 async fn on_moto_with_create_if_absent() {
     if let Some(store) = s3_store("MOTO") {
         crash_resume_exactly_once(store).await;
+    }
+}
+
+/// Clean-up of more protocol files than one delete batch (and, on Garage,
+/// than one listing page of 1,000 keys): the listing streams while the
+/// batches are deleted, every protocol file goes, the foreign file and the
+/// output stay.
+async fn clean_up_past_one_batch(store: Store) {
+    const UNITS: u64 = 2_100;
+    let dir = CheckpointDir::new(store.ckpt_fs.clone(), &store.ckpt, "id");
+    let run_id = RunId::new();
+    let units: Vec<UnitName> = (0..UNITS).map(|i| UnitName::new(&run_id, i)).collect();
+    let writes = (units.iter().enumerate()).map(|(i, unit)| dir.commit(unit, ids(&[i as i64])));
+    futures::stream::iter(writes)
+        .buffer_unordered(32)
+        .collect::<Vec<_>>()
+        .await
+        .into_iter()
+        .collect::<Result<Vec<_>, _>>()
+        .unwrap();
+    let foreign = format!("{}/notes.txt", store.ckpt);
+    let output = format!("{}/kept.parquet", store.out);
+    for path in [&foreign, &output] {
+        store
+            .ckpt_fs
+            .pipe(path, "user's".into(), WriteMode::Overwrite)
+            .await
+            .unwrap();
+    }
+    let loaded = dir.load(StringMode::default()).await.unwrap();
+    assert_eq!(loaded.committed.len() as u64, UNITS);
+    assert_eq!(loaded.ids.len(), UNITS);
+
+    let report = dir.clean_up().await.unwrap();
+    assert_eq!(report.deleted as u64, UNITS);
+    assert_eq!(report.kept_foreign, ["notes.txt"]);
+    let left: Vec<String> = store
+        .ckpt_fs
+        .find(&store.ckpt)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|f| f.name)
+        .collect();
+    assert_eq!(left, [store.ckpt_fs.strip(&foreign).unwrap()]);
+    assert!(store.ckpt_fs.exists(&output).await.unwrap());
+}
+
+#[tokio::test]
+async fn clean_up_past_one_batch_on_local_disk() {
+    let dir = tempfile::tempdir().unwrap();
+    clean_up_past_one_batch(local_store(&dir)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clean_up_past_one_batch_on_garage() {
+    if let Some(store) = s3_store("GARAGE") {
+        clean_up_past_one_batch(store).await;
     }
 }
