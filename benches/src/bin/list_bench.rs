@@ -1,9 +1,10 @@
 //! Listing a large prefix on an S3 endpoint: cairn's `find` (a sorted
-//! `Vec`), cairn's `find_stream` (entries as pages arrive) and a bare
-//! OpenDAL recursive lister, each in its own process so its peak memory
-//! (VmHWM) is its own.
+//! `Vec`), cairn's `find_stream` (entries as pages arrive), `glob_stream`
+//! (a `*/*.parquet` pattern's matches as pages arrive), `walk` (one
+//! directory at a time) and a bare OpenDAL recursive lister, each in its own
+//! process so its peak memory (VmHWM) is its own.
 //!
-//! Usage: list_bench fill|find|find_stream|opendal  (BENCH_ENDPOINT,
+//! Usage: list_bench fill|find|find_stream|glob_stream|walk|opendal  (BENCH_ENDPOINT,
 //! BENCH_KEY, BENCH_SECRET, BENCH_BUCKET, BENCH_REGION, BENCH_KEYS).
 //! Prints one JSON object.
 
@@ -40,7 +41,7 @@ fn filesystem() -> FileSystem {
 async fn main() {
     let mode = std::env::args()
         .nth(1)
-        .expect("fill|find|find_stream|opendal");
+        .expect("fill|find|find_stream|glob_stream|walk|opendal");
     let keys: usize = env("BENCH_KEYS", "100000").parse().unwrap();
     let bucket = env("BENCH_BUCKET", "cairn-test");
     let prefix = format!("{bucket}/list-bench-{keys}");
@@ -74,6 +75,23 @@ async fn main() {
                 .try_fold(0usize, |n, _| async move { Ok(n + 1) })
                 .await
                 .expect("stream")
+        }
+        "glob_stream" => {
+            let stream = fs
+                .glob_stream(&format!("{prefix}/*/*.parquet"), FindOptions::new())
+                .await
+                .expect("glob_stream");
+            stream
+                .try_fold(0usize, |n, _| async move { Ok(n + 1) })
+                .await
+                .expect("stream")
+        }
+        "walk" => {
+            let steps = fs.walk(&prefix, FindOptions::new()).await.expect("walk");
+            steps
+                .try_fold(0usize, |n, step| async move { Ok(n + step.files.len()) })
+                .await
+                .expect("walk")
         }
         "opendal" => {
             opendal::install_default();

@@ -277,6 +277,19 @@ pub(crate) fn create_dirs_durably(
     Ok(synced)
 }
 
+/// The OpenDAL error inside an error of a reader's byte stream (which
+/// wraps it in `std::io::Error`), so its kind maps as any other's.
+fn opendal_error(err: std::io::Error) -> opendal::Error {
+    let message = err.to_string();
+    match err
+        .into_inner()
+        .map(|inner| inner.downcast::<opendal::Error>())
+    {
+        Some(Ok(inner)) => *inner,
+        _ => opendal::Error::new(opendal::ErrorKind::Unexpected, message),
+    }
+}
+
 /// A suffix that differs between calls in one process.
 fn unique_suffix() -> u64 {
     use std::sync::atomic::{AtomicU64, Ordering};
@@ -333,7 +346,7 @@ impl FileSystem {
         if size <= transfer.part_size.value as u64 {
             return self.read_range_at(&loc, 0, size).await;
         }
-        let buf = loc
+        let mut parts = loc
             .op
             .reader_with(&loc.key)
             .chunk(transfer.part_size.value)
@@ -341,10 +354,31 @@ impl FileSystem {
             .content_length_hint(size)
             .await
             .map_err(|e| self.error(e, &loc))?
-            .read(0..size)
+            .into_bytes_stream(0..size)
             .await
             .map_err(|e| self.error(e, &loc))?;
-        Ok(buf.to_bytes())
+        // Each part is copied into place as it arrives, while the later
+        // parts are still in flight (gathering them first and copying at
+        // the end made the copy a serial tail of the read).
+        let mut out = Vec::with_capacity(size as usize);
+        while let Some(chunk) = parts
+            .try_next()
+            .await
+            .map_err(|e| self.error(opendal_error(e), &loc))?
+        {
+            out.extend_from_slice(&chunk);
+        }
+        if out.len() as u64 != size {
+            return Err(Error::new(
+                ErrorKind::Other,
+                format!(
+                    "read {} bytes where the listing said {size}: the file changed since it was listed; list it again",
+                    out.len()
+                ),
+            )
+            .with_url(self.url(&loc.path)));
+        }
+        Ok(Bytes::from(out))
     }
 
     /// Bytes `start..end` of a file (`end` = None reads to the end). A range
