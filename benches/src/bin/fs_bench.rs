@@ -61,6 +61,9 @@ trait Store {
     async fn remove_all(&self, prefix: &str);
     async fn put_large(&self, key: &str, data: &[u8]);
     async fn get_large(&self, key: &str) -> usize;
+    /// The large read as one contiguous `Bytes`, as `cat` returns it; `None`
+    /// where `get_large` already gives that.
+    async fn get_large_contiguous(&self, key: &str) -> Option<usize>;
 }
 
 struct Cairn {
@@ -116,6 +119,9 @@ impl Store for Cairn {
         let size = self.fs.info(&url).await.unwrap().size;
         self.fs.cat_with_size(&url, size).await.unwrap().len()
     }
+    async fn get_large_contiguous(&self, _key: &str) -> Option<usize> {
+        None
+    }
 }
 
 struct Bare {
@@ -168,6 +174,16 @@ impl Store for Bare {
             .unwrap();
         r.read(..).await.unwrap().len()
     }
+    async fn get_large_contiguous(&self, key: &str) -> Option<usize> {
+        let r = self
+            .op
+            .reader_with(key)
+            .chunk(8 << 20)
+            .concurrent(4)
+            .await
+            .unwrap();
+        Some(r.read(..).await.unwrap().to_bytes().len())
+    }
 }
 
 async fn run(tool: &str, store: &impl Store, s: &Settings) {
@@ -209,6 +225,11 @@ async fn run(tool: &str, store: &impl Store, s: &Settings) {
     let t = Instant::now();
     assert_eq!(store.get_large(&key).await, large.len());
     report(tool, "get_large", t, 1, large.len());
+    let t = Instant::now();
+    if let Some(read) = store.get_large_contiguous(&key).await {
+        assert_eq!(read, large.len());
+        report(tool, "get_large_contiguous", t, 1, large.len());
+    }
     store.remove_all(&prefix).await;
 }
 
