@@ -40,9 +40,16 @@ pub struct JobRecord {
 /// One input file as a run saw it.
 ///
 /// ```
-/// let a = cairn_checkpoint::InputFingerprint { url: "s3://b/in/a.parquet".into(), size: 10, etag: Some("e1".into()), modified: None };
+/// let a = cairn_checkpoint::InputFingerprint {
+///     url: "s3://b/in/a.parquet".into(),
+///     size: 10,
+///     etag: Some("e1".into()),
+///     modified: Some("2026-12-01 10:00:00 UTC".into()),
+/// };
 /// let mut b = a.clone();
 /// assert_eq!(a.change_from(&b), None);
+/// b.modified = Some("2026-12-01 10:00:00.123 UTC".into());
+/// assert_eq!(a.change_from(&b), None, "with ETags on both sides, they decide");
 /// b.etag = Some("e2".into());
 /// assert!(a.change_from(&b).unwrap().contains("ETag"));
 /// ```
@@ -69,10 +76,11 @@ impl InputFingerprint {
                 self.size, now.size
             ));
         }
-        if let (Some(a), Some(b)) = (&self.etag, &now.etag)
-            && a != b
-        {
-            return Some(format!("its ETag went from {a} to {b}"));
+        if let (Some(a), Some(b)) = (&self.etag, &now.etag) {
+            // The ETag decides when both sides have one: the time's
+            // precision differs between a listing (milliseconds on S3) and a
+            // HEAD (seconds), so the same object can show two times.
+            return (a != b).then(|| format!("its ETag went from {a} to {b}"));
         }
         if let (Some(a), Some(b)) = (&self.modified, &now.modified)
             && a != b
