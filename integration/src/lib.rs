@@ -10,7 +10,7 @@ mod target;
 mod tclake;
 
 use bytes::Bytes;
-use cairn_fs::{ErrorKind, FileSystem, FileType, WriteMode};
+use cairn_fs::{ErrorKind, FileInfo, FileSystem, FileType, WriteMode};
 use futures::AsyncReadExt;
 
 pub use scenarios::{COPY_SCENARIOS, CopyScenario, SOURCE_TREE, Src};
@@ -121,14 +121,7 @@ pub async fn ls_files_dirs_and_missing(t: &Target) {
     // gives itself; a missing path ends with NotFound.
     use futures::TryStreamExt;
     for path in ["d", "d/b", "d/sub"] {
-        let mut streamed: Vec<cairn_fs::FileInfo> =
-            t.fs.ls_stream(&t.url(path))
-                .await
-                .unwrap()
-                .try_collect()
-                .await
-                .unwrap();
-        streamed.sort_by(|a, b| a.name.cmp(&b.name));
+        let streamed = sorted(t.fs.ls_stream(&t.url(path)).await).await;
         assert_eq!(streamed, t.fs.ls(&t.url(path)).await.unwrap(), "{path}");
     }
     let missing = match t.fs.ls_stream(&t.url("missing")).await {
@@ -136,6 +129,16 @@ pub async fn ls_files_dirs_and_missing(t: &Target) {
         Err(e) => e,
     };
     assert_eq!(missing.kind(), ErrorKind::NotFound);
+}
+
+/// A listing stream's entries, sorted by name.
+async fn sorted(
+    stream: cairn_fs::Result<futures::stream::BoxStream<'static, cairn_fs::Result<FileInfo>>>,
+) -> Vec<FileInfo> {
+    use futures::TryStreamExt;
+    let mut entries: Vec<FileInfo> = stream.unwrap().try_collect().await.unwrap();
+    entries.sort_by(|a, b| a.name.cmp(&b.name));
+    entries
 }
 
 /// walk, top down: each directory once with its sorted subdirectories and
@@ -755,15 +758,7 @@ pub async fn prefix_listing(t: &Target) {
             .unwrap()
             .is_empty()
     );
-    use futures::TryStreamExt;
-    let mut streamed: Vec<cairn_fs::FileInfo> =
-        t.fs.find_prefix_stream(&t.url("out/u_1_"))
-            .await
-            .unwrap()
-            .try_collect()
-            .await
-            .unwrap();
-    streamed.sort_by(|a, b| a.name.cmp(&b.name));
+    let streamed = sorted(t.fs.find_prefix_stream(&t.url("out/u_1_")).await).await;
     assert_eq!(
         streamed,
         t.fs.find_prefix(&t.url("out/u_1_")).await.unwrap()

@@ -165,24 +165,24 @@ impl Store for Bare {
         w.close().await.unwrap();
     }
     async fn get_large(&self, key: &str) -> usize {
-        let r = self
-            .op
-            .reader_with(key)
-            .chunk(8 << 20)
-            .concurrent(4)
-            .await
-            .unwrap();
-        r.read(..).await.unwrap().len()
+        self.large_read(key).await.len()
     }
     async fn get_large_contiguous(&self, key: &str) -> Option<usize> {
-        let r = self
+        Some(self.large_read(key).await.to_bytes().len())
+    }
+}
+
+impl Bare {
+    /// The whole object in 8 MiB chunks, 4 at a time: the parts as received.
+    async fn large_read(&self, key: &str) -> opendal::Buffer {
+        let reader = self
             .op
             .reader_with(key)
             .chunk(8 << 20)
             .concurrent(4)
             .await
             .unwrap();
-        Some(r.read(..).await.unwrap().to_bytes().len())
+        reader.read(..).await.unwrap()
     }
 }
 

@@ -37,6 +37,19 @@ fn filesystem() -> FileSystem {
         .expect("filesystem")
 }
 
+/// The entries of a listing stream, counted, not kept.
+async fn count(
+    stream: cairn_fs::Result<
+        futures::stream::BoxStream<'static, cairn_fs::Result<cairn_fs::FileInfo>>,
+    >,
+) -> usize {
+    stream
+        .expect("listing")
+        .try_fold(0usize, |n, _| async move { Ok(n + 1) })
+        .await
+        .expect("stream")
+}
+
 #[tokio::main]
 async fn main() {
     let mode = std::env::args()
@@ -66,25 +79,10 @@ async fn main() {
                 .len()
         }
         "find" => fs.find(&prefix).await.expect("find").len(),
-        "find_stream" => {
-            let stream = fs
-                .find_stream(&prefix, FindOptions::new())
-                .await
-                .expect("find_stream");
-            stream
-                .try_fold(0usize, |n, _| async move { Ok(n + 1) })
-                .await
-                .expect("stream")
-        }
+        "find_stream" => count(fs.find_stream(&prefix, FindOptions::new()).await).await,
         "glob_stream" => {
-            let stream = fs
-                .glob_stream(&format!("{prefix}/*/*.parquet"), FindOptions::new())
-                .await
-                .expect("glob_stream");
-            stream
-                .try_fold(0usize, |n, _| async move { Ok(n + 1) })
-                .await
-                .expect("stream")
+            let pattern = format!("{prefix}/*/*.parquet");
+            count(fs.glob_stream(&pattern, FindOptions::new()).await).await
         }
         "walk" => {
             let steps = fs.walk(&prefix, FindOptions::new()).await.expect("walk");
