@@ -557,6 +557,27 @@ pub async fn rm_file_deletes_one_file(t: &Target) {
         t.fs.exists(&t.url("rmf/a/b")).await.unwrap(),
         "nothing under a directory removed"
     );
+    // rm_files: several files at once, a missing one fine, nothing that
+    // shares a name as a prefix touched; a directory path refused first.
+    for name in ["rmfs/x", "rmfs/y", "rmfs/xy"] {
+        t.write(name, "x").await;
+    }
+    let err =
+        t.fs.rm_files(&[&t.url("rmfs/x"), &t.url("rmf/a/")])
+            .await
+            .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::IsADirectory, "{err}");
+    assert!(
+        t.fs.exists(&t.url("rmfs/x")).await.unwrap(),
+        "refused before deleting"
+    );
+    t.fs.rm_files(&[&t.url("rmfs/x"), &t.url("rmfs/y"), &t.url("rmfs/gone")])
+        .await
+        .unwrap();
+    assert!(!t.fs.exists(&t.url("rmfs/x")).await.unwrap());
+    assert!(!t.fs.exists(&t.url("rmfs/y")).await.unwrap());
+    assert!(t.fs.exists(&t.url("rmfs/xy")).await.unwrap());
+    assert!(t.fs.exists(&t.url("rmf/a/b")).await.unwrap());
 }
 
 pub async fn mkdir_and_rm_rules(t: &Target) {

@@ -154,6 +154,29 @@ async fn reads_cost_one_request_each() {
     fs.rm_with(&root, cairn_fs::TreeOptions::new().recursive(true))
         .await
         .unwrap();
+
+    // Deletes: rm_list asks each path's type first; rm_files, for files a
+    // listing found, is one multi-delete per 1,000 keys.
+    let files: Vec<String> = (0..3).map(|i| format!("{root}/del/{i}")).collect();
+    for f in &files {
+        fs.pipe(f, "x".into(), WriteMode::Overwrite).await.unwrap();
+    }
+    let paths: Vec<&str> = files.iter().map(String::as_str).collect();
+    counter.take();
+    fs.rm_files(&paths).await.unwrap();
+    assert_eq!(counter.take(), 1, "rm_files of 3 files: one multi-delete");
+    for f in &files {
+        fs.pipe(f, "x".into(), WriteMode::Overwrite).await.unwrap();
+    }
+    counter.take();
+    fs.rm_list(&paths, cairn_fs::TreeOptions::new())
+        .await
+        .unwrap();
+    assert_eq!(
+        counter.take(),
+        4,
+        "rm_list of 3 files: a HEAD each, one multi-delete"
+    );
 }
 
 /// `part_size` and `max_concurrency` set how a large read is split: a 20 MB

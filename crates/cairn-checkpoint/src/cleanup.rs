@@ -89,10 +89,9 @@ impl CheckpointDir {
         if batch.is_empty() {
             return Ok(());
         }
+        // Listed as files: deleted without a stat each.
         let paths: Vec<&str> = batch.iter().map(String::as_str).collect();
-        self.fs
-            .rm_list(&paths, cairn_fs::TreeOptions::new())
-            .await?;
+        self.fs.rm_files(&paths).await?;
         report.deleted += batch.len();
         batch.clear();
         Ok(())
