@@ -13,6 +13,8 @@ use std::sync::Mutex;
 
 /// Below this many keys a comparison sort is as fast.
 const RADIX_MIN: usize = 1 << 12;
+/// From this many keys the first partition pass runs on two threads.
+const PARALLEL_PARTITION_MIN: usize = 1 << 20;
 /// A part larger than this (skewed keys) is split again rather than
 /// holding its size again as scratch.
 const PART_MAX: usize = 1 << 23;
@@ -45,16 +47,28 @@ fn sort_with_limit<P: Copy + Default + Send>(
         sort_small(keys, payload);
         return;
     }
-    let (min, max) = keys
-        .iter()
-        .fold((u64::MAX, 0), |(lo, hi), &k| (lo.min(k), hi.max(k)));
+    let (min, max) = if threads >= 2 && keys.len() >= PARALLEL_PARTITION_MIN {
+        let (first, second) = keys.split_at(keys.len() / 2);
+        std::thread::scope(|scope| {
+            let second = scope.spawn(|| min_max(second));
+            let (lo, hi) = min_max(first);
+            let (lo2, hi2) = second.join().expect("min_max does not panic");
+            (lo.min(lo2), hi.max(hi2))
+        })
+    } else {
+        min_max(keys)
+    };
     if min == max {
         return;
     }
     // Bits above the highest differing one are the same in every key.
     let top = 64 - (min ^ max).leading_zeros();
     let shift = top.saturating_sub(8);
-    let starts = partition_by_digit(keys, payload, shift);
+    let starts = if threads >= 2 && keys.len() >= PARALLEL_PARTITION_MIN {
+        partition_in_halves(keys, payload, shift)
+    } else {
+        partition_by_digit(keys, payload, shift)
+    };
     let mut parts = Vec::with_capacity(256);
     let (mut rest, mut rest_payload) = (keys, payload);
     for b in 0..256 {
@@ -87,6 +101,12 @@ fn sort_with_limit<P: Copy + Default + Send>(
     });
 }
 
+/// The smallest and largest key.
+fn min_max(keys: &[u64]) -> (u64, u64) {
+    keys.iter()
+        .fold((u64::MAX, 0), |(lo, hi), &k| (lo.min(k), hi.max(k)))
+}
+
 /// A comparison sort of a few keys with their payloads.
 fn sort_small<P: Copy>(keys: &mut [u64], payload: &mut [P]) {
     if std::mem::size_of::<P>() == 0 {
@@ -99,6 +119,49 @@ fn sort_small<P: Copy>(keys: &mut [u64], payload: &mut [P]) {
         keys[i] = key;
         payload[i] = p;
     }
+}
+
+/// [`partition_by_digit`] on two threads: one sequential pass splits the
+/// keys by the digit's top bit (a quicksort partition, streaming from both
+/// ends), then each half is partitioned by the digit on its own thread. The
+/// first half holds digits 0–127 and the second 128–255, so their parts
+/// follow each other in order.
+fn partition_in_halves<P: Copy + Send>(
+    keys: &mut [u64],
+    payload: &mut [P],
+    shift: u32,
+) -> [usize; 257] {
+    let bit = 1u64 << (shift + 7);
+    let (mut low, mut high) = (0, keys.len());
+    loop {
+        while low < high && keys[low] & bit == 0 {
+            low += 1;
+        }
+        while low < high && keys[high - 1] & bit != 0 {
+            high -= 1;
+        }
+        if low >= high {
+            break;
+        }
+        keys.swap(low, high - 1);
+        payload.swap(low, high - 1);
+        low += 1;
+        high -= 1;
+    }
+    let middle = low;
+    let (first, second) = keys.split_at_mut(middle);
+    let (first_payload, second_payload) = payload.split_at_mut(middle);
+    let (starts_first, starts_second) = std::thread::scope(|scope| {
+        let second = scope.spawn(|| partition_by_digit(second, second_payload, shift));
+        let first = partition_by_digit(first, first_payload, shift);
+        (first, second.join().expect("partition threads do not panic"))
+    });
+    let mut starts = [0usize; 257];
+    starts[..=128].copy_from_slice(&starts_first[..=128]);
+    for b in 128..257 {
+        starts[b] = middle + starts_second[b];
+    }
+    starts
 }
 
 /// Reorders `keys` (and `payload`) in place so that the byte at `shift`
@@ -239,6 +302,26 @@ mod tests {
         check(vec![], 2);
         check(vec![5, 5, 1], 2);
         check((0..10_000u64).rev().collect(), 2);
+    }
+
+    #[test]
+    fn the_two_thread_partition_sorts_like_the_standard_sort() {
+        let mut state = 7u64;
+        let mut next = || {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            state
+        };
+        let n = PARALLEL_PARTITION_MIN + 12_345;
+        // Random (both halves full), all in the upper half of the top
+        // digit, and a narrow range (the digit's top bit the same in all).
+        let random: Vec<u64> = (0..n).map(|_| next()).collect();
+        let upper: Vec<u64> = (0..n).map(|_| next() | 1 << 63).collect();
+        let narrow: Vec<u64> = (0..n).map(|_| 5_000_000 + next() % 100_000).collect();
+        for keys in [random, upper, narrow] {
+            check(keys, 2);
+        }
     }
 
     #[test]
