@@ -154,7 +154,10 @@ fn partition_in_halves<P: Copy + Send>(
     let (starts_first, starts_second) = std::thread::scope(|scope| {
         let second = scope.spawn(|| partition_by_digit(second, second_payload, shift));
         let first = partition_by_digit(first, first_payload, shift);
-        (first, second.join().expect("partition threads do not panic"))
+        (
+            first,
+            second.join().expect("partition threads do not panic"),
+        )
     });
     let mut starts = [0usize; 257];
     starts[..=128].copy_from_slice(&starts_first[..=128]);
@@ -221,8 +224,14 @@ fn sort_low_bits<P: Copy + Default>(
     scratch_keys.resize(keys.len(), 0);
     scratch_payload.clear();
     scratch_payload.resize(keys.len(), P::default());
+    // Random keys are told apart by their high bits long before the last
+    // byte: the passes stop once the bits sorted outnumber the keys 64 to
+    // one, and the rare keys that tie on them are sorted among themselves
+    // after (each tie is a contiguous run by then).
+    let needed = usize::BITS - keys.len().leading_zeros() + 6;
+    let skip = bits.saturating_sub(needed) / 8 * 8;
     let mut in_scratch = false;
-    for shift in (0..bits).step_by(8) {
+    for shift in (skip..bits).step_by(8) {
         let (src, src_payload, dst, dst_payload): (&[u64], &[P], &mut [u64], &mut [P]) =
             if in_scratch {
                 (scratch_keys, scratch_payload, keys, payload)
@@ -251,6 +260,28 @@ fn sort_low_bits<P: Copy + Default>(
     if in_scratch {
         keys.copy_from_slice(scratch_keys);
         payload.copy_from_slice(scratch_payload);
+    }
+    if skip > 0 {
+        sort_ties(keys, payload, skip);
+    }
+}
+
+/// Sorts each run of keys that agree above bit `skip` (keys sorted by
+/// those bits), whole keys compared.
+fn sort_ties<P: Copy>(keys: &mut [u64], payload: &mut [P], skip: u32) {
+    let mut start = 0;
+    while start < keys.len() {
+        let high = keys[start] >> skip;
+        let end = start
+            + 1
+            + keys[start + 1..]
+                .iter()
+                .take_while(|&&k| k >> skip == high)
+                .count();
+        if end - start > 1 {
+            sort_small(&mut keys[start..end], &mut payload[start..end]);
+        }
+        start = end;
     }
 }
 
