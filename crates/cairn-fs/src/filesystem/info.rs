@@ -169,6 +169,7 @@ impl FileSystem {
         }
         let mut out: Vec<FileInfo> = self.list_dir(loc.clone()).try_collect().await?;
         out.sort_by(|a, b| a.name.cmp(&b.name));
+        // A file's "listing" (itself) is not a directory's to cache.
         if out.len() != 1 || out[0].name != loc.path {
             self.cache().put(&loc.path, out.clone());
         }
@@ -206,18 +207,46 @@ impl FileSystem {
     fn list_dir(&self, loc: Location) -> BoxStream<'static, Result<FileInfo>> {
         enum State {
             Start(FileSystem, Location),
-            Listing(FileSystem, Location, opendal::Lister, bool),
+            Listing {
+                fs: FileSystem,
+                loc: Location,
+                dir_key: String,
+                lister: opendal::Lister,
+                /// Whether an entry was yielded (an empty listing asks
+                /// what the path is).
+                any: bool,
+            },
             Done,
         }
         let step = |state: State| async move {
             match state {
                 State::Done => None,
-                State::Start(fs, loc) => match loc.op.lister(&loc.dir_key()).await {
-                    Ok(lister) => Some((None, State::Listing(fs, loc, lister, false))),
-                    Err(e) if is_not_found(&e) => Some((fs.lone_entry(&loc).await, State::Done)),
-                    Err(e) => Some((Some(Err(fs.error(e, &loc))), State::Done)),
-                },
-                State::Listing(fs, loc, mut lister, mut any) => loop {
+                State::Start(fs, loc) => {
+                    let dir_key = loc.dir_key();
+                    match loc.op.lister(&dir_key).await {
+                        Ok(lister) => Some((
+                            None,
+                            State::Listing {
+                                fs,
+                                loc,
+                                dir_key,
+                                lister,
+                                any: false,
+                            },
+                        )),
+                        Err(e) if is_not_found(&e) => {
+                            Some((fs.lone_entry(&loc).await, State::Done))
+                        }
+                        Err(e) => Some((Some(Err(fs.error(e, &loc))), State::Done)),
+                    }
+                }
+                State::Listing {
+                    fs,
+                    loc,
+                    dir_key,
+                    mut lister,
+                    any,
+                } => loop {
                     let entry = match lister.try_next().await {
                         Ok(Some(entry)) => entry,
                         Ok(None) if any => return None,
@@ -228,24 +257,28 @@ impl FileSystem {
                         Err(e) => return Some((Some(Err(fs.error(e, &loc))), State::Done)),
                     };
                     let key = entry.path();
-                    if key == loc.dir_key() || key.trim_matches('/').is_empty() {
+                    if key == dir_key || key.trim_matches('/').is_empty() {
                         continue;
                     }
-                    any = true;
                     let name = fs.entry_path(&loc, key);
                     let info = fs.complete_info(&loc, name, key, entry.metadata()).await;
-                    let failed = info.is_err();
-                    return Some((
-                        Some(info),
-                        if failed {
-                            State::Done
-                        } else {
-                            State::Listing(fs, loc, lister, any)
-                        },
-                    ));
+                    let next = if info.is_ok() {
+                        State::Listing {
+                            fs,
+                            loc,
+                            dir_key,
+                            lister,
+                            any: true,
+                        }
+                    } else {
+                        State::Done
+                    };
+                    return Some((Some(info), next));
                 },
             }
         };
+        // `None` items are steps that yield nothing (the lister opening, an
+        // empty directory).
         stream::unfold(State::Start(self.clone(), loc), step)
             .filter_map(|item| async move { item })
             .boxed()

@@ -3,9 +3,12 @@
 //! `fs.find_with(path, FindOptions::new().max_depth(2).with_dirs(true))`
 //! says what it changes. The fields keep fsspec's meanings.
 
-/// Options of [`FileSystem::find_with`](crate::FileSystem::find_with),
-/// [`du_with`](crate::FileSystem::du_with) and
-/// [`glob_with`](crate::FileSystem::glob_with) (which reads `max_depth` only).
+/// Options of [`FileSystem::find_with`](crate::FileSystem::find_with) and
+/// [`find_stream`](crate::FileSystem::find_stream),
+/// [`du_with`](crate::FileSystem::du_with), and of
+/// [`glob_with`](crate::FileSystem::glob_with),
+/// [`glob_stream`](crate::FileSystem::glob_stream) and
+/// [`walk`](crate::FileSystem::walk) (which read `max_depth` only).
 ///
 /// ```
 /// let options = cairn_fs::FindOptions::new().max_depth(2).with_dirs(true);
