@@ -302,15 +302,20 @@ mod tests {
         assert_eq!(plain, expected);
     }
 
-    #[test]
-    fn sorts_like_the_standard_sort() {
-        let mut state = 42u64;
-        let mut next = || {
+    /// A reproducible stream of pseudo-random keys.
+    fn lcg(seed: u64) -> impl FnMut() -> u64 {
+        let mut state = seed;
+        move || {
             state = state
                 .wrapping_mul(6364136223846793005)
                 .wrapping_add(1442695040888963407);
             state
-        };
+        }
+    }
+
+    #[test]
+    fn sorts_like_the_standard_sort() {
+        let mut next = lcg(42);
         // Random over the whole range, narrow ranges, shifted bits,
         // repeats, one part much larger than the others, tiny inputs.
         let random: Vec<u64> = (0..300_000).map(|_| next()).collect();
@@ -337,13 +342,7 @@ mod tests {
 
     #[test]
     fn the_two_thread_partition_sorts_like_the_standard_sort() {
-        let mut state = 7u64;
-        let mut next = || {
-            state = state
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            state
-        };
+        let mut next = lcg(7);
         let n = PARALLEL_PARTITION_MIN + 12_345;
         // Random (both halves full), all in the upper half of the top
         // digit, and a narrow range (the digit's top bit the same in all).

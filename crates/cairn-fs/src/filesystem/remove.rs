@@ -110,14 +110,7 @@ impl FileSystem {
     /// # })
     /// ```
     pub async fn rm_file(&self, path: &str) -> Result<()> {
-        let loc = self.locate(path).await?;
-        if loc.key.is_empty() || loc.key.ends_with('/') || path.ends_with('/') {
-            return Err(Error::new(
-                ErrorKind::IsADirectory,
-                "rm_file removes one file; name a file, or use rm with recursive for a directory",
-            )
-            .with_url(self.url(&loc.path)));
-        }
+        let loc = self.file_location(path, "rm_file").await?;
         if self.real_directories() {
             return match self.rm(path).await {
                 Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
@@ -150,14 +143,7 @@ impl FileSystem {
     pub async fn rm_files(&self, paths: &[&str]) -> Result<()> {
         let mut per_bucket: BTreeMap<String, (super::Location, Vec<String>)> = BTreeMap::new();
         for path in paths {
-            let loc = self.locate(path).await?;
-            if loc.key.is_empty() || loc.key.ends_with('/') || path.ends_with('/') {
-                return Err(Error::new(
-                    ErrorKind::IsADirectory,
-                    "rm_files removes files; name files, or use rm with recursive for a directory",
-                )
-                .with_url(self.url(&loc.path)));
-            }
+            let loc = self.file_location(path, "rm_files").await?;
             self.cache().invalidate(&loc.path);
             per_bucket
                 .entry(loc.root.clone())
@@ -176,6 +162,22 @@ impl FileSystem {
             self.delete_keys(&loc, keys).await?;
         }
         Ok(())
+    }
+
+    /// Where `path` is, refused (IsADirectory) when it can only name a
+    /// directory: a bucket's root or a path ending in `/`.
+    async fn file_location(&self, path: &str, operation: &str) -> Result<super::Location> {
+        let loc = self.locate(path).await?;
+        if loc.key.is_empty() || loc.key.ends_with('/') || path.ends_with('/') {
+            return Err(Error::new(
+                ErrorKind::IsADirectory,
+                format!(
+                    "{operation} removes files, not directories; name files, or use rm with recursive for a directory"
+                ),
+            )
+            .with_url(self.url(&loc.path)));
+        }
+        Ok(loc)
     }
 
     /// Removes files; with `recursive`, directories and everything under them.
