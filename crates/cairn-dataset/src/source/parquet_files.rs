@@ -263,7 +263,10 @@ fn same_schema(files: &[Arc<InputFile>]) -> Result<SchemaRef> {
 }
 
 /// Parquet's view of a file on a cairn filesystem: ranged reads, one
-/// request each (the size comes from the listing that found the file).
+/// request each (the size comes from the listing that found the file); the
+/// ranges a row group needs at once (its column chunks) are merged where
+/// they lie within 1 MiB of each other and fetched concurrently, as
+/// object_store does for its Parquet reader.
 pub(super) struct FileReader {
     pub(super) fs: FileSystem,
     pub(super) path: String,
@@ -278,6 +281,30 @@ impl AsyncFileReader for FileReader {
                 .cat_range_with_size(&self.path, range.start, Some(range.end), self.size)
                 .await
                 .map_err(|e| ParquetError::External(Box::new(e)))
+        }
+        .boxed()
+    }
+
+    fn get_byte_ranges(
+        &mut self,
+        ranges: Vec<Range<u64>>,
+    ) -> BoxFuture<'_, parquet::errors::Result<Vec<Bytes>>> {
+        let (fs, path, size) = (self.fs.clone(), self.path.clone(), self.size);
+        async move {
+            let fetch = |range: Range<u64>| {
+                let (fs, path) = (fs.clone(), path.clone());
+                async move {
+                    fs.cat_range_with_size(&path, range.start, Some(range.end), size)
+                        .await
+                }
+            };
+            object_store::coalesce_ranges(
+                &ranges,
+                fetch,
+                object_store::OBJECT_STORE_COALESCE_DEFAULT,
+            )
+            .await
+            .map_err(|e| ParquetError::External(Box::new(e)))
         }
         .boxed()
     }
