@@ -10,32 +10,9 @@
 
 use std::time::Instant;
 
-use cairn_fs::{
-    Environment, FileSystem, FileSystemBuilder, FindOptions, StorageOptions, WriteMode,
-};
-use futures::{StreamExt, TryStreamExt, stream};
-
-fn env(name: &str, default: &str) -> String {
-    std::env::var(name).unwrap_or_else(|_| default.to_string())
-}
-
-fn filesystem() -> FileSystem {
-    let mut options = StorageOptions::new();
-    options
-        .set(
-            "s3",
-            "endpoint_url",
-            env("BENCH_ENDPOINT", "http://127.0.0.1:3900").into(),
-        )
-        .set("s3", "key", env("BENCH_KEY", "").into())
-        .set("s3", "secret", env("BENCH_SECRET", "").into())
-        .set("s3", "region", env("BENCH_REGION", "us-east-1").into());
-    FileSystemBuilder::new("s3")
-        .options(options)
-        .env(Environment::default())
-        .build()
-        .expect("filesystem")
-}
+use cairn_bench::{bare_operator, bench_filesystem, env_or, fill_empty};
+use cairn_fs::FindOptions;
+use futures::TryStreamExt;
 
 /// The entries of a listing stream, counted, not kept.
 async fn count(
@@ -55,28 +32,16 @@ async fn main() {
     let mode = std::env::args()
         .nth(1)
         .expect("fill|find|find_stream|glob_stream|walk|opendal");
-    let keys: usize = env("BENCH_KEYS", "100000").parse().unwrap();
-    let bucket = env("BENCH_BUCKET", "cairn-test");
+    let keys: usize = env_or("BENCH_KEYS", "100000").parse().unwrap();
+    let bucket = env_or("BENCH_BUCKET", "cairn-test");
     let prefix = format!("{bucket}/list-bench-{keys}");
-    let fs = filesystem();
+    let fs = bench_filesystem(true);
     let started = Instant::now();
     let listed = match mode.as_str() {
         "fill" => {
             // Keys spread over 100 directories, as a job's outputs are.
-            stream::iter(0..keys)
-                .map(|i| {
-                    let fs = fs.clone();
-                    let path = format!("{prefix}/d{:03}/part-{i:08}.parquet", i % 100);
-                    async move {
-                        fs.pipe(&path, bytes::Bytes::new(), WriteMode::Overwrite)
-                            .await
-                    }
-                })
-                .buffer_unordered(64)
-                .try_collect::<Vec<()>>()
-                .await
-                .expect("fill")
-                .len()
+            let paths = (0..keys).map(|i| format!("{prefix}/d{:03}/part-{i:08}.parquet", i % 100));
+            fill_empty(&fs, paths.collect()).await
         }
         "find" => fs.find(&prefix).await.expect("find").len(),
         "find_stream" => count(fs.find_stream(&prefix, FindOptions::new()).await).await,
@@ -92,17 +57,7 @@ async fn main() {
                 .expect("walk")
         }
         "opendal" => {
-            opendal::install_default();
-            let op = opendal::Operator::new(
-                opendal::services::S3::default()
-                    .bucket(&bucket)
-                    .endpoint(&env("BENCH_ENDPOINT", "http://127.0.0.1:3900"))
-                    .region(&env("BENCH_REGION", "us-east-1"))
-                    .access_key_id(&env("BENCH_KEY", ""))
-                    .secret_access_key(&env("BENCH_SECRET", ""))
-                    .disable_ec2_metadata(),
-            )
-            .expect("operator");
+            let op = bare_operator(&bucket);
             let lister = op
                 .lister_with(&format!("list-bench-{keys}/"))
                 .recursive(true)

@@ -11,31 +11,9 @@
 
 use std::time::{Duration, Instant};
 
-use cairn_fs::{Environment, FileSystem, FileSystemBuilder, StorageOptions, WriteMode};
-use futures::{StreamExt, TryStreamExt, stream};
-
-fn env(name: &str, default: &str) -> String {
-    std::env::var(name).unwrap_or_else(|_| default.to_string())
-}
-
-fn filesystem(cache: bool) -> FileSystem {
-    let mut options = StorageOptions::new();
-    options
-        .set(
-            "s3",
-            "endpoint_url",
-            env("BENCH_ENDPOINT", "http://127.0.0.1:3900").into(),
-        )
-        .set("s3", "key", env("BENCH_KEY", "").into())
-        .set("s3", "secret", env("BENCH_SECRET", "").into())
-        .set("s3", "region", env("BENCH_REGION", "us-east-1").into())
-        .set("s3", "use_listings_cache", cache.into());
-    FileSystemBuilder::new("s3")
-        .options(options)
-        .env(Environment::default())
-        .build()
-        .expect("filesystem")
-}
+use cairn_bench::{bare_operator, bench_filesystem, env_or, fill_empty};
+use cairn_fs::WriteMode;
+use futures::TryStreamExt;
 
 fn median(mut samples: Vec<Duration>) -> f64 {
     samples.sort();
@@ -44,36 +22,15 @@ fn median(mut samples: Vec<Duration>) -> f64 {
 
 #[tokio::main]
 async fn main() {
-    let keys: usize = env("BENCH_LS_KEYS", "2000").parse().unwrap();
-    let rounds: usize = env("ROUNDS", "30").parse().unwrap();
-    let bucket = env("BENCH_BUCKET", "cairn-test");
+    let keys: usize = env_or("BENCH_LS_KEYS", "2000").parse().unwrap();
+    let rounds: usize = env_or("ROUNDS", "30").parse().unwrap();
+    let bucket = env_or("BENCH_BUCKET", "cairn-test");
     let dir = format!("ls-bench-{keys}");
-    let uncached = filesystem(false);
-    let cached = filesystem(true);
-    stream::iter(0..keys)
-        .map(|i| {
-            let fs = uncached.clone();
-            let path = format!("{bucket}/{dir}/part-{i:06}.parquet");
-            async move {
-                fs.pipe(&path, bytes::Bytes::new(), WriteMode::Overwrite)
-                    .await
-            }
-        })
-        .buffer_unordered(64)
-        .try_collect::<Vec<()>>()
-        .await
-        .expect("fill");
-    opendal::install_default();
-    let op = opendal::Operator::new(
-        opendal::services::S3::default()
-            .bucket(&bucket)
-            .endpoint(&env("BENCH_ENDPOINT", "http://127.0.0.1:3900"))
-            .region(&env("BENCH_REGION", "us-east-1"))
-            .access_key_id(&env("BENCH_KEY", ""))
-            .secret_access_key(&env("BENCH_SECRET", ""))
-            .disable_ec2_metadata(),
-    )
-    .expect("operator");
+    let uncached = bench_filesystem(false);
+    let cached = bench_filesystem(true);
+    let paths = (0..keys).map(|i| format!("{bucket}/{dir}/part-{i:06}.parquet"));
+    fill_empty(&uncached, paths.collect()).await;
+    let op = bare_operator(&bucket);
     let path = format!("{bucket}/{dir}");
     let marker = format!("{path}/part-marker");
     let mut samples: [Vec<Duration>; 4] = Default::default();
