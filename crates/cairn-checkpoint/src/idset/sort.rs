@@ -47,7 +47,8 @@ fn sort_with_limit<P: Copy + Default + Send>(
         sort_small(keys, payload);
         return;
     }
-    let (min, max) = if threads >= 2 && keys.len() >= PARALLEL_PARTITION_MIN {
+    let two_threads = threads >= 2 && keys.len() >= PARALLEL_PARTITION_MIN;
+    let (min, max) = if two_threads {
         let (first, second) = keys.split_at(keys.len() / 2);
         std::thread::scope(|scope| {
             let second = scope.spawn(|| min_max(second));
@@ -64,7 +65,7 @@ fn sort_with_limit<P: Copy + Default + Send>(
     // Bits above the highest differing one are the same in every key.
     let top = 64 - (min ^ max).leading_zeros();
     let shift = top.saturating_sub(8);
-    let starts = if threads >= 2 && keys.len() >= PARALLEL_PARTITION_MIN {
+    let starts = if two_threads {
         partition_in_halves(keys, payload, shift)
     } else {
         partition_by_digit(keys, payload, shift)

@@ -6,6 +6,7 @@ use futures::future;
 use futures::stream::{self, BoxStream, StreamExt, TryStreamExt};
 use globset::{GlobBuilder, GlobMatcher};
 
+use super::walk::collect_sorted;
 use super::walk_options::{FindOptions, TreeOptions};
 use super::{FileInfo, FileSystem};
 use crate::error::{Error, ErrorKind, Result};
@@ -123,13 +124,7 @@ impl FileSystem {
     /// [`FileSystem::glob_stream`] collected and sorted.
     async fn glob_detail(&self, pattern: &str, maxdepth: Option<usize>) -> Result<Vec<FileInfo>> {
         let options = FindOptions::new().max_depth_opt(maxdepth);
-        let mut out: Vec<FileInfo> = self
-            .glob_stream(pattern, options)
-            .await?
-            .try_collect()
-            .await?;
-        out.sort_by(|a, b| a.name.cmp(&b.name));
-        Ok(out)
+        collect_sorted(self.glob_stream(pattern, options).await?).await
     }
 
     /// What a pattern asks for: a literal path, or a matcher over a listing
@@ -241,34 +236,15 @@ impl FileSystem {
                 let matched = self.glob_detail(&path, maxdepth).await?;
                 if recursive && maxdepth.is_none_or(|d| d > 1) {
                     for m in matched.iter().filter(|m| m.is_dir()) {
-                        for sub in self
-                            .find_with(
-                                &m.name,
-                                crate::FindOptions::new()
-                                    .max_depth_opt(maxdepth.map(|d| d - 1))
-                                    .with_dirs(true),
-                            )
-                            .await?
-                        {
-                            out.insert(sub.name.clone(), Some(sub));
-                        }
+                        self.insert_tree(&mut out, &m.name, maxdepth.map(|d| d - 1))
+                            .await?;
                     }
                 }
                 out.extend(matched.into_iter().map(|m| (m.name.clone(), Some(m))));
                 continue;
             }
             if recursive && literal.as_ref().is_some_and(|i| i.is_dir()) {
-                for sub in self
-                    .find_with(
-                        &path,
-                        crate::FindOptions::new()
-                            .max_depth_opt(maxdepth)
-                            .with_dirs(true),
-                    )
-                    .await?
-                {
-                    out.insert(sub.name.clone(), Some(sub));
-                }
+                self.insert_tree(&mut out, &path, maxdepth).await?;
             }
             if !out.contains_key(&path) && (!recursive || literal.is_some()) {
                 out.insert(path, literal);
@@ -281,5 +257,20 @@ impl FileSystem {
             );
         }
         Ok(out)
+    }
+
+    /// Adds `dir` and everything under it, down to `maxdepth` levels, to
+    /// an expansion.
+    async fn insert_tree(
+        &self,
+        out: &mut BTreeMap<String, Option<FileInfo>>,
+        dir: &str,
+        maxdepth: Option<usize>,
+    ) -> Result<()> {
+        let options = FindOptions::new().max_depth_opt(maxdepth).with_dirs(true);
+        for sub in self.find_with(dir, options).await? {
+            out.insert(sub.name.clone(), Some(sub));
+        }
+        Ok(())
     }
 }

@@ -112,10 +112,7 @@ impl FileSystem {
     pub async fn rm_file(&self, path: &str) -> Result<()> {
         let loc = self.file_location(path, "rm_file").await?;
         if self.real_directories() {
-            return match self.rm(path).await {
-                Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
-                other => other,
-            };
+            return self.rm_local_file(path).await;
         }
         loc.op
             .delete(&loc.key)
@@ -141,27 +138,40 @@ impl FileSystem {
     /// # })
     /// ```
     pub async fn rm_files(&self, paths: &[&str]) -> Result<()> {
-        let mut per_bucket: BTreeMap<String, (super::Location, Vec<String>)> = BTreeMap::new();
+        let mut located = Vec::with_capacity(paths.len());
         for path in paths {
-            let loc = self.file_location(path, "rm_files").await?;
-            self.cache().invalidate(&loc.path);
-            per_bucket
-                .entry(loc.root.clone())
-                .or_insert_with(|| (loc.clone(), Vec::new()))
-                .1
-                .push(loc.key.clone());
+            located.push(self.file_location(path, "rm_files").await?);
         }
         if self.real_directories() {
-            // Local deletes cost no request; rm_file keeps a directory safe.
+            // Local deletes cost no request; each keeps a directory safe.
             for path in paths {
-                self.rm_file(path).await?;
+                self.rm_local_file(path).await?;
             }
             return Ok(());
+        }
+        let mut per_bucket: BTreeMap<String, (super::Location, Vec<String>)> = BTreeMap::new();
+        for loc in located {
+            self.cache().invalidate(&loc.path);
+            let key = loc.key.clone();
+            per_bucket
+                .entry(loc.root.clone())
+                .or_insert_with(|| (loc, Vec::new()))
+                .1
+                .push(key);
         }
         for (loc, keys) in per_bucket.into_values() {
             self.delete_keys(&loc, keys).await?;
         }
         Ok(())
+    }
+
+    /// Removes the local file `path` (already known not to end in `/`);
+    /// a file already gone is fine, a directory is refused and kept.
+    async fn rm_local_file(&self, path: &str) -> Result<()> {
+        match self.rm(path).await {
+            Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
+            other => other,
+        }
     }
 
     /// Where `path` is, refused (IsADirectory) when it can only name a

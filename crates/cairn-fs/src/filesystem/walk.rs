@@ -48,13 +48,7 @@ impl FileSystem {
     /// # })
     /// ```
     pub async fn find_with(&self, path: &str, options: FindOptions) -> Result<Vec<FileInfo>> {
-        let mut out: Vec<FileInfo> = self
-            .find_entries(path, options, true)
-            .await?
-            .try_collect()
-            .await?;
-        out.sort_by(|a, b| a.name.cmp(&b.name));
-        Ok(out)
+        collect_sorted(self.find_entries(path, options, true).await?).await
     }
 
     /// The entries under `path` as the store's listing pages arrive (in the
@@ -242,9 +236,7 @@ impl FileSystem {
     /// # })
     /// ```
     pub async fn find_prefix(&self, prefix: &str) -> Result<Vec<FileInfo>> {
-        let mut out: Vec<FileInfo> = self.find_prefix_stream(prefix).await?.try_collect().await?;
-        out.sort_by(|a, b| a.name.cmp(&b.name));
-        Ok(out)
+        collect_sorted(self.find_prefix_stream(prefix).await?).await
     }
 
     /// [`FileSystem::find_prefix`] as the listing pages arrive, in the
@@ -339,6 +331,16 @@ impl FileSystem {
             })
             .await
     }
+}
+
+/// A listing stream's entries, sorted by name: the collected form of every
+/// streaming listing.
+pub(crate) async fn collect_sorted(
+    entries: BoxStream<'static, Result<FileInfo>>,
+) -> Result<Vec<FileInfo>> {
+    let mut out: Vec<FileInfo> = entries.try_collect().await?;
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(out)
 }
 
 /// The state of one find: what each listed entry becomes.
