@@ -106,7 +106,9 @@ pub struct FaultPlan {
     pub seed: u64,
     /// Fraction of requests that get a fault, 0.0 to 1.0.
     pub rate: f64,
-    /// The faults to pick from, uniformly.
+    /// The faults to inject, taken in turn (so every kind shows up once
+    /// `kinds.len()` faults are drawn, however few requests a run makes;
+    /// which requests get one is the dice's).
     pub kinds: Vec<Fault>,
     /// Added to every request.
     pub latency: Duration,
@@ -141,7 +143,8 @@ struct Shared {
     dice: Mutex<fastrand::Rng>,
     counts: Mutex<BTreeMap<&'static str, u64>>,
     requests: AtomicU64,
-    /// Faults drawn so far (checked against `max_faults` under the dice lock).
+    /// Faults drawn so far (checked against `max_faults` under the dice
+    /// lock; also whose turn the next fault kind is).
     drawn: AtomicU64,
     /// Body faults drawn for answers without a body (two at most), applied
     /// later to answers that have one, each at the fault rate (so each kind
@@ -361,11 +364,11 @@ async fn handle(
         let spent = plan
             .max_faults
             .is_some_and(|max| shared.drawn.load(Ordering::Relaxed) >= max);
-        let fault = (targeted && !spent && !plan.kinds.is_empty() && dice.f64() < plan.rate)
-            .then(|| plan.kinds[dice.usize(..plan.kinds.len())]);
-        if fault.is_some() {
-            shared.drawn.fetch_add(1, Ordering::Relaxed);
-        }
+        let fault =
+            (targeted && !spent && !plan.kinds.is_empty() && dice.f64() < plan.rate).then(|| {
+                let turn = shared.drawn.fetch_add(1, Ordering::Relaxed) as usize;
+                plan.kinds[turn % plan.kinds.len()]
+            });
         (fault, plan.latency, plan.stall)
     };
     if !latency.is_zero() {
