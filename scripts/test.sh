@@ -22,11 +22,11 @@ cargo test --workspace "$@" 2>&1 | tee target/test.log
 status=${PIPESTATUS[0]}
 if [ -z "${CAIRN_TEST_SKIP_SERVERS:-}" ]; then
   # The tests that need the servers and are #[ignore]d (so a run without
-  # servers shows them as ignored) run here: exactly-once on S3, the s3 wire
+  # servers shows them as ignored) run here: exactly-once and no data loss on S3, the s3 wire
   # check, the docs examples (tests/docs.rs), cairn-fs and jobs under
   # injected faults (tests/faults.rs, tests/job_faults.rs), the bad-input
   # matrix (tests/bad_input.rs).
-  cargo test --workspace --test exactly_once --test s3_wire --test docs --test faults --test job_faults --test bad_input "$@" -- --ignored 2>&1 | tee -a target/test.log
+  cargo test --workspace --test exactly_once --test no_data_loss --test s3_wire --test docs --test faults --test job_faults --test bad_input "$@" -- --ignored 2>&1 | tee -a target/test.log
   [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 fi
 set -e

@@ -81,7 +81,8 @@ async fn main() {
     let resume = started.elapsed().as_secs_f64();
     assert_eq!(open.state.ids.len(), units * 100);
     assert_eq!(open.recovery.rolled_back.len(), 3);
-    open.dir.release_lease(open.lease).await.unwrap();
+    let lease = open.keeper.stop().await.unwrap();
+    open.dir.release_lease(lease).await.unwrap();
     let _ = fs
         .rm_with(&url, cairn_fs::TreeOptions::new().recursive(true))
         .await;

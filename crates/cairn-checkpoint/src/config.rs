@@ -10,7 +10,7 @@ use crate::error::{Error, Result};
 use crate::idset::StringMode;
 use crate::job::JobRecord;
 use crate::layout::RunId;
-use crate::lease::Lease;
+use crate::lease::LeaseKeeper;
 use crate::load::CommittedState;
 use crate::recover::RecoveryReport;
 
@@ -119,9 +119,10 @@ impl CheckpointConfig {
 
     /// Opens the checkpoint for a run that writes to `output_dir` on
     /// `output_fs`: refuses a checkpoint that overlaps the output, takes the
-    /// lease, refuses a checkpoint whose job record names another output
-    /// (and records this output in a new checkpoint), recovers pending
-    /// units, loads the committed IDs.
+    /// lease (renewed from then on, while the rest of the opening runs),
+    /// clears a checkpoint another job finished with, refuses a checkpoint
+    /// whose job record names another output (and records this output in a
+    /// new checkpoint), recovers pending units, loads the committed IDs.
     pub async fn open(&self, output_fs: &FileSystem, output_dir: &str) -> Result<OpenCheckpoint> {
         let dir = self.dir()?;
         crate::job::refuse_overlap(&dir.fs, &dir.dir, output_fs, output_dir, "output")?;
@@ -130,23 +131,31 @@ impl CheckpointConfig {
         }
         let run = RunId::new();
         let lease = dir.acquire_lease(&run, self.lease_ttl).await?;
+        // Loading a large checkpoint can outlast the lease's lifetime.
+        let keeper = LeaseKeeper::start(dir.clone(), lease);
         let output_url = output_fs.url(&output_fs.strip(output_dir)?);
         let opened = self
-            .open_held(&dir, &output_url, output_fs, output_dir)
-            .await;
+            .open_held(&dir, &keeper, &output_url, output_fs, output_dir)
+            .await
+            .and_then(|opened| keeper.check().map(|()| opened));
         match opened {
             Ok((state, recovery, job, fresh)) => Ok(OpenCheckpoint {
                 dir,
                 run,
-                lease,
+                keeper,
                 state,
                 recovery,
                 job,
                 fresh,
             }),
             Err(e) => {
-                if let Err(release) = dir.release_lease(lease).await {
-                    tracing::warn!("could not release the checkpoint lease: {release}");
+                match keeper.stop().await {
+                    Ok(lease) => {
+                        if let Err(release) = dir.release_lease(lease).await {
+                            tracing::warn!("could not release the checkpoint lease: {release}");
+                        }
+                    }
+                    Err(lost) => tracing::warn!("the checkpoint lease was not kept: {lost}"),
                 }
                 Err(e)
             }
@@ -157,10 +166,47 @@ impl CheckpointConfig {
     async fn open_held(
         &self,
         dir: &CheckpointDir,
+        keeper: &LeaseKeeper,
         output_url: &str,
         output_fs: &FileSystem,
         output_dir: &str,
     ) -> Result<(CommittedState, RecoveryReport, JobRecord, bool)> {
+        let mut state = dir.load(self.string_mode).await?;
+        if state.complete {
+            let marker = dir.read_marker().await?.unwrap_or_default();
+            // An older marker names no job: the record, if still there, does.
+            let finished_job = match marker.job {
+                Some(job) => Some(job),
+                None => dir.read_job_record().await?,
+            };
+            if finished_job
+                .as_ref()
+                .is_some_and(|job| job.same_output(output_url) && job.id_column == self.id_column)
+            {
+                // This job finished; only its clean-up was cut short, and
+                // every unit was committed: nothing to roll back.
+                let job = JobRecord::new(output_url, &self.id_column);
+                return Ok((state, RecoveryReport::default(), job, false));
+            }
+            // Another job finished here (or one cairn cannot tell): finish
+            // its clean-up, keeping this run's lease, and start afresh.
+            tracing::info!(
+                checkpoint = %dir.dir,
+                "the checkpoint holds a finished job other than this one; removing its files and starting afresh"
+            );
+            let previous_output = match &finished_job {
+                Some(job) => Some(FileSystem::from_url(&job.output, &self.storage_options)?),
+                None => None,
+            };
+            dir.clean_up_keeping(
+                previous_output
+                    .as_ref()
+                    .map(|(fs, path)| (fs, path.as_str())),
+                Some(keeper.record().generation),
+            )
+            .await?;
+            state = dir.load(self.string_mode).await?;
+        }
         let recorded = dir.check_output(output_url).await?;
         if let Some(record) = &recorded
             && record.id_column != self.id_column
@@ -172,7 +218,6 @@ impl CheckpointConfig {
                 given: self.id_column.clone(),
             });
         }
-        let mut state = dir.load(self.string_mode).await?;
         let fresh = recorded.is_none() && state.committed.is_empty() && state.pending.is_empty();
         let job = match recorded {
             Some(record) => record,
@@ -184,11 +229,7 @@ impl CheckpointConfig {
                 record
             }
         };
-        if state.complete {
-            // A finished run's clean-up was interrupted: every unit was
-            // committed, so there is nothing to roll back.
-            return Ok((state, RecoveryReport::default(), job, false));
-        }
+        keeper.check()?;
         let recovery = dir.recover(output_fs, output_dir, &state).await?;
         // Recovery only removes pending records and uncommitted data; the
         // committed IDs it leaves are the ones just loaded.
@@ -204,8 +245,9 @@ pub struct OpenCheckpoint {
     pub dir: CheckpointDir,
     /// This run's identity (unit names start with it).
     pub run: RunId,
-    /// The lease this run holds; renew it with `dir.renew_lease`.
-    pub lease: Lease,
+    /// The lease this run holds, renewed in the background since it was
+    /// taken; `keeper.stop()` gives it back to release.
+    pub keeper: LeaseKeeper,
     /// The committed IDs and units.
     pub state: CommittedState,
     /// What recovery did.

@@ -164,6 +164,17 @@ pub enum Error {
         /// A few of them.
         examples: String,
     },
+    /// A pending unit without a committed twin was found where no output is
+    /// known to roll its data back in.
+    #[error(
+        "checkpoint {checkpoint}: unit {unit} is pending without a commit (a late write of a run that lost its lease), and no output was given to roll its data back in; nothing of it was deleted. Run `cairn ckpt gc {checkpoint} --output OUTPUT` with the job's output"
+    )]
+    UnsettledUnit {
+        /// The checkpoint.
+        checkpoint: String,
+        /// The unit.
+        unit: String,
+    },
     /// The checkpoint settings are wrong.
     #[error("invalid checkpoint configuration: {reason}")]
     InvalidConfig {

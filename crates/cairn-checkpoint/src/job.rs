@@ -239,21 +239,34 @@ pub fn refuse_overlap(
     other: &str,
     role: &str,
 ) -> Result<()> {
-    if checkpoint_fs.protocol() != other_fs.protocol() {
-        return Ok(());
-    }
-    let a = checkpoint_fs.strip(checkpoint)?;
-    let b = other_fs.strip(other)?;
-    let within = |inner: &str, outer: &str| {
-        let outer = outer.trim_end_matches('/');
-        inner == outer || outer.is_empty() || inner.starts_with(&format!("{outer}/"))
-    };
-    if within(&a, &b) || within(&b, &a) {
+    if paths_overlap(checkpoint_fs, checkpoint, other_fs, other)? {
         return Err(Error::Overlap {
-            checkpoint: checkpoint_fs.url(&a),
-            other: other_fs.url(&b),
+            checkpoint: checkpoint_fs.url(&checkpoint_fs.strip(checkpoint)?),
+            other: other_fs.url(&other_fs.strip(other)?),
             role: role.to_string(),
         });
     }
     Ok(())
+}
+
+/// Whether two locations overlap: on the same kind of store, one is the
+/// other or lies inside it (a root path, `""` or `/`, contains everything).
+///
+/// ```
+/// let (fs, _) = cairn_fs::FileSystem::from_url("/tmp", &Default::default()).unwrap();
+/// assert!(cairn_checkpoint::paths_overlap(&fs, "/d/in", &fs, "/d").unwrap());
+/// assert!(cairn_checkpoint::paths_overlap(&fs, "/d", &fs, "/d/in/").unwrap());
+/// assert!(!cairn_checkpoint::paths_overlap(&fs, "/d/in", &fs, "/d/input").unwrap());
+/// ```
+pub fn paths_overlap(a_fs: &FileSystem, a: &str, b_fs: &FileSystem, b: &str) -> Result<bool> {
+    if a_fs.protocol() != b_fs.protocol() {
+        return Ok(false);
+    }
+    let a = a_fs.strip(a)?;
+    let b = b_fs.strip(b)?;
+    let within = |inner: &str, outer: &str| {
+        let outer = outer.trim_end_matches('/');
+        inner == outer || outer.is_empty() || inner.starts_with(&format!("{outer}/"))
+    };
+    Ok(within(&a, &b) || within(&b, &a))
 }

@@ -41,8 +41,11 @@ pub const COMPLETE_FILE: &str = ".cairn-complete";
 /// What follows a unit's name in the names of the data files cairn writes.
 pub const DATA_DELIMITER: char = '_';
 /// Delimiters accepted after a unit's name when reading a directory: cairn's
-/// `_`, and the `-` of Ray Data 2.60's data files (`<base>-<n>.parquet`).
-pub const DATA_DELIMITERS: [char; 2] = ['_', '-'];
+/// `_`, the `-` of Ray Data 2.60's Parquet files (`<unit>-<n>.parquet`), and
+/// the `.` of its block-based sinks (`write_json`, `write_csv`,
+/// `write_numpy`, ...: `<unit>.<ext>`). Its row-based sinks
+/// (`write_images`: `<unit>_<block>_<row>.<ext>`) use `_`.
+pub const DATA_DELIMITERS: [char; 3] = ['_', '-', '.'];
 
 /// A unit's name: cairn makes `<run>_<seq>` (32 hex digits, then 10 digits);
 /// names read from a directory (Ray's `<uuid>_<uuid>_<nnnnnn>`) are kept as
@@ -60,6 +63,9 @@ pub const DATA_DELIMITERS: [char; 2] = ['_', '-'];
 /// // Ray Data's data files follow the unit's name with `-`.
 /// assert!(UnitName::from_stem("ds_w_000001").owns_data_file("ds_w_000001-0.parquet"));
 /// assert!(!UnitName::from_stem("ds_w_100000").owns_data_file("ds_w_1000000-0.parquet"));
+/// // Ray's block-based sinks name the file `<unit>.<ext>`.
+/// assert!(UnitName::from_stem("ds_w_100000").owns_data_file("ds_w_100000.json"));
+/// assert!(!UnitName::from_stem("ds_w_100000").owns_data_file("ds_w_1000000.json"));
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct UnitName(String);
@@ -167,6 +173,9 @@ impl Default for RunId {
 /// assert_eq!(classify("notes.txt"), CheckpointFile::Other("notes.txt".into()));
 /// let temp = ".a_b_000001.parquet.cairn-tmp-12-34";
 /// assert_eq!(classify(temp), CheckpointFile::Temporary(temp.into()));
+/// // The create-if-absent probe of an object store, beside the lease.
+/// let probe = ".cairn-probe-12-34";
+/// assert_eq!(classify(probe), CheckpointFile::Temporary(probe.into()));
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CheckpointFile {
@@ -181,7 +190,8 @@ pub enum CheckpointFile {
     /// The job record.
     Job,
     /// A temporary file cairn-fs left while writing one of the above on local
-    /// disk (`.<name>.cairn-tmp-...`) when the process died; clean-up removes it.
+    /// disk (`.<name>.cairn-tmp-...`) when the process died, or its
+    /// create-if-absent probe (`.cairn-probe-...`); clean-up removes it.
     Temporary(String),
     /// Anything else: not the protocol's, never touched.
     Other(String),
@@ -192,6 +202,9 @@ pub(crate) const TEMP_MARKER: &str = ".cairn-tmp-";
 
 /// Classifies a base name found in a checkpoint directory.
 pub fn classify(file_name: &str) -> CheckpointFile {
+    if file_name.starts_with(cairn_fs::PROBE_PREFIX) {
+        return CheckpointFile::Temporary(file_name.to_string());
+    }
     if let Some((inner, _)) = file_name
         .strip_prefix('.')
         .and_then(|rest| rest.split_once(TEMP_MARKER))

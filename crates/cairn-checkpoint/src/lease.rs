@@ -109,16 +109,51 @@ fn pid_namespace() -> String {
         .unwrap_or_default()
 }
 
-/// Field 22 of `/proc/<pid>/stat` (start time), and whether the process is
-/// running (not a zombie: killed but not yet reaped).
-fn process_state(pid: u32) -> Option<(bool, u64)> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let (_, rest) = stat.rsplit_once(')')?;
+/// What `/proc` says of a process of this machine.
+#[derive(Debug, PartialEq, Eq)]
+enum ProcessState {
+    /// It runs (not a zombie), started at this many clock ticks after boot.
+    Running(u64),
+    /// It was killed and not yet reaped, or is being reaped.
+    Zombie,
+    /// No such process: `/proc/<pid>` is not there.
+    Missing,
+    /// `/proc` would not say (hidden by `hidepid`, unreadable, malformed).
+    Unknown,
+}
+
+/// Field 3 (state) and 22 (start time) of `/proc/<pid>/stat`.
+fn process_state(pid: u32) -> ProcessState {
+    let stat = match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return ProcessState::Missing,
+        Err(_) => return ProcessState::Unknown,
+    };
+    let Some((_, rest)) = stat.rsplit_once(')') else {
+        return ProcessState::Unknown;
+    };
     let fields: Vec<&str> = rest.split_whitespace().collect();
-    let running = !matches!(fields.first(), Some(&("Z" | "X" | "x")));
+    if matches!(fields.first(), Some(&("Z" | "X" | "x"))) {
+        return ProcessState::Zombie;
+    }
     // `rest` starts at field 3 (state), so field 22 is index 19.
-    let start = fields.get(19).and_then(|f| f.parse().ok()).unwrap_or(0);
-    Some((running, start))
+    match fields.get(19).and_then(|f| f.parse().ok()) {
+        Some(start) => ProcessState::Running(start),
+        None => ProcessState::Unknown,
+    }
+}
+
+/// Whether `/proc` is mounted with `hidepid` (other users' processes
+/// hidden: a missing `/proc/<pid>` then proves nothing).
+fn proc_hides_processes() -> bool {
+    let mounts = read_trimmed("/proc/self/mounts");
+    mounts
+        .lines()
+        .filter(|line| line.split_whitespace().nth(1) == Some("/proc"))
+        .filter_map(|line| line.split_whitespace().nth(3))
+        .flat_map(|options| options.split(','))
+        .filter_map(|option| option.strip_prefix("hidepid="))
+        .any(|level| !matches!(level, "0" | "off"))
 }
 
 /// A random 128-bit token: the standard library's randomly keyed hasher,
@@ -153,7 +188,10 @@ impl LeaseRecord {
             pid,
             boot_id: read_trimmed("/proc/sys/kernel/random/boot_id"),
             pid_namespace: pid_namespace(),
-            process_start: process_state(pid).map_or(0, |(_, start)| start),
+            process_start: match process_state(pid) {
+                ProcessState::Running(start) => start,
+                _ => 0,
+            },
             run: run.as_str().to_string(),
             expires_at: now_secs() + ttl.as_secs().max(1),
             released: false,
@@ -176,14 +214,15 @@ impl LeaseRecord {
             return false;
         }
         match process_state(self.pid) {
-            None => true,
-            Some((running, start)) => {
-                !running || (self.process_start != 0 && start != self.process_start)
-            }
+            // Only a process known not to exist is gone: under `hidepid` a
+            // live process of another user looks missing too.
+            ProcessState::Missing => !proc_hides_processes(),
+            ProcessState::Zombie => true,
+            ProcessState::Running(start) => self.process_start != 0 && start != self.process_start,
+            ProcessState::Unknown => false,
         }
     }
 
-    /// Whether the lease still keeps other runs out.
     /// Whether a run holds the lease now: not released, not expired, and
     /// (on this host) its process still runs.
     pub fn is_live(&self) -> bool {
@@ -470,10 +509,10 @@ impl CheckpointDir {
         ids: arrow_array::ArrayRef,
         data_files: usize,
     ) -> Result<()> {
-        keeper.check()?;
         let record = keeper.record();
-        self.check_lease(&record).await?;
-        if !self.fs.exists(&self.file(&unit.pending_file())).await? {
+        keeper.fenced(self.check_lease(&record)).await?;
+        let pending = self.file(&unit.pending_file());
+        if !keeper.fenced(self.fs.exists(&pending)).await? {
             return Err(Error::LeaseLost {
                 path: self.dir.clone(),
                 holder: Some(format!(
@@ -481,8 +520,9 @@ impl CheckpointDir {
                 )),
             });
         }
-        keeper.check()?;
-        self.commit_unit(unit, ids, Some(data_files)).await
+        keeper
+            .fenced(self.commit_unit(unit, ids, Some(data_files)))
+            .await
     }
 }
 
@@ -510,22 +550,35 @@ pub struct LeaseKeeper {
     state: Arc<Mutex<KeeperState>>,
 }
 
+impl std::fmt::Debug for LeaseKeeper {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LeaseKeeper")
+            .field("lease", &self.record())
+            .finish_non_exhaustive()
+    }
+}
+
 struct KeeperState {
     lease: Lease,
     /// Set when a renewal found the lease taken: the new holder, if known.
     lost: Option<Option<String>>,
+    /// Set once the deadline passed without a renewal: a renewal that
+    /// succeeds later does not revive the lease, since another run may have
+    /// taken it over in between.
+    expired: bool,
     path: String,
 }
 
 impl KeeperState {
-    fn check(&self) -> Result<()> {
+    fn check(&mut self) -> Result<()> {
         if let Some(holder) = &self.lost {
             return Err(Error::LeaseLost {
                 path: self.path.clone(),
                 holder: holder.clone(),
             });
         }
-        if Instant::now() >= self.lease.deadline() {
+        if self.expired || Instant::now() >= self.lease.deadline() {
+            self.expired = true;
             return Err(Error::LeaseExpired {
                 path: self.path.clone(),
                 ttl_secs: self.lease.ttl.as_secs(),
@@ -540,9 +593,11 @@ impl LeaseKeeper {
     pub fn start(dir: CheckpointDir, lease: Lease) -> Self {
         let (stop, mut stopped) = tokio::sync::watch::channel(false);
         let period = (lease.ttl / 3).max(Duration::from_millis(100));
+        let ttl = lease.ttl;
         let state = Arc::new(Mutex::new(KeeperState {
             lease,
             lost: None,
+            expired: false,
             path: dir.dir.clone(),
         }));
         let shared = state.clone();
@@ -552,21 +607,37 @@ impl LeaseKeeper {
                     _ = tokio::time::sleep(period) => {}
                     _ = stopped.changed() => return,
                 }
-                let mut lease = shared.lock().expect("keeper state").lease.clone();
-                let renewal = tokio::select! {
-                    r = dir.renew_lease(&mut lease) => r,
-                    _ = stopped.changed() => return,
+                let mut lease = {
+                    let mut state = shared.lock().expect("keeper state");
+                    if state.check().is_err() {
+                        // Lost or expired for good: nothing to renew.
+                        return;
+                    }
+                    state.lease.clone()
                 };
+                // A renewal in flight is finished, not dropped, when the
+                // keeper stops: dropped, its write could still land after
+                // the clean-up and leave a live-looking lease behind. It is
+                // bounded by the lifetime (a hung request is abandoned then).
+                let renewal = tokio::time::timeout(ttl, dir.renew_lease(&mut lease)).await;
                 let mut state = shared.lock().expect("keeper state");
                 match renewal {
-                    Ok(()) => state.lease = lease,
-                    Err(Error::LeaseLost { holder, .. }) => {
+                    // Judged against the deadline the renewal replaces.
+                    Ok(Ok(())) if state.check().is_ok() => state.lease = lease,
+                    Ok(Ok(())) => return,
+                    Ok(Err(Error::LeaseLost { holder, .. })) => {
                         state.lost = Some(holder);
                         return;
                     }
                     // A failed renewal is retried next period; the deadline
                     // stops the run if none succeeds in time.
-                    Err(e) => tracing::warn!(checkpoint = %dir.dir, "cannot renew the lease: {e}"),
+                    Ok(Err(e)) => {
+                        tracing::warn!(checkpoint = %dir.dir, "cannot renew the lease: {e}")
+                    }
+                    Err(_) => tracing::warn!(
+                        checkpoint = %dir.dir,
+                        "a lease renewal got no answer within the lease's lifetime"
+                    ),
                 }
             }
         });
@@ -574,7 +645,8 @@ impl LeaseKeeper {
     }
 
     /// Whether this run may still write: an error once the lease was found
-    /// taken, or once its deadline passed without a successful renewal.
+    /// taken, or once its deadline passed without a successful renewal (and
+    /// from then on).
     pub fn check(&self) -> Result<()> {
         self.state.lock().expect("keeper state").check()
     }
@@ -589,13 +661,41 @@ impl LeaseKeeper {
             .clone()
     }
 
-    /// Stops renewing and gives the lease back (to release it); an error if
-    /// the lease was lost or expired meanwhile.
+    /// The instant after which this run must not write, as of the last
+    /// renewal.
+    fn deadline(&self) -> Instant {
+        self.state.lock().expect("keeper state").lease.deadline()
+    }
+
+    /// Runs `write` (a request of this run's unit: its pending record, a
+    /// data file, its commit) behind the fence: refused once the lease is
+    /// lost or expired, and abandoned, with [`Error::LeaseExpired`], if it
+    /// is still running when the deadline passes without a renewal having
+    /// moved it. So no request of this run (retries included) is sent after
+    /// its deadline, however long the store's own retry budget is.
+    pub async fn fenced<T, E>(&self, write: impl Future<Output = Result<T, E>>) -> Result<T>
+    where
+        Error: From<E>,
+    {
+        self.check()?;
+        let mut write = std::pin::pin!(write);
+        loop {
+            let deadline = tokio::time::Instant::from_std(self.deadline());
+            tokio::select! {
+                done = &mut write => return Ok(done?),
+                _ = tokio::time::sleep_until(deadline) => self.check()?,
+            }
+        }
+    }
+
+    /// Stops renewing (after the renewal in flight, if any, has finished)
+    /// and gives the lease back (to release it); an error if the lease was
+    /// lost or expired meanwhile.
     pub async fn stop(self) -> Result<Lease> {
         let _ = self.stop.send(true);
         let LeaseKeeper { task, state, .. } = self;
         let _ = task.await;
-        let state = state.lock().expect("keeper state");
+        let mut state = state.lock().expect("keeper state");
         state.check()?;
         Ok(state.lease.clone())
     }

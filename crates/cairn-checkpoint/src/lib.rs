@@ -32,7 +32,7 @@ pub use config::{
 pub use error::{Error, Result};
 pub use idfile::{decode_ids, encode_ids};
 pub use idset::{IdSet, IdSetBuilder, IntIdSet, StringIdSet, StringMode};
-pub use job::{InputFingerprint, JobRecord, refuse_overlap};
+pub use job::{InputFingerprint, JobRecord, paths_overlap, refuse_overlap};
 pub use layout::{
     COMMITTED_SUFFIX, COMPLETE_FILE, CheckpointFile, DATA_DELIMITER, DATA_DELIMITERS, JOB_FILE,
     LEASE_FILE, LEASE_PREFIX, PENDING_SUFFIX, RunId, UnitName, classify, lease_file,

@@ -23,9 +23,8 @@ pub struct RecoveryReport {
 impl CheckpointDir {
     /// Settles the pending units of `state` (from [`CheckpointDir::load`]):
     /// a pending unit with a committed twin loses its pending record; one
-    /// without loses its data files in `output_dir` (those named
-    /// `<unit>_...`, found with one prefix listing per unit) and then its
-    /// pending record. The cost follows the pending units, not the size of
+    /// without is rolled back (its data files
+    /// in `output_dir`, then its pending record). The cost follows the pending units, not the size of
     /// the output. Safe to repeat after a crash in the middle of it.
     pub async fn recover(
         &self,
@@ -40,43 +39,58 @@ impl CheckpointDir {
             // data must stay.
             return Ok(report);
         }
-        let output_dir = output_dir.trim_end_matches('/');
         for unit in &state.pending {
             if state.committed.binary_search(unit).is_err() {
-                // One listing of the unit's name as a prefix; the delimiter
-                // rule keeps other units' files (`<unit>0...`) out.
-                let owned = |f: &cairn_fs::FileInfo| {
-                    let base = f.name.rsplit('/').next().unwrap_or(&f.name);
-                    unit.owns_data_file(base)
-                        // Temporary files a killed local write left
-                        // (`.<unit>_<n>.<ext>.cairn-tmp-...`).
-                        || (base.contains(crate::layout::TEMP_MARKER)
-                            && base
-                                .strip_prefix('.')
-                                .is_some_and(|b| unit.owns_data_file(b)))
-                };
-                // Streamed: only the unit's own files are kept.
-                let mut paths: Vec<String> = Vec::new();
-                for prefix in [unit.as_str().to_string(), format!(".{}", unit.as_str())] {
-                    let mut listed = output_fs
-                        .find_prefix_stream(&format!("{output_dir}/{prefix}"))
-                        .await?;
-                    while let Some(file) = listed.try_next().await? {
-                        if owned(&file) {
-                            paths.push(file.name);
-                        }
-                    }
-                }
-                let paths: Vec<&str> = paths.iter().map(String::as_str).collect();
-                // Listed as files: deleted without a stat each.
-                output_fs.rm_files(&paths).await?;
-                report.data_files_deleted += paths.len();
+                report.data_files_deleted += self.roll_back(output_fs, output_dir, unit).await?;
                 report.rolled_back.push(unit.clone());
             } else {
+                self.fs.rm_file(&self.file(&unit.pending_file())).await?;
                 report.released.push(unit.clone());
             }
-            self.fs.rm_file(&self.file(&unit.pending_file())).await?;
         }
         Ok(report)
+    }
+
+    /// Rolls back one uncommitted unit: deletes its data files in
+    /// `output_dir` (those named `<unit>_...`, `<unit>-...` or `<unit>.<ext>`,
+    /// and the hidden temporary files of a killed local write), found with
+    /// one prefix listing, then its pending record. Returns how many data
+    /// files were deleted. Data go first, so a crash in the middle leaves
+    /// the pending record and the next roll-back finishes the job.
+    pub(crate) async fn roll_back(
+        &self,
+        output_fs: &FileSystem,
+        output_dir: &str,
+        unit: &UnitName,
+    ) -> Result<usize> {
+        let output_dir = output_dir.trim_end_matches('/');
+        // The delimiter rule keeps other units' files (`<unit>0...`) out.
+        let owned = |f: &cairn_fs::FileInfo| {
+            let base = f.name.rsplit('/').next().unwrap_or(&f.name);
+            unit.owns_data_file(base)
+                // Temporary files a killed local write left
+                // (`.<unit>_<n>.<ext>.cairn-tmp-...`).
+                || (base.contains(crate::layout::TEMP_MARKER)
+                    && base
+                        .strip_prefix('.')
+                        .is_some_and(|b| unit.owns_data_file(b)))
+        };
+        // Streamed: only the unit's own files are kept.
+        let mut paths: Vec<String> = Vec::new();
+        for prefix in [unit.as_str().to_string(), format!(".{}", unit.as_str())] {
+            let mut listed = output_fs
+                .find_prefix_stream(&format!("{output_dir}/{prefix}"))
+                .await?;
+            while let Some(file) = listed.try_next().await? {
+                if owned(&file) {
+                    paths.push(file.name);
+                }
+            }
+        }
+        let paths: Vec<&str> = paths.iter().map(String::as_str).collect();
+        // Listed as files: deleted without a stat each.
+        output_fs.rm_files(&paths).await?;
+        self.fs.rm_file(&self.file(&unit.pending_file())).await?;
+        Ok(paths.len())
     }
 }

@@ -166,7 +166,7 @@ fn kill9_at_random_instants() {
         let wrong: Vec<_> = counts.iter().filter(|(_, c)| **c != 2).collect();
         assert!(wrong.is_empty(), "rows not exactly once: {wrong:?}");
         let dir = CheckpointDir::new(fs.clone(), &format!("{root}/ckpt"), "id");
-        let report = dir.clean_up().await.unwrap();
+        let report = dir.clean_up(None).await.unwrap();
         assert!(report.kept_foreign.is_empty(), "{report:?}");
         assert!(report.removed_directory, "{report:?}");
     });

@@ -1,5 +1,6 @@
 //! Faults inside the lease code, through its failpoints: a renewal that
-//! hangs, and a create whose first attempt landed but whose answer was lost.
+//! hangs, one that lands after the deadline, a write running past it, and a
+//! create whose first attempt landed but whose answer was lost.
 //! One test function: failpoints are global to the process.
 
 use std::sync::Arc;
@@ -64,6 +65,44 @@ async fn lease_faults() {
             .is_empty()
     );
     fail::remove("lease-renew-hangs");
+    assert!(keeper.stop().await.is_err());
+
+    // A renewal slow enough to end after the deadline does not revive the
+    // lease: another run may have taken it in between. And the fenced
+    // write still running at the deadline is abandoned.
+    let root = format!("memory:///lease-late-{}", RunId::new().as_str());
+    let dir = dir_on(&root);
+    let lease = dir
+        .acquire_lease(&RunId::new(), Duration::from_secs(3))
+        .await
+        .unwrap();
+    fail::cfg("lease-renew-hangs", "sleep(2000)").unwrap();
+    let keeper = LeaseKeeper::start(dir.clone(), lease);
+    let started = std::time::Instant::now();
+    let slow = keeper
+        .fenced(async {
+            tokio::time::sleep(Duration::from_secs(60)).await;
+            Ok::<(), Error>(())
+        })
+        .await;
+    assert!(
+        matches!(slow, Err(Error::LeaseExpired { .. })),
+        "a write running at the deadline is abandoned: {slow:?}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "{:?}",
+        started.elapsed()
+    );
+    // The renewal (begun at 1 s, held 2 s) lands at about 3 s, after the
+    // deadline (2.25 s).
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    fail::remove("lease-renew-hangs");
+    let err = keeper.check().unwrap_err();
+    assert!(
+        matches!(err, Error::LeaseExpired { .. }),
+        "stays expired: {err}"
+    );
     assert!(keeper.stop().await.is_err());
     scenario.teardown();
 }

@@ -59,7 +59,8 @@ async fn open_takes_the_lease_recovers_and_loads() {
 
     let second = config.open(&fs, &out).await.unwrap_err();
     assert!(matches!(second, Error::LeaseHeld { .. }), "{second}");
-    open.dir.release_lease(open.lease).await.unwrap();
+    let lease = open.keeper.stop().await.unwrap();
+    open.dir.release_lease(lease).await.unwrap();
 }
 
 #[tokio::test]
@@ -109,6 +110,10 @@ async fn an_interrupted_clean_up_is_finished_not_rolled_back() {
     let config = CheckpointConfig::new("id", &format!("{root}/ckpt"));
     let fs = FileSystem::new("file", &StorageOptions::new()).unwrap();
     let out = format!("{root}/out");
+    // The first open binds the checkpoint to its output, as every run does.
+    let first = config.open(&fs, &out).await.unwrap();
+    let lease = first.keeper.stop().await.unwrap();
+    first.dir.release_lease(lease).await.unwrap();
     let dir = config.dir().unwrap();
     let run = RunId::new();
     let (a, b) = (UnitName::new(&run, 0), UnitName::new(&run, 1));
@@ -116,7 +121,8 @@ async fn an_interrupted_clean_up_is_finished_not_rolled_back() {
         write_unit(&dir, &fs, &out, unit, &values).await;
         dir.commit(unit, ids(&values)).await.unwrap();
     }
-    // What a clean-up killed after its first deletion leaves.
+    // What a clean-up of older cairn (an empty marker) killed after its
+    // first deletion leaves.
     fs.pipe(
         &format!("{root}/ckpt/{}", cairn_checkpoint::COMPLETE_FILE),
         bytes::Bytes::new(),
@@ -136,7 +142,7 @@ async fn an_interrupted_clean_up_is_finished_not_rolled_back() {
         2,
         "the finished output is intact"
     );
-    open.dir.clean_up().await.unwrap();
+    open.dir.clean_up(None).await.unwrap();
     assert!(!fs.exists(&format!("{root}/ckpt")).await.unwrap());
     assert_eq!(fs.find(&out).await.unwrap().len(), 2);
 }

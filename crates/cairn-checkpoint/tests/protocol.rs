@@ -195,7 +195,7 @@ async fn crash_resume_exactly_once(store: Store) {
         assert!(run(&store, None).await);
         assert_eq!(store.out_fs.find(&store.out).await.unwrap().len(), before);
 
-        let report = dir.clean_up().await.unwrap();
+        let report = dir.clean_up(None).await.unwrap();
         assert!(report.deleted > 0);
         assert_eq!(report.kept_foreign, ["README.txt"], "{crash:?}");
         assert!(
@@ -330,7 +330,7 @@ async fn clean_up_past_one_batch(store: Store) {
     assert_eq!(loaded.committed.len() as u64, UNITS);
     assert_eq!(loaded.ids.len(), UNITS);
 
-    let report = dir.clean_up().await.unwrap();
+    let report = dir.clean_up(None).await.unwrap();
     assert_eq!(report.deleted as u64, UNITS);
     assert_eq!(report.kept_foreign, ["notes.txt"]);
     let left: Vec<String> = store

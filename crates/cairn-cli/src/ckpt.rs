@@ -175,7 +175,7 @@ pub async fn run(command: CkptCommand, options: &StorageOptions) -> CliResult<u8
                 }
             };
             if state.complete {
-                let cleaned = dir.clean_up().await?;
+                let cleaned = dir.clean_up(Some((&out_fs, &out_path))).await?;
                 writeln!(
                     out,
                     "the run had finished and its clean-up was interrupted; finished it ({} files deleted)",

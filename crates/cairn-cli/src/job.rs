@@ -137,8 +137,15 @@ pub enum JobCommand {
         /// Seconds a transform may take over one batch; past it the process
         /// (and what it started) is killed and the job stops (committed
         /// units are kept). Default: no limit.
-        #[arg(long = "map-timeout", value_name = "SECS", value_parser = positive_seconds)]
-        map_timeout: Option<f64>,
+        #[arg(long = "map-timeout", value_name = "SECS", value_parser = map_timeout_seconds)]
+        map_timeout: Option<Duration>,
+        /// Lifetime of the checkpoint's lease in seconds (renewed every
+        /// third of it; another run may take the checkpoint over once it
+        /// ends unrenewed). Raise it for stores far away, where a request
+        /// can take longer than a quarter of it.
+        #[arg(long = "lease-ttl", value_name = "SECS", value_parser = lease_ttl_seconds,
+              default_value = "120")]
+        lease_ttl: Duration,
         /// Keep only these columns (comma-separated), after the transforms.
         #[arg(long, value_delimiter = ',')]
         select: Vec<String>,
@@ -203,6 +210,7 @@ pub async fn run(command: JobCommand, options: &StorageOptions) -> CliResult<u8>
             keep_checkpoint,
             map_cmds,
             map_timeout,
+            lease_ttl,
             select,
             json,
             quiet,
@@ -214,10 +222,7 @@ pub async fn run(command: JobCommand, options: &StorageOptions) -> CliResult<u8>
             let mut dataset = Dataset::from_source(source);
             for command in &map_cmds {
                 dataset = match map_timeout {
-                    Some(secs) => dataset.map_command_with_timeout(
-                        command,
-                        std::time::Duration::from_secs_f64(secs),
-                    ),
+                    Some(timeout) => dataset.map_command_with_timeout(command, timeout),
                     None => dataset.map_command(command),
                 };
             }
@@ -239,6 +244,7 @@ pub async fn run(command: JobCommand, options: &StorageOptions) -> CliResult<u8>
                 config.commit_interval = Duration::try_from_secs_f64(commit_every_secs)
                     .map_err(|_| "--commit-every-secs must be a positive number of seconds")?;
                 config.delete_checkpoint_on_success = !keep_checkpoint;
+                config.lease_ttl = lease_ttl;
                 ctx = ctx.checkpoint(config);
             } else if id_column.is_some() {
                 return Err("--id-column only matters with --checkpoint; add --checkpoint URL to make the job resumable".into());
@@ -534,12 +540,32 @@ async fn write_sample(
     Ok(())
 }
 
-/// A number of seconds above zero (`--map-timeout`).
-fn positive_seconds(text: &str) -> Result<f64, String> {
+/// A number of seconds in `min..=max`, as a duration; the flag's name and
+/// the bounds are in the error.
+fn seconds_between(text: &str, min: f64, max: f64) -> Result<Duration, String> {
     match text.parse::<f64>() {
-        Ok(secs) if secs > 0.0 && secs.is_finite() => Ok(secs),
-        _ => Err(format!("{text:?} is not a number of seconds above 0")),
+        Ok(secs) if secs >= min && secs <= max => Duration::try_from_secs_f64(secs)
+            .map_err(|_| format!("{text:?} is not a number of seconds")),
+        Ok(secs) if secs.is_nan() => Err(format!("{text:?} is not a number of seconds")),
+        Ok(_) => Err(format!("give between {min} and {max} seconds, not {text}")),
+        Err(_) => Err(format!("{text:?} is not a number of seconds")),
     }
+}
+
+/// `--map-timeout`: above zero, at most a week (a longer wait is no limit:
+/// leave the flag out).
+fn map_timeout_seconds(text: &str) -> Result<Duration, String> {
+    if text.parse::<f64>().is_ok_and(|secs| secs <= 0.0) {
+        return Err(format!("{text:?} is not a number of seconds above 0"));
+    }
+    seconds_between(text, f64::MIN_POSITIVE, 7.0 * 86_400.0)
+        .map_err(|e| format!("{e} (leave --map-timeout out for no limit)"))
+}
+
+/// `--lease-ttl`: at least 3 s (it is renewed every third of it), at most
+/// a day.
+fn lease_ttl_seconds(text: &str) -> Result<Duration, String> {
+    seconds_between(text, 3.0, 86_400.0)
 }
 
 /// A count of at least 1 (`--batch-size`, `--workers`).

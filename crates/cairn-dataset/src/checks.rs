@@ -1,10 +1,14 @@
 //! What a job refuses before it writes anything: an ID column that is not
-//! there or cannot identify rows, an output inside an input, an overwrite
-//! that would lose committed rows, and a fresh run into a full output.
+//! there or cannot identify rows, an output that overlaps an input, an
+//! overwrite that would lose committed rows or delete an input, and a fresh
+//! run into a full output.
+
+use std::collections::HashSet;
 
 use arrow_schema::SchemaRef;
-use cairn_checkpoint::IdSet;
+use cairn_checkpoint::{IdSet, InputFingerprint};
 use cairn_fs::{ErrorKind, FileSystem, StorageOptions};
+use futures::TryStreamExt;
 
 use crate::error::{Error, Result};
 use crate::ops::column_names;
@@ -35,8 +39,10 @@ pub(crate) fn id_column(schema: &SchemaRef, id: &str) -> Result<()> {
     })
 }
 
-/// Each input URL of `source` with its filesystem and stripped path (URLs
-/// that name no filesystem are left to the planner, which reports them).
+/// Where each input URL of `source` reads: its URL, filesystem and the
+/// stripped path of the file or directory it names, or of a glob's base
+/// (the directory before its first wildcard). URLs that name no filesystem
+/// are left to the planner, which reports them.
 fn input_locations<'a>(
     source: &'a Source,
     options: &StorageOptions,
@@ -48,27 +54,32 @@ fn input_locations<'a>(
     urls.iter()
         .filter_map(|url| {
             let (fs, path) = FileSystem::from_url(url, options).ok()?;
-            Some((url.as_str(), fs, path))
+            let base = match path.find(['*', '?', '[']) {
+                Some(at) => path[..at]
+                    .rsplit_once('/')
+                    .map_or("", |(d, _)| d)
+                    .to_string(),
+                None => path,
+            };
+            Some((url.as_str(), fs, base))
         })
         .collect()
 }
 
-/// A job that writes into a directory it reads would read its own output
-/// on the next run.
-pub(crate) fn output_outside_inputs(
+/// An input that is, contains or lies inside the output would lose files
+/// to `--mode overwrite` (and to the roll-back of a unit), and a job
+/// writing into what it reads would read its own output on the next run.
+pub(crate) fn output_apart_from_inputs(
     source: &Source,
     out_fs: &FileSystem,
     out_dir: &str,
     options: &StorageOptions,
 ) -> Result<()> {
-    for (url, fs, path) in input_locations(source, options) {
-        let input = path.trim_end_matches('/');
-        let output = out_dir.trim_end_matches('/');
-        let nested = output == input || output.starts_with(&format!("{input}/"));
-        if fs.protocol() == out_fs.protocol() && nested {
+    for (url, fs, base) in input_locations(source, options) {
+        if cairn_checkpoint::paths_overlap(&fs, &base, out_fs, out_dir)? {
             return Err(Error::Plan {
                 reason: format!(
-                    "the output {} is inside the input {url}; a later run would read this job's own output. Write somewhere else",
+                    "the input {url} and the output {} overlap (one is, contains or lies inside the other); nothing was written. The job could delete or overwrite its own input, and a later run would read its output. Write the output to a directory of its own",
                     out_fs.url(out_dir)
                 ),
             });
@@ -84,19 +95,8 @@ pub(crate) fn checkpoint_outside_inputs(
     checkpoint: &cairn_checkpoint::CheckpointDir,
     options: &StorageOptions,
 ) -> Result<()> {
-    for (_, fs, path) in input_locations(source, options) {
-        // A glob names the directory before its first wildcard.
-        let dir = match path.find(['*', '?', '[']) {
-            Some(at) => path[..at]
-                .rsplit_once('/')
-                .map_or("", |(d, _)| d)
-                .to_string(),
-            None => path,
-        };
-        if dir.is_empty() {
-            continue;
-        }
-        cairn_checkpoint::refuse_overlap(checkpoint.fs(), checkpoint.path(), &fs, &dir, "input")?;
+    for (_, fs, base) in input_locations(source, options) {
+        cairn_checkpoint::refuse_overlap(checkpoint.fs(), checkpoint.path(), &fs, &base, "input")?;
     }
     Ok(())
 }
@@ -119,21 +119,20 @@ pub(crate) fn overwrite_keeps_committed_rows(
     Ok(())
 }
 
-/// Applies the save mode to the output directory: empties it for
-/// overwrite; for the default mode, refuses a directory that holds files
-/// unless this run resumes committed IDs.
+/// Applies the save mode to the output directory: for overwrite, deletes
+/// the files a listing of it finds, after checking that none of them is an
+/// input of this job (`inputs`); for the default mode, refuses a directory
+/// that holds files unless this run resumes committed IDs.
 pub(crate) async fn prepare_output(
     fs: &FileSystem,
     dir: &str,
     mode: SaveMode,
     nothing_committed: bool,
     checkpointed: bool,
+    inputs: &[InputFingerprint],
 ) -> Result<()> {
     match mode {
-        SaveMode::Overwrite if fs.exists(dir).await? => {
-            fs.rm_with(dir, cairn_fs::TreeOptions::new().recursive(true))
-                .await?
-        }
+        SaveMode::Overwrite => empty_output(fs, dir, inputs).await?,
         SaveMode::ErrorIfExists if nothing_committed => {
             if let Some(first) = first_file(fs, dir).await? {
                 return Err(Error::Plan {
@@ -153,6 +152,46 @@ pub(crate) async fn prepare_output(
     }
     Ok(())
 }
+
+/// Deletes the files under `dir` that one listing finds, none of them an
+/// input: the whole listing is checked before the first delete.
+async fn empty_output(fs: &FileSystem, dir: &str, inputs: &[InputFingerprint]) -> Result<()> {
+    let inputs: HashSet<&str> = inputs.iter().map(|f| f.url.as_str()).collect();
+    let mut files: Vec<String> = Vec::new();
+    let listing = fs.find_stream(dir, cairn_fs::FindOptions::new()).await;
+    let mut listed = match listing {
+        Ok(listed) => listed,
+        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e.into()),
+    };
+    loop {
+        let file = match listed.try_next().await {
+            Ok(Some(file)) => file,
+            Ok(None) => break,
+            Err(e) if e.kind() == ErrorKind::NotFound => break,
+            Err(e) => return Err(e.into()),
+        };
+        let url = fs.url(&file.name);
+        if inputs.contains(url.as_str()) {
+            return Err(Error::Plan {
+                reason: format!(
+                    "mode overwrite would delete {url}, which is an input of this job; nothing was deleted. Write the output to a directory of its own"
+                ),
+            });
+        }
+        files.push(file.name);
+    }
+    for batch in files.chunks(OVERWRITE_DELETE_BATCH) {
+        let paths: Vec<&str> = batch.iter().map(String::as_str).collect();
+        // Listed as files: deleted without a stat each.
+        fs.rm_files(&paths).await?;
+    }
+    Ok(())
+}
+
+/// Files deleted per request by an overwrite (an S3 DeleteObjects takes
+/// 1,000 keys).
+const OVERWRITE_DELETE_BATCH: usize = 1000;
 
 /// The name of some file under `dir`, if it holds any.
 async fn first_file(fs: &FileSystem, dir: &str) -> Result<Option<String>> {

@@ -34,39 +34,56 @@ pub(crate) struct CommandProcess {
 /// Kills a process group that takes longer than `timeout` over one batch.
 struct Watchdog {
     timeout: Duration,
-    /// When the batch in flight was sent (`None` between batches).
-    busy_since: Arc<Mutex<Option<Instant>>>,
+    watch: Arc<Mutex<Watch>>,
     fired: Arc<AtomicBool>,
-    done: Arc<AtomicBool>,
+}
+
+/// What the watchdog looks at, under one lock: the kill happens with it
+/// held, so it cannot race the reaping of the child.
+#[derive(Default)]
+struct Watch {
+    /// When the batch in flight was sent (`None` between batches).
+    busy_since: Option<Instant>,
+    /// The child is about to be (or was) reaped: its process group ID may
+    /// belong to another process from then on, so it is never signalled.
+    retired: bool,
 }
 
 impl Watchdog {
     fn start(timeout: Duration, group: u32) -> Self {
-        let busy_since = Arc::new(Mutex::new(None::<Instant>));
+        let watch = Arc::new(Mutex::new(Watch::default()));
         let fired = Arc::new(AtomicBool::new(false));
-        let done = Arc::new(AtomicBool::new(false));
-        let (busy, fire, stop) = (busy_since.clone(), fired.clone(), done.clone());
+        let (shared, fire) = (watch.clone(), fired.clone());
         std::thread::spawn(move || {
-            while !stop.load(Ordering::Relaxed) {
-                let since = *busy.lock().expect("watchdog lock");
-                if since.is_some_and(|t| t.elapsed() > timeout) {
-                    fire.store(true, Ordering::Relaxed);
-                    kill_group(group);
-                    return;
+            loop {
+                {
+                    let watch = shared.lock().expect("watchdog lock");
+                    if watch.retired {
+                        return;
+                    }
+                    if watch.busy_since.is_some_and(|t| t.elapsed() > timeout) {
+                        fire.store(true, Ordering::Relaxed);
+                        kill_group(group);
+                        return;
+                    }
                 }
                 std::thread::sleep(Duration::from_millis(50));
             }
         });
         Self {
             timeout,
-            busy_since,
+            watch,
             fired,
-            done,
         }
     }
 
     fn busy(&self, busy: bool) {
-        *self.busy_since.lock().expect("watchdog lock") = busy.then(Instant::now);
+        self.watch.lock().expect("watchdog lock").busy_since = busy.then(Instant::now);
+    }
+
+    /// Called before the child is waited for: no signal after this.
+    fn retire(&self) {
+        self.watch.lock().expect("watchdog lock").retired = true;
     }
 }
 
@@ -75,7 +92,9 @@ impl Watchdog {
 fn kill_group(group: u32) {
     #[cfg(unix)]
     // SAFETY: killpg only sends a signal; `group` is the process group this
-    // module created for the transform (its leader's PID).
+    // module created for the transform (its leader's PID), and the leader
+    // has not been reaped (`Watchdog::retire` comes first), so the ID is
+    // still that group's.
     unsafe {
         libc::killpg(group as libc::pid_t, libc::SIGKILL);
     }
@@ -198,6 +217,9 @@ impl CommandProcess {
             ),
             None => what.to_string(),
         };
+        if let Some(watchdog) = &self.watchdog {
+            watchdog.retire();
+        }
         let deadline = Instant::now() + Duration::from_secs(2);
         let status = loop {
             match self.child.try_wait() {
@@ -240,7 +262,7 @@ impl CommandProcess {
 impl Drop for CommandProcess {
     fn drop(&mut self) {
         if let Some(watchdog) = &self.watchdog {
-            watchdog.done.store(true, Ordering::Relaxed);
+            watchdog.retire();
         }
         if let Some(mut writer) = self.writer.take() {
             let _ = writer.finish();

@@ -110,7 +110,7 @@ pub(crate) async fn run(plan: Plan, ctx: &JobContext, sink: Sink) -> Result<JobS
         });
     }
     let (out_fs, out_dir) = FileSystem::from_url(&sink.url, &ctx.storage_options)?;
-    checks::output_outside_inputs(&source, &out_fs, &out_dir, &ctx.storage_options)?;
+    checks::output_apart_from_inputs(&source, &out_fs, &out_dir, &ctx.storage_options)?;
     let id_column = ctx.checkpoint.as_ref().map(|c| c.id_column.clone());
 
     // Checkpoint: lease, recovery, committed IDs (before planning, so the
@@ -128,9 +128,10 @@ pub(crate) async fn run(plan: Plan, ctx: &JobContext, sink: Sink) -> Result<JobS
         checks::checkpoint_outside_inputs(&source, &config.dir()?, &ctx.storage_options)?;
         let open = config.open(&out_fs, &out_dir).await?;
         if open.state.complete {
-            // The previous run finished; only its clean-up was cut short.
-            // Clean-up removes the lease this run just took, too.
-            open.dir.clean_up().await?;
+            // This job's previous run finished; only its clean-up was cut
+            // short. Clean-up removes the lease this run just took, too.
+            let _ = open.keeper.stop().await?;
+            open.dir.clean_up(Some((&out_fs, &out_dir))).await?;
             summary.completed_before = true;
             summary.checkpoint_removed = true;
             stamp(&mut summary);
@@ -141,18 +142,15 @@ pub(crate) async fn run(plan: Plan, ctx: &JobContext, sink: Sink) -> Result<JobS
         {
             // A committed unit whose data is gone: going on would skip its
             // rows for good (and delete the checkpoint, their only record).
-            if let Err(release) = open.dir.release_lease(open.lease).await {
-                tracing::warn!("could not release the checkpoint lease: {release}");
-            }
+            release(&open.dir, open.keeper).await;
             return Err(e.into());
         }
         summary.units_rolled_back = open.recovery.rolled_back.len() as u64;
         summary.data_files_rolled_back = open.recovery.data_files_deleted as u64;
         committed = open.state.ids;
-        let keeper = LeaseKeeper::start(open.dir.clone(), open.lease);
         checkpoint = Some(RunCheckpoint {
             dir: open.dir,
-            keeper,
+            keeper: open.keeper,
             run: open.run,
             config,
             job: open.job,
@@ -221,6 +219,7 @@ async fn prepare_and_run(
             sink.mode,
             committed.is_empty(),
             id_column.is_some(),
+            &planned.inputs,
         )
         .await?;
         Ok(planned)
@@ -238,7 +237,8 @@ async fn prepare_and_run(
                     // owns the directory now.
                     match c.keeper.stop().await {
                         Ok(_) => {
-                            if let Err(clean) = c.dir.clean_up().await {
+                            let output = (&out_fs, out_dir.as_str());
+                            if let Err(clean) = c.dir.clean_up(Some(output)).await {
                                 tracing::warn!("could not remove the unused checkpoint: {clean}");
                             }
                         }
@@ -349,7 +349,11 @@ async fn prepare_and_run(
     let lease = keeper.stop().await?;
     let config = config.expect("a checkpoint has a config");
     if config.delete_checkpoint_on_success {
-        let report = dir.clean_up().await?;
+        let report = dir
+            .clean_up(Some((&shared.out_fs, shared.out_dir.as_str())))
+            .await?;
+        summary.units_rolled_back += report.rolled_back.len() as u64;
+        summary.data_files_rolled_back += report.data_files_deleted as u64;
         summary.checkpoint_removed = report.removed_directory || report.kept_foreign.is_empty();
         summary.checkpoint_foreign_files = report.kept_foreign;
     } else {
@@ -543,8 +547,7 @@ async fn flush(shared: &Shared, unit: &mut Unit) -> Result<()> {
         None
     };
     if let (Some((dir, keeper)), Some(ids)) = (&shared.checkpoint, &ids) {
-        keeper.check()?;
-        dir.write_pending(&name, ids.clone()).await?;
+        keeper.fenced(dir.write_pending(&name, ids.clone())).await?;
         crash_point("unit-after-pending");
     }
     let mut bytes_written = 0;
@@ -556,10 +559,13 @@ async fn flush(shared: &Shared, unit: &mut Unit) -> Result<()> {
         })??;
         if let Some(bytes) = encoded {
             bytes_written = bytes.len() as u64;
-            shared
-                .out_fs
-                .pipe(&file, bytes, WriteMode::Overwrite)
-                .await?;
+            let write = shared.out_fs.pipe(&file, bytes, WriteMode::Overwrite);
+            match &shared.checkpoint {
+                // Fenced like the commit: no request of this unit leaves
+                // after the lease's deadline.
+                Some((_, keeper)) => keeper.fenced(write).await?,
+                None => write.await?,
+            }
             shared.counts.files_written.fetch_add(1, Ordering::Relaxed);
             data_files += 1;
             crash_point("unit-after-data");

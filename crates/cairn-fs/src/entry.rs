@@ -1,5 +1,5 @@
 //! What a listing or `info` returns: plain data, shared by the filesystem
-//! and the listing cache.
+//! and the listing cache, and the collected (sorted) form of a listing.
 
 use serde::Serialize;
 
@@ -108,4 +108,15 @@ pub struct WalkStep {
     pub dirs: Vec<FileInfo>,
     /// Its files, sorted by name (for a walk of a file path, the file).
     pub files: Vec<FileInfo>,
+}
+
+/// A listing stream's entries, sorted by name: the collected form of every
+/// streaming listing.
+pub(crate) async fn collect_sorted(
+    entries: futures::stream::BoxStream<'static, crate::error::Result<FileInfo>>,
+) -> crate::error::Result<Vec<FileInfo>> {
+    use futures::TryStreamExt;
+    let mut out: Vec<FileInfo> = entries.try_collect().await?;
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(out)
 }

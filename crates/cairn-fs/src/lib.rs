@@ -35,8 +35,8 @@ pub use cache::ListingCacheConfig;
 pub use error::{Error, ErrorKind, Result};
 pub use filesystem::{
     DiskUsage, FileInfo, FileReader, FileSystem, FileSystemBuilder, FileType, FileWriter,
-    FindOptions, TransferProgress, TreeOptions, WalkStep, WriteMode, build_checkpoint_filesystem,
-    other_paths,
+    FindOptions, PROBE_PREFIX, TransferProgress, TreeOptions, WalkStep, WriteMode,
+    build_checkpoint_filesystem, other_paths,
 };
 pub use fsspec_env::FsspecEnv;
 pub use http::is_localhost_name;

@@ -9,9 +9,9 @@ use arrow_pyarrow::PyArrowType;
 use bytes::Bytes;
 use cairn_checkpoint::{CheckpointConfig, IdSet, StringMode};
 use cairn_fs::ErrorKind;
-use pyo3::exceptions::PyValueError;
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict};
+use pyo3::types::{PyBytes, PyDict, PyMemoryView};
 
 use crate::errors::checkpoint_to_py;
 use crate::filesystem::NativeFileSystem;
@@ -28,11 +28,60 @@ struct SharedMemory {
 
 impl AsRef<[u8]> for SharedMemory {
     fn as_ref(&self) -> &[u8] {
-        // SAFETY: `_from_shared_memory`'s caller passes the address and
-        // length of the contiguous memory of `_owner`, which stays alive and
-        // unmoved while held here; the set only reads it.
+        // SAFETY: `_from_shared_memory` took the address and length from
+        // `_owner` itself (an exact `numpy.ndarray`, one-dimensional,
+        // contiguous, of bytes, over memory that cannot be written or
+        // freed: see `ndarray_memory`), which stays alive and unmoved while
+        // held here; the set only reads it.
         unsafe { std::slice::from_raw_parts(self.address as *const u8, self.length) }
     }
+}
+
+/// Where an exact `numpy.ndarray` of bytes keeps its memory: `(address,
+/// length, immutable)`, where `immutable` says that nothing can write or
+/// free it while the array lives (the array is read-only and the buffer
+/// at the end of its `base` chain is `bytes` or another read-only buffer).
+/// Anything but a one-dimensional, C-contiguous `uint8` array is refused.
+fn ndarray_memory(owner: &Bound<'_, PyAny>) -> PyResult<(usize, usize, bool)> {
+    let is_ndarray = |object: &Bound<'_, PyAny>| -> PyResult<bool> {
+        let kind = object.get_type();
+        let module: String = kind.getattr("__module__")?.extract()?;
+        let name: String = kind.getattr("__name__")?.extract()?;
+        Ok(module == "numpy" && name == "ndarray")
+    };
+    if !is_ndarray(owner)? {
+        return Err(PyTypeError::new_err(format!(
+            "the ID set's memory must be a numpy.ndarray of uint8, not {}",
+            owner.get_type().name()?
+        )));
+    }
+    let interface = owner.getattr("__array_interface__")?;
+    let typestr: String = interface.get_item("typestr")?.extract()?;
+    let shape: Vec<usize> = interface.get_item("shape")?.extract()?;
+    let strides = interface.get_item("strides")?;
+    let (address, readonly): (usize, bool) = interface.get_item("data")?.extract()?;
+    if typestr != "|u1" || shape.len() != 1 || !strides.is_none() {
+        return Err(PyValueError::new_err(format!(
+            "the ID set's memory must be a one-dimensional, contiguous array of uint8 (typestr {typestr}, shape {shape:?})"
+        )));
+    }
+    // The array's own flag, then the memory under it: a read-only view of
+    // memory someone else can write is not immutable.
+    let mut base = owner.clone();
+    while is_ndarray(&base)? {
+        let next = base.getattr("base")?;
+        if next.is_none() {
+            // The array owns its memory: it can be made writable again.
+            return Ok((address, shape[0], false));
+        }
+        base = next;
+    }
+    let immutable = readonly
+        && (base.is_instance_of::<PyBytes>()
+            || PyMemoryView::from(&base)
+                .and_then(|view| view.getattr("readonly")?.extract::<bool>())
+                .unwrap_or(false));
+    Ok((address, shape[0], immutable))
 }
 
 /// An immutable set of committed IDs.
@@ -43,25 +92,27 @@ pub(crate) struct NativeIdSet {
 
 #[pymethods]
 impl NativeIdSet {
-    /// The set [`NativeIdSet::to_bytes`] wrote, read in place from the
-    /// `length` bytes at `address` that `owner` (a C-contiguous NumPy array,
-    /// as Ray returns from its shared object store) holds: the big arrays
-    /// are not copied, so the filter actors of a machine share one copy.
-    /// `owner` is kept alive by the set. Called by `cairn.ray`, which takes
-    /// address and length from the array itself (the buffer protocol is not
-    /// in the stable ABI before Python 3.11).
+    /// The set [`NativeIdSet::to_bytes`] wrote, held by `owner`: a
+    /// one-dimensional, C-contiguous `numpy.ndarray` of `uint8`, as Ray
+    /// returns from its shared object store. When the array's memory cannot
+    /// change (read-only, over an immutable buffer: Ray's object store,
+    /// `bytes`), it is read in place, so the filter actors of a machine share
+    /// one copy, and `owner` is kept alive by the set; otherwise the bytes
+    /// are copied. The address and length come from the array itself (the
+    /// buffer protocol is not in the stable ABI before Python 3.11), never
+    /// from the caller.
     #[staticmethod]
-    fn _from_shared_memory(
-        py: Python<'_>,
-        owner: Py<PyAny>,
-        address: usize,
-        length: usize,
-    ) -> PyResult<Self> {
+    fn _from_shared_memory(py: Python<'_>, owner: Bound<'_, PyAny>) -> PyResult<Self> {
+        let (address, length, immutable) = ndarray_memory(&owner)?;
+        if !immutable {
+            let bytes: Vec<u8> = owner.call_method0("tobytes")?.extract()?;
+            return Self::from_bytes(py, &bytes);
+        }
         if address == 0 && length > 0 {
             return Err(PyValueError::new_err("the ID set's memory has no address"));
         }
         let bytes = Bytes::from_owner(SharedMemory {
-            _owner: owner,
+            _owner: owner.unbind(),
             address,
             length,
         });
@@ -139,14 +190,14 @@ pub(crate) fn open_checkpoint<'py>(
     exact_strings: bool,
 ) -> PyResult<(NativeIdSet, Bound<'py, PyDict>)> {
     let mut config = CheckpointConfig::new(id_column, checkpoint_url);
-    config.filesystem = Some(checkpoint_fs.fs.clone());
+    config.filesystem = Some(checkpoint_fs.fs());
     if exact_strings {
         config.string_mode = StringMode::Exact;
     }
     let report = PyDict::new(py);
     let set = match (output_fs, output_dir) {
         (Some(output_fs), Some(output_dir)) => {
-            let output = output_fs.fs.clone();
+            let output = output_fs.fs();
             let (state, recovery) = wait(py, async {
                 let subdirs = match output.ls(output_dir).await {
                     Ok(entries) => entries.into_iter().filter(|e| e.is_dir()).count(),
@@ -163,7 +214,12 @@ pub(crate) fn open_checkpoint<'py>(
                 }
                 let open = config.open(&output, output_dir).await?;
                 let checked = open.dir.require_data(&open.state, &output, output_dir).await;
-                let released = open.dir.release_lease(open.lease).await;
+                // A lease lost or expired while opening is an error: another
+                // run may own the checkpoint now.
+                let released = match open.keeper.stop().await {
+                    Ok(lease) => open.dir.release_lease(lease).await,
+                    Err(lost) => Err(lost),
+                };
                 checked?;
                 released?;
                 Ok((open.state, open.recovery))

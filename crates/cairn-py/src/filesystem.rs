@@ -1,6 +1,8 @@
 //! `NativeFileSystem`: one cairn filesystem (a protocol and its storage
 //! options) for `cairn.fsspec.CairnFileSystem`.
 
+use std::sync::Mutex;
+
 use bytes::Bytes;
 use cairn_fs::{FileInfo, FileSystem, FileSystemBuilder, StorageOptions, WriteMode};
 use futures::StreamExt;
@@ -20,9 +22,37 @@ fn entry(info: FileInfo) -> Entry {
 }
 
 /// One cairn filesystem: a protocol and its storage options.
+///
+/// Its operators and HTTP connection pools belong to the process that made
+/// them: after `fork()` (multiprocessing, PyTorch DataLoader workers), a
+/// child using the parent's would wait on connections whose tasks ran in
+/// the parent. So the filesystem is built again, from the same settings,
+/// the first time a new process uses it (as the runtime is).
 #[pyclass(module = "cairn._native", frozen)]
 pub(crate) struct NativeFileSystem {
-    pub(crate) fs: FileSystem,
+    builder: FileSystemBuilder<'static>,
+    current: Mutex<(u32, FileSystem)>,
+}
+
+impl NativeFileSystem {
+    /// The filesystem for this process.
+    pub(crate) fn fs(&self) -> FileSystem {
+        let mut current = self.current.lock().unwrap_or_else(|e| e.into_inner());
+        let pid = std::process::id();
+        if current.0 != pid {
+            // Built once already from the same settings, so it builds again.
+            let fresh = self
+                .builder
+                .clone()
+                .build()
+                .expect("the settings built before");
+            // The parent's operators hold tasks of a runtime this process
+            // does not run: dropping them could wait for those forever.
+            std::mem::forget(std::mem::replace(&mut current.1, fresh));
+            current.0 = pid;
+        }
+        current.1.clone()
+    }
 }
 
 #[pymethods]
@@ -38,32 +68,34 @@ impl NativeFileSystem {
         if checkpoint {
             builder = builder.for_checkpoints();
         }
+        let fs = builder.clone().build().map_err(to_py)?;
         Ok(Self {
-            fs: builder.build().map_err(to_py)?,
+            builder,
+            current: Mutex::new((std::process::id(), fs)),
         })
     }
 
     /// The canonical protocol (`s3` for `s3a`).
     fn protocol(&self) -> String {
-        self.fs.protocol().to_string()
+        self.fs().protocol().to_string()
     }
 
     /// The stripped path of a URL or path (`bucket/key`, `/abs/path`).
     fn strip(&self, path: &str) -> PyResult<String> {
-        self.fs.strip(path).map_err(to_py)
+        self.fs().strip(path).map_err(to_py)
     }
 
     /// The URL of a stripped path.
     fn url(&self, path: &str) -> String {
-        self.fs.url(path)
+        self.fs().url(path)
     }
 
     fn info(&self, py: Python<'_>, path: &str) -> PyResult<Entry> {
-        wait(py, self.fs.info(path)).map(entry).map_err(to_py)
+        wait(py, self.fs().info(path)).map(entry).map_err(to_py)
     }
 
     fn ls(&self, py: Python<'_>, path: &str) -> PyResult<Vec<Entry>> {
-        let found = wait(py, self.fs.ls(path)).map_err(to_py)?;
+        let found = wait(py, self.fs().ls(path)).map_err(to_py)?;
         Ok(found.into_iter().map(entry).collect())
     }
 
@@ -77,7 +109,7 @@ impl NativeFileSystem {
     ) -> PyResult<Vec<Entry>> {
         let found = wait(
             py,
-            self.fs.find_with(
+            self.fs().find_with(
                 path,
                 cairn_fs::FindOptions::new()
                     .max_depth_opt(maxdepth)
@@ -98,8 +130,8 @@ impl NativeFileSystem {
         end: Option<u64>,
     ) -> PyResult<Bound<'py, PyBytes>> {
         let data = match (start, end) {
-            (None | Some(0), None) => wait(py, self.fs.cat(path)),
-            (start, end) => wait(py, self.fs.cat_range(path, start.unwrap_or(0), end)),
+            (None | Some(0), None) => wait(py, self.fs().cat(path)),
+            (start, end) => wait(py, self.fs().cat_range(path, start.unwrap_or(0), end)),
         }
         .map_err(to_py)?;
         Ok(PyBytes::new(py, &data))
@@ -108,7 +140,7 @@ impl NativeFileSystem {
     /// Many whole files at once, fetched concurrently: each a `bytes`, or
     /// the exception its read raised.
     fn cat_many<'py>(&self, py: Python<'py>, paths: Vec<String>) -> PyResult<Vec<Py<PyAny>>> {
-        let fs = self.fs.clone();
+        let fs = self.fs().clone();
         let results: Vec<cairn_fs::Result<Bytes>> = wait(py, async move {
             let reads = paths.into_iter().map(move |p| {
                 let fs = fs.clone();
@@ -130,14 +162,14 @@ impl NativeFileSystem {
 
     /// Opens `path` for a streaming write (see `NativeWriter`).
     fn open_write(&self, py: Python<'_>, path: &str) -> PyResult<NativeWriter> {
-        let writer = wait(py, self.fs.open_write(path)).map_err(to_py)?;
-        Ok(NativeWriter::new(self.fs.url(path), writer))
+        let writer = wait(py, self.fs().open_write(path)).map_err(to_py)?;
+        Ok(NativeWriter::new(self.fs().url(path), writer))
     }
 
     /// Writes many whole files at once, concurrently: for each, `None` or
     /// the exception its write raised.
     fn pipe_many(&self, py: Python<'_>, files: Vec<(String, Vec<u8>)>) -> PyResult<Vec<Py<PyAny>>> {
-        let fs = self.fs.clone();
+        let fs = self.fs().clone();
         let results: Vec<cairn_fs::Result<()>> = wait(py, async move {
             let writes = files.into_iter().map(move |(p, data)| {
                 let fs = fs.clone();
@@ -171,7 +203,7 @@ impl NativeFileSystem {
         } else {
             WriteMode::Overwrite
         };
-        wait(py, self.fs.pipe(path, Bytes::from(data), mode)).map_err(to_py)
+        wait(py, self.fs().pipe(path, Bytes::from(data), mode)).map_err(to_py)
     }
 
     #[pyo3(signature = (paths, recursive=false, maxdepth=None))]
@@ -185,7 +217,7 @@ impl NativeFileSystem {
         let refs: Vec<&str> = paths.iter().map(String::as_str).collect();
         wait(
             py,
-            self.fs.rm_list(
+            self.fs().rm_list(
                 &refs,
                 cairn_fs::TreeOptions::new()
                     .recursive(recursive)
@@ -196,18 +228,18 @@ impl NativeFileSystem {
     }
 
     fn mkdir(&self, py: Python<'_>, path: &str) -> PyResult<()> {
-        wait(py, self.fs.mkdir(path)).map_err(to_py)
+        wait(py, self.fs().mkdir(path)).map_err(to_py)
     }
 
     fn rmdir(&self, py: Python<'_>, path: &str) -> PyResult<()> {
-        wait(py, self.fs.rmdir(path)).map_err(to_py)
+        wait(py, self.fs().rmdir(path)).map_err(to_py)
     }
 
     #[pyo3(signature = (src, dst, recursive=false))]
     fn cp(&self, py: Python<'_>, src: &str, dst: &str, recursive: bool) -> PyResult<()> {
         wait(
             py,
-            self.fs
+            self.fs()
                 .cp_with(src, dst, cairn_fs::TreeOptions::new().recursive(recursive)),
         )
         .map_err(to_py)
@@ -217,7 +249,7 @@ impl NativeFileSystem {
     fn mv(&self, py: Python<'_>, src: &str, dst: &str, recursive: bool) -> PyResult<()> {
         wait(
             py,
-            self.fs
+            self.fs()
                 .mv_with(src, dst, cairn_fs::TreeOptions::new().recursive(recursive)),
         )
         .map_err(to_py)
@@ -225,11 +257,11 @@ impl NativeFileSystem {
 
     /// Uploads the local file `local` to `dst`.
     fn put_file(&self, py: Python<'_>, local: &str, dst: &str) -> PyResult<()> {
-        wait(py, self.fs.put(local, dst)).map_err(to_py)
+        wait(py, self.fs().put(local, dst)).map_err(to_py)
     }
 
     /// Downloads `src` to the local file `local`.
     fn get_file(&self, py: Python<'_>, src: &str, local: &str) -> PyResult<()> {
-        wait(py, self.fs.get(src, local)).map_err(to_py)
+        wait(py, self.fs().get(src, local)).map_err(to_py)
     }
 }

@@ -29,3 +29,26 @@ def garage_options():
 
 def fresh(prefix):
     return f"{prefix}/cairn-py-{uuid.uuid4().hex[:12]}"
+
+
+def serialized_id_set(ids):
+    """A serialized set of `ids`, made the way CheckpointManager makes it."""
+    import tempfile
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    import cairn
+
+    with tempfile.TemporaryDirectory() as root:
+        ckpt, out = f"{root}/ckpt", f"{root}/out"
+        os.makedirs(ckpt)
+        os.makedirs(out)
+        pq.write_table(pa.table({"uid": ids}), f"{ckpt}/w_000001.parquet")
+        open(f"{out}/w_000001-0.parquet", "wb").close()
+        fs = cairn.CairnFileSystem("file", checkpoint=True)
+        url = fs._native.url(fs._native.strip(ckpt))
+        from cairn._native import open_checkpoint
+
+        ids_set, _ = open_checkpoint(fs._native, url, "uid", fs._native, out)
+        return ids_set.to_bytes()

@@ -3,6 +3,7 @@ filesystem, its own Parquet reader), never cairn, writes the input and
 counts what the output holds."""
 
 import collections
+import io
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -41,9 +42,30 @@ def files(fs, prefix):
 
 
 def column_counts(fs, prefix, column):
-    """How often each value of `column` occurs in the Parquet files under `prefix`."""
+    """How often each value of `column` occurs in the data files under
+    `prefix`: Parquet, JSON lines, CSV (each read by pyarrow), or `.npy`
+    files of that one column (read by NumPy)."""
     counts = collections.Counter()
     for path in files(fs, prefix):
-        if path.endswith(".parquet"):
-            counts.update(pq.read_table(path, columns=[column], filesystem=fs)[column].to_pylist())
+        counts.update(_column(fs, path, column))
     return counts
+
+
+def _column(fs, path, column):
+    if path.endswith(".parquet"):
+        return pq.read_table(path, columns=[column], filesystem=fs)[column].to_pylist()
+    if not path.endswith((".json", ".csv", ".npy")):
+        return []
+    with fs.open_input_stream(path) as f:
+        data = f.read()
+    if path.endswith(".npy"):
+        import numpy as np
+
+        return np.load(io.BytesIO(data)).tolist()
+    if path.endswith(".json"):
+        import pyarrow.json as pajson
+
+        return pajson.read_json(pa.BufferReader(data))[column].to_pylist()
+    import pyarrow.csv as pacsv
+
+    return pacsv.read_csv(pa.BufferReader(data))[column].to_pylist()

@@ -9,6 +9,8 @@ by test_ray.py so the test can kill it with SIGKILL. One JSON argument:
                                 (Ray's own manager and filter over cairn's filesystem)
     sleep                       seconds per batch in the transform (so a kill lands midway)
     delete_checkpoint_on_success
+    sink                        "parquet" (default), "json", "csv" or "numpy" (the uid column)
+    bare_output                 give the output as `bucket/path` (pyarrow's form, no scheme)
 """
 
 import json
@@ -52,7 +54,14 @@ def main() -> None:
         return batch
 
     ds = ds.map_batches(transform, batch_format="numpy", batch_size=None)
-    ds.write_parquet(spec["output"], filesystem=data_fs)
+    output = spec["output"]
+    if spec.get("bare_output"):
+        output = output.split("://", 1)[1]
+    sink = spec.get("sink", "parquet")
+    if sink == "numpy":
+        ds.write_numpy(output, column="uid", filesystem=data_fs)
+    else:
+        getattr(ds, f"write_{sink}")(output, filesystem=data_fs)
     print("JOB DONE", flush=True)
 
 

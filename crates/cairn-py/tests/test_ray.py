@@ -23,7 +23,7 @@ import pyarrow as pa  # noqa: E402
 import pyarrow.fs as pafs  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
-from conftest import garage_options  # noqa: E402
+from conftest import garage_options, serialized_id_set  # noqa: E402
 from oracle import column_counts, files, pyarrow_s3, write_uid_files  # noqa: E402
 
 JOB = os.path.join(os.path.dirname(__file__), "ray_job.py")
@@ -83,8 +83,22 @@ def committed_units(oracle, checkpoint):
 
 @pytest.mark.parametrize("id_column", ["uid", "row_hash"])
 def test_a_killed_driver_resumes_exactly_once(s3, id_column):
+    kill_and_resume(s3, id_column)
+
+
+@pytest.mark.parametrize("sink", ["json", "csv", "numpy"])
+def test_every_file_sink_resumes_exactly_once_with_a_bare_output_path(s3, sink):
+    """Ray's block-based sinks name a unit's file `<unit>.<ext>`, and Ray
+    hands the manager the sink's filesystem wrapped in its
+    RetryingPyFileSystem, with the path as given (`bucket/out`, no scheme)."""
+    kill_and_resume(s3, "uid", sink=sink, bare_output=True)
+
+
+def kill_and_resume(s3, id_column, sink="parquet", bare_output=False):
+    """Runs the job, SIGKILLs it once 3 units are committed, runs it again:
+    the output (read by pyarrow) holds every input row once."""
     options, oracle, bucket = s3
-    base = f"{bucket}/ray-kill-{uuid.uuid4().hex[:10]}"
+    base = f"{bucket}/ray-kill-{sink}-{uuid.uuid4().hex[:10]}"
     write_input(oracle, f"{base}/in")
     spec = {
         "input": f"s3://{base}/in",
@@ -94,6 +108,8 @@ def test_a_killed_driver_resumes_exactly_once(s3, id_column):
         "id_column": id_column,
         "manager": "cairn",
         "sleep": 1.0,
+        "sink": sink,
+        "bare_output": bare_output,
     }
     at_kill = {}
 
@@ -245,34 +261,12 @@ def test_the_set_is_used_in_place_and_keeps_its_memory_alive():
     from cairn._native import NativeIdSet
 
     ids = pa.array(np.arange(0, 2_000_000, 7, dtype=np.int64) * 104729)
-    owned = NativeIdSet.from_bytes(_set_bytes(ids))
-    array = np.frombuffer(_set_bytes(ids), dtype=np.uint8)
-    shared = NativeIdSet._from_shared_memory(
-        array, array.__array_interface__["data"][0], array.nbytes
-    )
+    owned = NativeIdSet.from_bytes(serialized_id_set(ids))
+    array = np.frombuffer(serialized_id_set(ids), dtype=np.uint8)
+    shared = NativeIdSet._from_shared_memory(array)
     del array
     gc.collect()
     assert len(shared) == len(owned) == len(ids)
     assert shared.memory_bytes() < owned.memory_bytes() / 4, "the keys are read in place"
     probe = pa.array([0, 104729 * 7, 5, None], pa.int64())
     assert shared.uncommitted(probe).to_pylist() == [False, False, True, True]
-
-
-def _set_bytes(ids):
-    """A serialized set of `ids`, made the way CheckpointManager makes it."""
-    import tempfile
-
-    import cairn
-
-    with tempfile.TemporaryDirectory() as root:
-        ckpt, out = f"{root}/ckpt", f"{root}/out"
-        os.makedirs(ckpt)
-        os.makedirs(out)
-        pq.write_table(pa.table({"uid": ids}), f"{ckpt}/w_000001.parquet")
-        open(f"{out}/w_000001-0.parquet", "wb").close()
-        fs = cairn.CairnFileSystem("file", checkpoint=True)
-        url = fs._native.url(fs._native.strip(ckpt))
-        from cairn._native import open_checkpoint
-
-        ids_set, _ = open_checkpoint(fs._native, url, "uid", fs._native, out)
-        return ids_set.to_bytes()

@@ -2,6 +2,8 @@
 //! transform, the exactly-once check. (Each test file uses a part of it.)
 #![allow(dead_code)]
 
+pub mod place;
+
 use std::process::Command;
 
 use cairn_conformance::{S3Settings, tools_python};

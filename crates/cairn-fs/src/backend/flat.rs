@@ -55,6 +55,8 @@ pub(crate) enum Resolved {
 pub(crate) struct FlatConfig {
     specs: &'static [Spec],
     values: Vec<(&'static str, Setting<Resolved>)>,
+    /// Keywords of the Python library given, accepted without effect.
+    ignored: Vec<(&'static str, Setting<String>)>,
 }
 
 impl std::fmt::Debug for FlatConfig {
@@ -93,14 +95,24 @@ impl FlatConfig {
         env: &Environment,
     ) -> Result<Self> {
         let mut values: Vec<(&'static str, Setting<Resolved>)> = Vec::new();
+        let mut ignored: Vec<(&'static str, Setting<String>)> = Vec::new();
         for (key, value, source) in options.iter() {
             let at = options.at(key, source);
+            // fsspec hands a keyword left at its default as None (JSON
+            // null): unset.
+            if value.is_null() {
+                continue;
+            }
             let lower = key.to_ascii_lowercase();
             let spec = specs
                 .iter()
                 .find(|s| s.name == lower || s.aliases.contains(&lower.as_str()))
                 .ok_or_else(|| unknown_key(&at.label(), &names(specs)))?;
             if spec.kind == Kind::Ignored {
+                let shown = value
+                    .as_str()
+                    .map_or_else(|| value.to_string(), str::to_string);
+                ignored.push((spec.name, at.setting(shown)));
                 continue;
             }
             let resolved = read(spec, value, &at.label())?;
@@ -123,7 +135,11 @@ impl FlatConfig {
                 ));
             }
         }
-        Ok(Self { specs, values })
+        Ok(Self {
+            specs,
+            values,
+            ignored,
+        })
     }
 
     /// A text option.
@@ -192,6 +208,14 @@ impl FlatConfig {
                     source: setting.source.clone(),
                 }
             })
+            .chain(self.ignored.iter().map(|(name, setting)| ConfigLine {
+                name: name.to_string(),
+                value: format!(
+                    "{} (accepted for the Python library; no effect in cairn)",
+                    setting.value
+                ),
+                source: setting.source.clone(),
+            }))
             .collect()
     }
 }

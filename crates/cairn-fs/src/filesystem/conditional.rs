@@ -5,6 +5,14 @@ use super::{FileSystem, Location};
 use crate::backend::ConditionalWrites;
 use crate::error::Result;
 
+/// What the name of a create-if-absent probe object starts with; it lives
+/// for two writes and a delete, beside the file about to be created.
+///
+/// ```
+/// assert!(".cairn-probe-12-34".starts_with(cairn_fs::PROBE_PREFIX));
+/// ```
+pub const PROBE_PREFIX: &str = ".cairn-probe-";
+
 impl FileSystem {
     /// How create-if-absent writes are done on the bucket of `path`: natively,
     /// or emulated by a check before the write (not race-free). On s3 the first
@@ -45,16 +53,23 @@ impl FileSystem {
     }
 
     /// Writes a probe object twice, the second time create-if-absent: a store
-    /// that refuses the second write honours the condition.
+    /// that refuses the second write honours the condition. The probe goes
+    /// beside `loc` (in its directory), where the caller is about to write:
+    /// credentials scoped to a prefix may not write at the bucket's root.
     async fn probe_conditional_writes(&self, loc: &Location) -> Result<ConditionalWrites> {
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_nanos())
             .unwrap_or_default();
+        let name = format!("{PROBE_PREFIX}{}-{nanos}", std::process::id());
+        let key = match loc.key.trim_end_matches('/').rsplit_once('/') {
+            Some((dir, _)) => format!("{dir}/{name}"),
+            None => name,
+        };
         let probe = Location {
             op: loc.op.clone(),
             root: loc.root.clone(),
-            key: format!(".cairn-probe-{}-{nanos}", std::process::id()),
+            key,
             path: loc.path.clone(),
         };
         probe

@@ -6,9 +6,9 @@ use futures::future;
 use futures::stream::{self, BoxStream, StreamExt, TryStreamExt};
 use globset::{GlobBuilder, GlobMatcher};
 
-use super::walk::collect_sorted;
 use super::walk_options::{FindOptions, TreeOptions};
 use super::{FileInfo, FileSystem};
+use crate::entry::collect_sorted;
 use crate::error::{Error, ErrorKind, Result};
 use crate::url::has_magic;
 

@@ -167,7 +167,7 @@ impl FileSystem {
         if let Some(listing) = self.cache().get(&loc.path) {
             return Ok(listing);
         }
-        let out = super::walk::collect_sorted(self.list_dir(loc.clone())).await?;
+        let out = crate::entry::collect_sorted(self.list_dir(loc.clone())).await?;
         // A file's "listing" (itself) is not a directory's to cache.
         if out.len() != 1 || out[0].name != loc.path {
             self.cache().put(&loc.path, out.clone());

@@ -35,6 +35,7 @@ mod walk;
 mod walk_options;
 
 pub use builder::{FileSystemBuilder, build_checkpoint_filesystem};
+pub use conditional::PROBE_PREFIX;
 #[cfg(feature = "object-store")]
 pub(crate) use io::is_staging_file;
 pub(crate) use paths::Location;

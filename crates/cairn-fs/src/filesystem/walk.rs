@@ -10,7 +10,7 @@ use futures::stream::{self, BoxStream, StreamExt, TryStreamExt};
 use super::info::is_not_found;
 use super::walk_options::FindOptions;
 use super::{FileInfo, FileSystem, Location};
-use crate::entry::{DiskUsage, WalkStep};
+use crate::entry::{DiskUsage, WalkStep, collect_sorted};
 use crate::error::{Error, ErrorKind, Result};
 
 impl FileSystem {
@@ -331,16 +331,6 @@ impl FileSystem {
             })
             .await
     }
-}
-
-/// A listing stream's entries, sorted by name: the collected form of every
-/// streaming listing.
-pub(crate) async fn collect_sorted(
-    entries: BoxStream<'static, Result<FileInfo>>,
-) -> Result<Vec<FileInfo>> {
-    let mut out: Vec<FileInfo> = entries.try_collect().await?;
-    out.sort_by(|a, b| a.name.cmp(&b.name));
-    Ok(out)
 }
 
 /// The state of one find: what each listed entry becomes.

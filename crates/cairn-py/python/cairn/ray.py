@@ -5,9 +5,9 @@ rename to committed). cairn replaces the two pieces that run on resume:
 
 - :class:`CheckpointManager` (``checkpoint_manager_cls``) settles the units
   a killed run left pending with cairn's recovery (a unit owns only the data
-  files named ``<unit>_...`` or ``<unit>-...``, so a committed unit whose
-  name extends a pending one keeps its data, which Ray's prefix trie does
-  not guarantee), refuses a checkpoint bound to another output or whose
+  files named ``<unit>_...``, ``<unit>-...`` or ``<unit>.<ext>``, so a
+  committed unit whose name extends a pending one keeps its data, which
+  Ray's prefix trie does not guarantee), refuses a checkpoint bound to another output or whose
   committed data is gone, and loads the committed IDs in Rust, in parallel,
   into cairn's compact ID set;
 - :class:`CheckpointFilter` (``checkpoint_filter_cls``) uses that set where
@@ -50,9 +50,25 @@ __all__ = ["CheckpointFilter", "CheckpointManager", "checkpoint_config"]
 logger = logging.getLogger(__name__)
 
 
+def _unwrapped(filesystem: Any) -> Any:
+    """The filesystem under pyarrow wrappers that carry another one: Ray
+    wraps every sink's filesystem in its ``RetryingPyFileSystem``, whose
+    handler gives the wrapped one back with ``unwrap()``."""
+    for _ in range(8):
+        if not isinstance(filesystem, pafs.PyFileSystem):
+            break
+        unwrap = getattr(filesystem.handler, "unwrap", None)
+        if not callable(unwrap):
+            break
+        filesystem = unwrap()
+    return filesystem
+
+
 def _cairn_of(filesystem: Any) -> Optional[CairnFileSystem]:
     """The cairn filesystem under a pyarrow filesystem, if there is one:
-    ``build_checkpoint_filesystem``'s wrapper, or pyarrow's local disk."""
+    ``build_checkpoint_filesystem``'s wrapper (also inside Ray's retrying
+    wrapper), or pyarrow's local disk."""
+    filesystem = _unwrapped(filesystem)
     if isinstance(filesystem, pafs.PyFileSystem):
         handler = filesystem.handler
         inner = getattr(handler, "fs", None)
@@ -61,6 +77,10 @@ def _cairn_of(filesystem: Any) -> Optional[CairnFileSystem]:
     if isinstance(filesystem, pafs.LocalFileSystem):
         return CairnFileSystem("file", checkpoint=True)
     return None
+
+
+#: pyarrow's names of its filesystems, as cairn's protocols.
+_PYARROW_PROTOCOLS = {"s3": "s3", "gcs": "gcs", "local": "file"}
 
 
 def _local(path: str, fs: CairnFileSystem) -> str:
@@ -77,8 +97,13 @@ class CheckpointManager(_RayManager):
     cairn.build_checkpoint_filesystem(path, storage_options)``, which
     :func:`checkpoint_config` sets) or pyarrow's local disk. The output is
     settled through the write's filesystem when it is cairn's or local
-    disk, else through the checkpoint's filesystem when both are on the
-    same protocol (the output then needs the same credentials).
+    disk (seen through Ray's ``RetryingPyFileSystem``; the path with or
+    without its scheme), else through the checkpoint's filesystem when both
+    are on the same protocol (the output then needs the same credentials).
+    Every Ray 2.60 file sink's data-file names are known: Parquet's
+    ``<unit>-<n>.parquet``, the block-based sinks' ``<unit>.<ext>``
+    (``write_json``, ``write_csv``, ``write_numpy``, ...), the row-based
+    sinks' ``<unit>_<block>_<row>.<ext>``.
     """
 
     def load_checkpoint(
@@ -165,13 +190,20 @@ class CheckpointManager(_RayManager):
         found = _cairn_of(data_file_filesystem)
         if found is not None:
             return found
-        if _protocol_of(data_file_dir) == checkpoint_fs._protocol:
+        # Another filesystem on the checkpoint's store (pyarrow's own S3,
+        # say): the output is settled through the checkpoint's filesystem.
+        # Ray passes the path without its scheme, so the filesystem's kind
+        # decides.
+        kind = getattr(_unwrapped(data_file_filesystem), "type_name", None)
+        if _PYARROW_PROTOCOLS.get(kind) == checkpoint_fs._protocol or (
+            "://" in data_file_dir and _protocol_of(data_file_dir) == checkpoint_fs._protocol
+        ):
             return checkpoint_fs
         raise ValueError(
             f"the output {data_file_dir} is written through "
             f"{type(data_file_filesystem).__name__}, which cairn cannot settle pending units "
             "on: pass filesystem=cairn.build_checkpoint_filesystem(output, storage_options) "
-            "to write_parquet"
+            "to the write"
         )
 
 
@@ -184,9 +216,10 @@ class CheckpointFilter(_RayFilter):
         super().__init__(config, checkpoint_ref)
         data = ray.get(checkpoint_ref) if checkpoint_ref is not None else None
         if isinstance(data, np.ndarray):
+            # Read in place where the memory is Ray's (read-only, shared by
+            # the actors of a machine); copied otherwise.
             array = np.ascontiguousarray(data, dtype=np.uint8)
-            address = array.__array_interface__["data"][0]
-            self._ids = NativeIdSet._from_shared_memory(array, address, array.nbytes)
+            self._ids = NativeIdSet._from_shared_memory(array)
         elif isinstance(data, NativeIdSet):
             self._ids = data
         elif isinstance(data, (bytes, bytearray, memoryview)):

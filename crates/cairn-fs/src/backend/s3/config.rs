@@ -52,6 +52,10 @@ pub struct S3Config {
     /// botocore's retry mode (`legacy`, `standard`, `adaptive`): the same
     /// back-off in cairn (adaptive's client-side rate limiter is not built).
     pub retry_mode: Setting<String>,
+    /// s3fs keywords given that change nothing in cairn-fs
+    /// (`default_block_size`, ...), as `(option path, value as given)`, so
+    /// `cairn config` shows where they came from.
+    pub without_effect: Vec<(String, Setting<String>)>,
     /// Where `io.retry_deadline` came from.
     pub retry_deadline_source: Source,
     /// The checksum each upload carries for the server to verify (`None`:
@@ -210,6 +214,7 @@ impl S3Config {
             retry_mode: retries.retry_mode,
             retry_deadline_source: retries.retry_deadline_source,
             checksum: retries.checksum,
+            without_effect: top.without_effect(),
         })
     }
 }
@@ -223,6 +228,11 @@ impl<'a> TopLevel<'a> {
     fn parse(options: &'a BackendOptions) -> Result<Self> {
         let mut entries: Vec<(S3Option, At, &Value)> = Vec::new();
         for (name, value, source) in options.iter() {
+            // fsspec hands a keyword left at its default as None (JSON
+            // null): unset, as s3fs reads it.
+            if value.is_null() {
+                continue;
+            }
             let key: S3Option = name
                 .parse()
                 .map_err(|_| unknown_key(&options.at(name, source).label(), &canonical_names()))?;
@@ -243,6 +253,18 @@ impl<'a> TopLevel<'a> {
             }
         }
         Ok(Self { entries })
+    }
+
+    /// The s3fs keywords given that change nothing here, with their values.
+    fn without_effect(&self) -> Vec<(String, Setting<String>)> {
+        self.entries
+            .iter()
+            .filter(|(k, _, _)| *k == S3Option::S3fsNoOp)
+            .map(|(_, at, v)| {
+                let shown = v.as_str().map_or_else(|| v.to_string(), str::to_string);
+                (at.path.clone(), at.setting(shown))
+            })
+            .collect()
     }
 
     fn get(&self, wanted: S3Option) -> Option<(At, &'a Value)> {

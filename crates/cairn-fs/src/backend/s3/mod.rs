@@ -201,6 +201,11 @@ impl Backend for S3Backend {
         if let Some(key) = &c.key {
             out.push(line("key", key.value.clone(), &key.source));
         }
+        for (path, setting) in &c.without_effect {
+            let name = path.split_once('.').map_or(path.as_str(), |(_, n)| n);
+            let value = format!("{} (accepted for s3fs; no effect in cairn)", setting.value);
+            out.push(line(name, value, &setting.source));
+        }
         for (name, secret) in [("secret", &c.secret), ("token", &c.token)] {
             if let Some(s) = secret {
                 out.push(line(name, "***".into(), &s.source));

@@ -1,0 +1,124 @@
+"""What must hold across processes and against wrong arguments: a
+filesystem used before ``os.fork()`` works in the child at once (on local
+disk and Garage), and ``NativeIdSet._from_shared_memory`` reads only the
+memory of the numpy array it is given, in place only when that memory
+cannot change."""
+
+import multiprocessing
+import os
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from cairn._native import NativeIdSet
+from cairn.fsspec import CairnFileSystem
+from conftest import fresh, garage_options, serialized_id_set
+
+
+@pytest.fixture(params=["file", "s3"])
+def target(request, tmp_path):
+    """(filesystem, a fresh directory on it)."""
+    if request.param == "file":
+        return CairnFileSystem("file"), str(tmp_path)
+    fs = CairnFileSystem("s3", **garage_options())
+    return fs, fresh(os.environ["CAIRN_TEST_GARAGE_BUCKET"])
+
+
+def _list_and_write(fs, root, name):
+    """What a forked worker does with the parent's filesystem."""
+    names = sorted(p.rsplit("/", 1)[-1] for p in fs.ls(root, detail=False))
+    fs.pipe_file(f"{root}/{name}", name.encode())
+    return names
+
+
+def test_a_filesystem_used_before_fork_works_in_the_child(target):
+    fs, root = target
+    fs.pipe_file(f"{root}/parent", b"p")
+    assert fs.cat_file(f"{root}/parent") == b"p", "used (connections open) before the fork"
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: report and leave without running the parent's exit handlers
+        status = 1
+        try:
+            names = _list_and_write(fs, root, "child")
+            os.write(write, ",".join(names).encode())
+            status = 0
+        finally:
+            os._exit(status)
+    os.close(write)
+    waited = _wait(pid, 60)
+    seen = os.read(read, 4096).decode()
+    os.close(read)
+    assert waited == 0, f"the child failed or hung (status {waited})"
+    assert seen == "parent"
+    assert fs.cat_file(f"{root}/child") == b"child"
+    assert fs.cat_file(f"{root}/parent") == b"p", "the parent's filesystem still works"
+
+
+def test_a_fork_pool_uses_the_parents_filesystem(target):
+    fs, root = target
+    fs.pipe_file(f"{root}/seed", b"s")
+    ctx = multiprocessing.get_context("fork")
+    with ctx.Pool(2) as pool:
+        result = pool.starmap_async(_list_and_write, [(fs, root, f"w{i}") for i in range(4)])
+        listed = result.get(timeout=60)
+    assert all("seed" in names for names in listed)
+    assert sorted(p.rsplit("/", 1)[-1] for p in fs.ls(root, detail=False)) == [
+        "seed",
+        "w0",
+        "w1",
+        "w2",
+        "w3",
+    ]
+
+
+def _wait(pid, seconds):
+    """The child's exit status, or kills it and fails after `seconds`."""
+    import time
+
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return os.waitstatus_to_exitcode(status)
+        time.sleep(0.05)
+    os.kill(pid, 9)
+    os.waitpid(pid, 0)
+    pytest.fail(f"the forked child did not finish within {seconds} s")
+
+
+def _set_bytes():
+    ids = pa.array(np.arange(0, 2_000_000, 7, dtype=np.int64) * 104729)
+    return serialized_id_set(ids), len(ids)
+
+
+def test_shared_memory_is_read_in_place_only_when_it_cannot_change():
+    data, count = _set_bytes()
+    owned = NativeIdSet.from_bytes(data)
+    in_place = NativeIdSet._from_shared_memory(np.frombuffer(data, dtype=np.uint8))
+    assert len(in_place) == count
+    assert in_place.memory_bytes() < owned.memory_bytes() / 4, "bytes are immutable: in place"
+    writable = np.frombuffer(bytearray(data), dtype=np.uint8)
+    copied = NativeIdSet._from_shared_memory(writable)
+    writable[:] = 0  # the caller scribbles over its array: the set has its own copy
+    assert len(copied) == count
+    assert copied.memory_bytes() >= owned.memory_bytes() / 2, "writable memory is copied"
+    probe = pa.array([0, 104729 * 7, 5], pa.int64())
+    assert copied.uncommitted(probe).to_pylist() == [False, False, True]
+    frozen = np.array(np.frombuffer(data, dtype=np.uint8))
+    frozen.flags.writeable = False  # owns its memory: it can be made writable again
+    assert NativeIdSet._from_shared_memory(frozen).memory_bytes() >= owned.memory_bytes() / 2
+
+
+def test_shared_memory_refuses_what_is_not_a_byte_array():
+    data, _ = _set_bytes()
+    with pytest.raises(TypeError, match="numpy.ndarray"):
+        NativeIdSet._from_shared_memory(data)
+    with pytest.raises(TypeError):
+        NativeIdSet._from_shared_memory(12345)  # an address from pure Python: never read
+    with pytest.raises(ValueError, match="uint8"):
+        NativeIdSet._from_shared_memory(np.frombuffer(data, dtype=np.uint32))
+    strided = np.frombuffer(data + data, dtype=np.uint8)[::2]
+    with pytest.raises(ValueError, match="contiguous"):
+        NativeIdSet._from_shared_memory(strided)
