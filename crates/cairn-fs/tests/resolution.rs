@@ -407,3 +407,64 @@ fn every_gcsfs_and_ossfs_keyword_is_recognised() {
     let err = build("gcs", serde_json::json!({"gcs": {"blok_size": 1}}), &[]).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Config);
 }
+
+#[test]
+fn keywords_without_effect_are_shown_with_their_source() {
+    let fs = build(
+        "s3",
+        serde_json::json!({"s3": {"skip_instance_cache": true}}),
+        &[("FSSPEC_S3_DEFAULT_BLOCK_SIZE", "5242880")],
+    )
+    .unwrap();
+    let (value, source) = line(&fs, "default_block_size");
+    assert!(
+        value.starts_with("5242880") && value.contains("no effect"),
+        "{value}"
+    );
+    assert_eq!(source, Source::Env("FSSPEC_S3_DEFAULT_BLOCK_SIZE".into()));
+    let (value, source) = line(&fs, "skip_instance_cache");
+    assert!(
+        value.starts_with("true") && value.contains("no effect"),
+        "{value}"
+    );
+    assert_eq!(source, Source::Option("s3.skip_instance_cache".into()));
+    // gcsfs's keywords, the same way.
+    let fs = build(
+        "gcs",
+        serde_json::json!({"gcs": {"block_size": 1024, "token": "anon"}}),
+        &[],
+    )
+    .unwrap();
+    let (value, _) = line(&fs, "block_size");
+    assert!(
+        value.starts_with("1024") && value.contains("no effect"),
+        "{value}"
+    );
+}
+
+#[test]
+fn a_json_null_is_an_unset_option_as_fsspec_hands_none() {
+    // s3fs's keywords left at their default come as None: unset, not an
+    // error ("must be true or false") and not false.
+    let fs = build(
+        "s3",
+        serde_json::json!({"s3": {"anon": null, "use_ssl": null, "requester_pays": null,
+                                  "endpoint_url": null, "region": "eu-west-1"}}),
+        &[],
+    )
+    .unwrap();
+    assert_eq!(line(&fs, "anon"), ("false".into(), Source::Default));
+    assert_eq!(
+        line(&fs, "requester_pays"),
+        ("false".into(), Source::Default)
+    );
+    // And from fsspec's variables.
+    let fs = build("s3", serde_json::json!({}), &[("FSSPEC_S3_ANON", "null")]).unwrap();
+    assert_eq!(line(&fs, "anon"), ("false".into(), Source::Default));
+    let fs = build(
+        "gcs",
+        serde_json::json!({"gcs": {"anon": null, "token": "anon"}}),
+        &[],
+    );
+    assert!(fs.is_ok(), "{:?}", fs.err());
+}

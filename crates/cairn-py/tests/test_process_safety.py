@@ -1,19 +1,14 @@
-"""What must hold across processes and against wrong arguments: a
-filesystem used before ``os.fork()`` works in the child at once (on local
-disk and Garage), and ``NativeIdSet._from_shared_memory`` reads only the
-memory of the numpy array it is given, in place only when that memory
-cannot change."""
+"""A filesystem used before ``os.fork()`` works in the child at once, on
+local disk and Garage: a forked child, and a fork-started pool (what
+multiprocessing and PyTorch DataLoader workers do)."""
 
 import multiprocessing
 import os
 
-import numpy as np
-import pyarrow as pa
 import pytest
 
-from cairn._native import NativeIdSet
 from cairn.fsspec import CairnFileSystem
-from conftest import fresh, garage_options, serialized_id_set
+from conftest import fresh, garage_options
 
 
 @pytest.fixture(params=["file", "s3"])
@@ -86,39 +81,3 @@ def _wait(pid, seconds):
     os.kill(pid, 9)
     os.waitpid(pid, 0)
     pytest.fail(f"the forked child did not finish within {seconds} s")
-
-
-def _set_bytes():
-    ids = pa.array(np.arange(0, 2_000_000, 7, dtype=np.int64) * 104729)
-    return serialized_id_set(ids), len(ids)
-
-
-def test_shared_memory_is_read_in_place_only_when_it_cannot_change():
-    data, count = _set_bytes()
-    owned = NativeIdSet.from_bytes(data)
-    in_place = NativeIdSet._from_shared_memory(np.frombuffer(data, dtype=np.uint8))
-    assert len(in_place) == count
-    assert in_place.memory_bytes() < owned.memory_bytes() / 4, "bytes are immutable: in place"
-    writable = np.frombuffer(bytearray(data), dtype=np.uint8)
-    copied = NativeIdSet._from_shared_memory(writable)
-    writable[:] = 0  # the caller scribbles over its array: the set has its own copy
-    assert len(copied) == count
-    assert copied.memory_bytes() >= owned.memory_bytes() / 2, "writable memory is copied"
-    probe = pa.array([0, 104729 * 7, 5], pa.int64())
-    assert copied.uncommitted(probe).to_pylist() == [False, False, True]
-    frozen = np.array(np.frombuffer(data, dtype=np.uint8))
-    frozen.flags.writeable = False  # owns its memory: it can be made writable again
-    assert NativeIdSet._from_shared_memory(frozen).memory_bytes() >= owned.memory_bytes() / 2
-
-
-def test_shared_memory_refuses_what_is_not_a_byte_array():
-    data, _ = _set_bytes()
-    with pytest.raises(TypeError, match="numpy.ndarray"):
-        NativeIdSet._from_shared_memory(data)
-    with pytest.raises(TypeError):
-        NativeIdSet._from_shared_memory(12345)  # an address from pure Python: never read
-    with pytest.raises(ValueError, match="uint8"):
-        NativeIdSet._from_shared_memory(np.frombuffer(data, dtype=np.uint32))
-    strided = np.frombuffer(data + data, dtype=np.uint8)[::2]
-    with pytest.raises(ValueError, match="contiguous"):
-        NativeIdSet._from_shared_memory(strided)
