@@ -374,6 +374,33 @@ async fn create_if_absent_uses_forbid_overwrite() {
     );
 }
 
+/// A role scoped to a prefix cannot write at the bucket's root: the probe
+/// goes beside the file about to be created (a checkpoint's lease).
+#[tokio::test]
+async fn the_create_if_absent_probe_writes_beside_the_file() {
+    let (addr, state) = start("bkt", false).await;
+    let fs = oss(addr, None);
+    fs.conditional_writes("oss://bkt/team/ckpt/.cairn-lease.json")
+        .await
+        .unwrap();
+    let state = state.lock().unwrap();
+    let writes: Vec<&str> = state
+        .log
+        .iter()
+        .filter(|r| r.method == "PUT" || r.method == "DELETE")
+        .map(|r| r.path.as_str())
+        .collect();
+    assert!(writes.len() >= 3, "two writes and a delete: {writes:?}");
+    for path in writes {
+        // The bucket is in the host (virtual-host style) or the path.
+        let key = path.strip_prefix("/bkt").unwrap_or(path);
+        assert!(
+            key.starts_with("/team/ckpt/.cairn-probe-"),
+            "the probe went to {path}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn errors_map_to_kinds_without_secrets() {
     let (addr, _state) = start("bkt", false).await;

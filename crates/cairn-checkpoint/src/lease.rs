@@ -67,8 +67,14 @@ pub struct LeaseRecord {
     pub process_start: u64,
     /// The holder's run.
     pub run: String,
-    /// When the lease ends unless renewed, seconds since the Unix epoch.
+    /// When the lease ends unless renewed, seconds since the Unix epoch by
+    /// the holder's clock.
     pub expires_at: u64,
+    /// The lease's lifetime in seconds (0 in records of older cairn): with
+    /// the time the store gives the lease file, expiry is judged on the
+    /// store's clock too.
+    #[serde(default)]
+    pub ttl_secs: u64,
     /// The holder gave the lease up.
     #[serde(default)]
     pub released: bool,
@@ -82,6 +88,11 @@ pub struct Lease {
     race_free: bool,
     /// When the last successful renewal (or the taking) began.
     renewed_at: Instant,
+}
+
+/// Seconds since the Unix epoch of a time as OpenDAL gives it (RFC 3339).
+fn epoch_seconds(time: &str) -> Option<i64> {
+    time.parse::<jiff::Timestamp>().ok().map(|t| t.as_second())
 }
 
 fn now_secs() -> u64 {
@@ -194,6 +205,7 @@ impl LeaseRecord {
             },
             run: run.as_str().to_string(),
             expires_at: now_secs() + ttl.as_secs().max(1),
+            ttl_secs: ttl.as_secs().max(1),
             released: false,
         }
     }
@@ -331,10 +343,23 @@ impl CheckpointDir {
             let mut generation = 1;
             if let Some((newest, path)) = files.last() {
                 generation = newest + 1;
-                if let Some(current) = self.read_lease_file(path).await?
-                    && current.is_live()
-                {
-                    return Err(self.held_by(&current));
+                if let Some(current) = self.read_lease_file(path).await? {
+                    if current.is_live() {
+                        return Err(self.held_by(&current));
+                    }
+                    if !current.released
+                        && !current.holder_is_gone()
+                        && self.live_by_store_clock(path, &current).await?
+                    {
+                        return Err(Error::LeaseHeld {
+                            path: self.dir.clone(),
+                            holder: format!(
+                                "{}, expired by this machine's clock but not by the store's: the clocks differ (check this machine's time)",
+                                current.describe()
+                            ),
+                            expires_in_secs: current.ttl_secs,
+                        });
+                    }
                 }
             }
             let record = LeaseRecord::ours(run, generation, ttl);
@@ -406,6 +431,42 @@ impl CheckpointDir {
                 expires_in_secs: 0,
             }),
         }
+    }
+
+    /// Whether the lease `current` (at `path`) is still within its lifetime
+    /// by the store's clock: its file was last written, by the store's
+    /// time, less than its lifetime before the store's time now (read from
+    /// a short-lived clock object written beside it). A taker whose clock
+    /// runs ahead, or a holder whose clock runs behind, then cannot make a
+    /// live lease look expired. Records of older cairn (no lifetime) and
+    /// stores that give no times fall back to the holder's `expires_at`.
+    async fn live_by_store_clock(&self, path: &str, current: &LeaseRecord) -> Result<bool> {
+        if current.ttl_secs == 0 {
+            return Ok(false);
+        }
+        let written = match self.fs.info(path).await {
+            Ok(info) => info.last_modified.as_deref().and_then(epoch_seconds),
+            // Gone meanwhile: the next round lists again.
+            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(false),
+            Err(e) => return Err(e.into()),
+        };
+        let Some(written) = written else {
+            return Ok(false);
+        };
+        let clock = self.file(&format!(
+            "{}clock-{}",
+            cairn_fs::PROBE_PREFIX,
+            random_token()
+        ));
+        self.fs
+            .pipe(&clock, bytes::Bytes::new(), WriteMode::Overwrite)
+            .await?;
+        let now = self.fs.info(&clock).await;
+        self.fs.rm_file(&clock).await?;
+        let Some(now) = now?.last_modified.as_deref().and_then(epoch_seconds) else {
+            return Ok(false);
+        };
+        Ok(now < written.saturating_add(current.ttl_secs as i64))
     }
 
     fn held_by(&self, current: &LeaseRecord) -> Error {

@@ -80,6 +80,7 @@ fn record(generation: u64, host: &str, pid: u32, run: &str, expires_at: u64) -> 
         process_start: 0,
         run: run.into(),
         expires_at,
+        ttl_secs: 0,
         released: false,
     }
 }
@@ -144,6 +145,100 @@ async fn expired_or_abandoned_leases_are_taken_over() {
         matches!(err, Error::LeaseHeld { ref holder, .. } if holder.contains("elsewhere") && holder.contains("live")),
         "{err}"
     );
+}
+
+/// A lease of another host whose `expires_at` has passed by this machine's
+/// clock, but whose file the store wrote less than its lifetime ago: the
+/// clocks differ (the taker's runs ahead, or the holder's behind), and the
+/// lease is respected. A file written longer ago than the lifetime by the
+/// store's clock is expired; a record of older cairn (no lifetime) is
+/// judged by `expires_at` alone.
+async fn clock_skew_never_takes_a_live_lease(root: &str, dir: &CheckpointDir, local: bool) {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let mut skewed = record(1, "elsewhere", 1, "skewed", now - 30);
+    skewed.ttl_secs = 120;
+    write_record(root, &skewed).await;
+    let err = dir
+        .acquire_lease(&RunId::new(), Duration::from_secs(60))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::LeaseHeld { ref holder, .. } if holder.contains("skewed") && holder.contains("clocks differ")),
+        "{err}"
+    );
+    let listed = dir.fs().find(dir.path()).await.unwrap();
+    assert_eq!(listed.len(), 1, "the clock object is gone: {listed:?}");
+    if local {
+        // Written 200 s ago by the store's (this disk's) clock: expired.
+        let path = format!("{root}/{}", lease_file(1));
+        let file = std::fs::File::options().write(true).open(&path).unwrap();
+        file.set_modified(std::time::SystemTime::now() - Duration::from_secs(200))
+            .unwrap();
+        let lease = dir
+            .acquire_lease(&RunId::new(), Duration::from_secs(60))
+            .await
+            .unwrap();
+        assert_eq!(lease.record().generation, 2);
+        dir.release_lease(lease).await.unwrap();
+    }
+    let mut older = record(3, "elsewhere", 1, "older", now - 30);
+    older.ttl_secs = 0;
+    write_record(root, &older).await;
+    let lease = dir
+        .acquire_lease(&RunId::new(), Duration::from_secs(60))
+        .await
+        .unwrap();
+    assert_eq!(lease.record().generation, 4);
+    dir.release_lease(lease).await.unwrap();
+}
+
+#[tokio::test]
+async fn clock_skew_never_takes_a_live_lease_on_local_disk() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().display().to_string();
+    clock_skew_never_takes_a_live_lease(&root, &dir_on(&root), true).await;
+}
+
+#[tokio::test]
+async fn clock_skew_never_takes_a_live_lease_on_s3() {
+    for name in ["GARAGE", "MOTO"] {
+        let Some((options, s3)) = cairn_conformance::s3_server(name, "lease clock on S3") else {
+            continue;
+        };
+        let root = format!("s3://{}/lease-clock-{}", s3.bucket, RunId::new().as_str());
+        let (fs, _) = build_checkpoint_filesystem(&root, &options).unwrap();
+        let dir = CheckpointDir::new(fs.clone(), &root, "id");
+        // write_record builds its own filesystem without credentials.
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs();
+        let mut skewed = record(1, "elsewhere", 1, "skewed", now - 30);
+        skewed.ttl_secs = 120;
+        fs.pipe(
+            &format!("{root}/{}", lease_file(1)),
+            serde_json::to_vec(&skewed).unwrap().into(),
+            WriteMode::Overwrite,
+        )
+        .await
+        .unwrap();
+        let err = dir
+            .acquire_lease(&RunId::new(), Duration::from_secs(60))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, Error::LeaseHeld { ref holder, .. } if holder.contains("clocks differ")),
+            "{name}: {err}"
+        );
+        assert_eq!(
+            fs.find(&root).await.unwrap().len(),
+            1,
+            "{name}: clock object left"
+        );
+    }
 }
 
 #[tokio::test]
