@@ -233,6 +233,74 @@ async fn a_multipart_upload_completed_unheard_is_not_reported_failed() {
         .unwrap();
 }
 
+/// The upload is gone without this writer having completed it (aborted
+/// by someone else, or by a lifecycle rule) while another object of the
+/// same size and part count sits at the key: the writer must report the
+/// failure, not take that object for its own (its data was never stored).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the Garage server and the tools' Python (boto3): scripts/test.sh runs it"]
+async fn an_upload_gone_uncompleted_is_a_failure_even_beside_a_lookalike() {
+    let Some((_, s3)) = s3_server("GARAGE", "faults") else {
+        return;
+    };
+    let fs = direct(&s3);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    let key = format!("faults-lookalike-{nanos}/big");
+    let url = format!("s3://{}/{key}", s3.bucket);
+    // Someone else's object, same size, also three parts, just written.
+    let theirs = payload(4, 20 << 20);
+    let mut other = fs.open_write(&url).await.unwrap();
+    other.write(theirs.clone()).await.unwrap();
+    other.close().await.unwrap();
+    let mine = payload(3, 20 << 20);
+    let mut writer = fs.open_write(&url).await.unwrap();
+    writer.write(mine.clone()).await.unwrap();
+    // This writer's upload is aborted behind its back.
+    let python = cairn_conformance::tools_python("lookalike upload").expect("the tools' Python");
+    let script = r#"
+import sys, boto3
+endpoint, key_id, secret, region, bucket, key = sys.argv[1:]
+s3 = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id=key_id,
+                  aws_secret_access_key=secret, region_name=region)
+uploads = s3.list_multipart_uploads(Bucket=bucket, Prefix=key).get("Uploads", [])
+for upload in uploads:
+    s3.abort_multipart_upload(Bucket=bucket, Key=key, UploadId=upload["UploadId"])
+print(len(uploads))
+"#;
+    let out = std::process::Command::new(python)
+        .args([
+            "-c",
+            script,
+            &s3.endpoint,
+            &s3.key,
+            &s3.secret,
+            &s3.region,
+            &s3.bucket,
+            &key,
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success() && String::from_utf8_lossy(&out.stdout).trim() == "1",
+        "aborting the upload: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let closed = writer.close().await;
+    assert!(
+        closed.is_err(),
+        "the writer took another object of its size for its own upload"
+    );
+    assert!(
+        fs.cat(&url).await.unwrap() == theirs,
+        "the other object is untouched"
+    );
+    fs.rm_file(&url).await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs the Garage server: scripts/test.sh runs it"]
 async fn a_failed_part_is_sent_again_not_the_whole_file() {

@@ -111,6 +111,120 @@ fn set_content_md5(request: &mut http::Request<Buffer>) {
         .insert(http::header::HeaderName::from_static("content-md5"), value);
 }
 
+/// Remembers, for the last multipart uploads completed through this
+/// filesystem, the ETag the store gives the finished object: the MD5 of the
+/// parts' MD5s (their ETags, as the `CompleteMultipartUpload` request lists
+/// them) and the part count, `"<hex>-<n>"`. When the answer to a completion
+/// is lost and its retry finds the upload gone, the writer compares the
+/// object at its key with this: its own upload, or someone else's object of
+/// the same size. (Stores that compute multipart ETags otherwise, and
+/// SSE-KMS, whose part ETags are not MD5s, never match: such a lost answer
+/// is reported as the failure it may be.)
+///
+/// ```
+/// use cairn_fs::hooks::{CompletedUploads, RequestHook};
+/// let body = "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber>\
+///     <ETag>&quot;0cc175b9c0f1b6a831c399e269772661&quot;</ETag></Part></CompleteMultipartUpload>";
+/// let mut req = http::Request::post("http://s3.example.com/bucket/dir/big?uploadId=u1")
+///     .body(opendal::Buffer::from(body))
+///     .unwrap();
+/// let uploads = CompletedUploads::default();
+/// uploads.on_request(&mut req);
+/// let part = md5::compute("a").0; // the ETag above is MD5("a")
+/// let expected = format!("{:x}-1", md5::compute(part));
+/// assert_eq!(uploads.take("dir/big"), Some(expected));
+/// assert_eq!(uploads.take("dir/big"), None);
+/// ```
+#[derive(Debug, Default)]
+pub struct CompletedUploads {
+    /// `(decoded request path, expected ETag)`, newest last, at most
+    /// [`COMPLETED_UPLOADS_KEPT`].
+    recent: std::sync::Mutex<std::collections::VecDeque<(String, String)>>,
+}
+
+/// Completed uploads remembered per filesystem (a lost answer is looked up
+/// right after its retry, so only the last few matter).
+const COMPLETED_UPLOADS_KEPT: usize = 256;
+
+impl CompletedUploads {
+    /// The expected ETag of the last upload completed at object key `key`
+    /// (the key inside the operator's root), forgotten once taken.
+    pub fn take(&self, key: &str) -> Option<String> {
+        let suffix = format!("/{}", key.trim_start_matches('/'));
+        let mut recent = self.recent.lock().unwrap_or_else(|e| e.into_inner());
+        let at = recent
+            .iter()
+            .rposition(|(path, _)| path.ends_with(&suffix))?;
+        recent.remove(at).map(|(_, etag)| etag)
+    }
+}
+
+/// The ETag a store gives the object a `CompleteMultipartUpload` body
+/// finishes: MD5 of the parts' MD5s, then `-<parts>`. `None` when a part's
+/// ETag is not an MD5 (SSE-KMS, another store's scheme).
+fn multipart_etag(body: &[u8]) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Complete {
+        #[serde(rename = "Part", default)]
+        parts: Vec<Part>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Part {
+        #[serde(rename = "PartNumber")]
+        number: u32,
+        #[serde(rename = "ETag")]
+        etag: String,
+    }
+    let text = std::str::from_utf8(body).ok()?;
+    let mut complete: Complete = quick_xml::de::from_str(text).ok()?;
+    if complete.parts.is_empty() {
+        return None;
+    }
+    complete.parts.sort_by_key(|p| p.number);
+    let mut digests = Vec::with_capacity(complete.parts.len() * 16);
+    for part in &complete.parts {
+        let hex = part.etag.trim_matches('"');
+        if hex.len() != 32 {
+            return None;
+        }
+        for pair in hex.as_bytes().chunks(2) {
+            let pair = std::str::from_utf8(pair).ok()?;
+            digests.push(u8::from_str_radix(pair, 16).ok()?);
+        }
+    }
+    Some(format!(
+        "{:x}-{}",
+        md5::compute(&digests),
+        complete.parts.len()
+    ))
+}
+
+impl RequestHook for CompletedUploads {
+    fn on_request(&self, request: &mut http::Request<Buffer>) {
+        let completes = request.method() == http::Method::POST
+            && request
+                .uri()
+                .query()
+                .is_some_and(|q| q.split('&').any(|p| p.starts_with("uploadId=")));
+        if !completes {
+            return;
+        }
+        let body = request.body().to_bytes();
+        let Some(etag) = multipart_etag(&body) else {
+            return;
+        };
+        let path = percent_encoding::percent_decode_str(request.uri().path())
+            .decode_utf8_lossy()
+            .into_owned();
+        let mut recent = self.recent.lock().unwrap_or_else(|e| e.into_inner());
+        recent.retain(|(p, _)| *p != path);
+        recent.push_back((path, etag));
+        if recent.len() > COMPLETED_UPLOADS_KEPT {
+            recent.pop_front();
+        }
+    }
+}
+
 /// An HTTP transport that runs hooks, then sends with reqwest.
 ///
 /// It also tells a wrong endpoint from a server that is down for a moment:

@@ -186,6 +186,8 @@ impl<'a> FileSystemBuilder<'a> {
         let secrets = backend.secrets();
         let mut hooks = backend.request_hooks();
         hooks.extend(self.hooks);
+        let uploads = Arc::new(crate::hooks::CompletedUploads::default());
+        hooks.push(uploads.clone());
         Ok(FileSystem {
             inner: Arc::new(Inner {
                 protocol: factory.protocol().to_string(),
@@ -198,6 +200,7 @@ impl<'a> FileSystemBuilder<'a> {
                 cache: DirCache::new(cache),
                 http_client: self.http_client,
                 hooks,
+                uploads,
                 retries: layers::RetryCounter::default(),
                 transfer,
             }),

@@ -112,12 +112,17 @@ impl FileWriter {
     pub(crate) async fn close_with_metadata(mut self) -> Result<Option<opendal::Metadata>> {
         let mut written = None;
         match self.inner.close().await {
-            Ok(meta) => written = Some(meta),
+            Ok(meta) => {
+                // Heard: what the completion hook remembered is not needed.
+                self.fs.inner.uploads.take(&self.key);
+                written = Some(meta)
+            }
             // NoSuchUpload on a retried CompleteMultipartUpload: the first
             // attempt completed the object but its answer was lost (a
             // dropped connection), so the upload ID is gone. The object is
-            // ours if it is there with our size, our part count in its
-            // multipart ETag, and a time after this writer opened.
+            // ours if it is there with our size and the multipart ETag our
+            // parts give (the MD5 of their MD5s), written since this writer
+            // opened. Without that ETag (no completion was sent), it is not.
             Err(e) if e.kind() == opendal::ErrorKind::NotFound && self.staged.is_none() => {
                 if !self.completed_unheard().await {
                     return Err(self.map(e));
@@ -139,22 +144,22 @@ impl FileWriter {
     }
 
     /// Whether the object at this writer's key is the one it uploaded in
-    /// parts: its size, its multipart ETag's part count, written since open.
+    /// parts: its size, the multipart ETag of this writer's completion
+    /// request (so the same parts), written since open.
     async fn completed_unheard(&self) -> bool {
+        let Some(expected) = self.fs.inner.uploads.take(&self.key) else {
+            return false;
+        };
         let Ok(meta) = self.op.stat(&self.key).await else {
             return false;
         };
-        let part_size = self.fs.transfer().part_size.value as u64;
-        let parts = self.written.div_ceil(part_size).max(1);
-        let etag_parts = meta
+        let etag = meta
             .etag()
-            .map(|e| e.trim_matches('"'))
-            .and_then(|e| e.rsplit_once('-'))
-            .and_then(|(_, n)| n.parse::<u64>().ok());
+            .map(|e| e.trim_matches('"').to_ascii_lowercase());
         let recent = meta.last_modified().is_some_and(|t| {
             std::time::SystemTime::from(t) + std::time::Duration::from_secs(60) >= self.opened
         });
-        meta.content_length() == self.written && etag_parts == Some(parts) && recent
+        meta.content_length() == self.written && etag.as_deref() == Some(&expected) && recent
     }
 
     /// Abandons the write: aborts a multipart upload or removes the staged file.

@@ -77,6 +77,10 @@ struct Inner {
     cache: DirCache,
     http_client: Option<reqwest::Client>,
     hooks: Vec<Arc<dyn RequestHook>>,
+    /// The ETags multipart uploads completed here should have (also among
+    /// `hooks`): a writer whose completion answer was lost checks the object
+    /// against it.
+    uploads: Arc<crate::hooks::CompletedUploads>,
     retries: layers::RetryCounter,
     transfer: TransferConfig,
 }
