@@ -179,7 +179,8 @@ impl NativeIdSet {
 /// releases the lease (the writers that follow are Ray's). Without an
 /// output, only loads: pending units are left as they are.
 #[pyfunction]
-#[pyo3(signature = (checkpoint_fs, checkpoint_url, id_column, output_fs=None, output_dir=None, exact_strings=false))]
+#[pyo3(signature = (checkpoint_fs, checkpoint_url, id_column, output_fs=None, output_dir=None, exact_strings=false, lease_ttl=None))]
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn open_checkpoint<'py>(
     py: Python<'py>,
     checkpoint_fs: &NativeFileSystem,
@@ -188,9 +189,17 @@ pub(crate) fn open_checkpoint<'py>(
     output_fs: Option<&NativeFileSystem>,
     output_dir: Option<&str>,
     exact_strings: bool,
+    lease_ttl: Option<f64>,
 ) -> PyResult<(NativeIdSet, Bound<'py, PyDict>)> {
     let mut config = CheckpointConfig::new(id_column, checkpoint_url);
     config.filesystem = Some(checkpoint_fs.fs());
+    if let Some(seconds) = lease_ttl {
+        config.lease_ttl = std::time::Duration::try_from_secs_f64(seconds).map_err(|_| {
+            PyValueError::new_err(format!(
+                "lease_ttl={seconds} is not a number of seconds; give at least 3"
+            ))
+        })?;
+    }
     if exact_strings {
         config.string_mode = StringMode::Exact;
     }

@@ -249,6 +249,22 @@ def test_bad_configurations_are_clear_errors(s3, tmp_path):
         with pytest.raises(cairn.CheckpointError, match="w_000001"):
             first.load_checkpoint(str(tmp_path / "out-a"), pafs.LocalFileSystem())
         assert os.path.exists(f"{ckpt}/w_000001.parquet")
+        # lease_ttl: at least 3 s; the lease the manager held carries it.
+        with pytest.raises(ValueError, match="lease_ttl"):
+            cairn.ray.checkpoint_config("uid", ckpt, lease_ttl=1)
+        long_ckpt = str(tmp_path / "ckpt-long")
+        config = cairn.ray.checkpoint_config("uid", long_ckpt, lease_ttl=600)
+        manager = cairn.ray.CheckpointManager(checkpoint_config=config, data_context=None)
+        os.makedirs(tmp_path / "out-long")
+        assert manager.load_checkpoint(str(tmp_path / "out-long"), pafs.LocalFileSystem()) == (
+            None,
+            0,
+        )
+        leases = [n for n in os.listdir(long_ckpt) if n.startswith(".cairn-lease.")]
+        assert len(leases) == 1, leases
+        with open(os.path.join(long_ckpt, leases[0])) as f:
+            held = json.load(f)
+        assert held["ttl_secs"] == 600 and held["released"], held
     finally:
         ray.shutdown()
 

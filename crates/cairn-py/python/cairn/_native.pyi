@@ -48,6 +48,7 @@ def open_checkpoint(
     output_fs: Optional[NativeFileSystem] = None,
     output_dir: Optional[str] = None,
     exact_strings: bool = False,
+    lease_ttl: Optional[float] = None,
 ) -> Tuple[NativeIdSet, Dict[str, Any]]: ...
 
 class NativeWriter:

@@ -79,6 +79,9 @@ def _cairn_of(filesystem: Any) -> Optional[CairnFileSystem]:
     return None
 
 
+#: Where checkpoint_config keeps its lease_ttl on Ray's CheckpointConfig.
+_LEASE_TTL = "_cairn_lease_ttl"
+
 #: pyarrow's names of its filesystems, as cairn's protocols.
 _PYARROW_PROTOCOLS = {"s3": "s3", "gcs": "gcs", "local": "file"}
 
@@ -105,6 +108,10 @@ class CheckpointManager(_RayManager):
     (``write_json``, ``write_csv``, ``write_numpy``, ...), the row-based
     sinks' ``<unit>_<block>_<row>.<ext>``.
     """
+
+    def __init__(self, checkpoint_config: CheckpointConfig, data_context: Any):
+        super().__init__(checkpoint_config=checkpoint_config, data_context=data_context)
+        self._lease_ttl: Optional[float] = getattr(checkpoint_config, _LEASE_TTL, None)
 
     def load_checkpoint(
         self,
@@ -142,6 +149,7 @@ class CheckpointManager(_RayManager):
             self.id_column,
             None if output_fs is None else output_fs._native,
             output_dir,
+            lease_ttl=self._lease_ttl,
         )
         if report.get("foreign"):
             logger.warning(
@@ -253,12 +261,17 @@ def checkpoint_config(
     id_column: str,
     checkpoint_path: str,
     storage_options: Optional[Mapping[str, Any]] = None,
+    *,
+    lease_ttl: Optional[float] = None,
     **ray_kwargs: Any,
 ) -> CheckpointConfig:
     """A Ray ``CheckpointConfig`` with cairn's manager, filter and checkpoint
     filesystem (``storage_options`` keyed by protocol or flat, as for
-    :func:`cairn.build_checkpoint_filesystem`). Other keyword arguments go
-    to ``CheckpointConfig`` unchanged (``delete_checkpoint_on_success``,
+    :func:`cairn.build_checkpoint_filesystem`). ``lease_ttl`` is the
+    lifetime in seconds (at least 3; 120 by default) of the lease the
+    manager holds, renewed every third of it, while it settles and loads
+    the checkpoint: raise it for a store far away. Other keyword arguments
+    go to ``CheckpointConfig`` unchanged (``delete_checkpoint_on_success``,
     ...). An ``override_filesystem`` given there must be cairn's: a
     :class:`cairn.fsspec.CairnFileSystem` (wrapped for pyarrow here) or what
     ``build_checkpoint_filesystem`` returns."""
@@ -275,7 +288,7 @@ def checkpoint_config(
             "cairn's filesystem: leave it out (storage_options= builds it), or pass "
             "cairn.build_checkpoint_filesystem(checkpoint_path, storage_options)"
         )
-    return CheckpointConfig(
+    config = CheckpointConfig(
         id_column=id_column,
         checkpoint_path=checkpoint_path,
         override_filesystem=filesystem,
@@ -283,3 +296,11 @@ def checkpoint_config(
         checkpoint_filter_cls=CheckpointFilter,
         **ray_kwargs,
     )
+    if lease_ttl is not None:
+        if not lease_ttl >= 3:
+            raise ValueError(
+                f"lease_ttl={lease_ttl!r}: give at least 3 seconds (the lease is renewed every "
+                "third of its lifetime)"
+            )
+        setattr(config, _LEASE_TTL, float(lease_ttl))
+    return config
