@@ -42,7 +42,9 @@ def test_a_filesystem_used_before_fork_works_in_the_child(target):
         finally:
             os._exit(status)
     os.close(write)
-    waited = _wait(pid, 60)
+    # A child that works at once takes well under a second; one stuck on
+    # the parent's connections waits for a timeout first.
+    waited = _wait(pid, 10)
     seen = os.read(read, 4096).decode()
     os.close(read)
     assert waited == 0, f"the child failed or hung (status {waited})"
@@ -51,13 +53,22 @@ def test_a_filesystem_used_before_fork_works_in_the_child(target):
     assert fs.cat_file(f"{root}/parent") == b"p", "the parent's filesystem still works"
 
 
+#: The filesystem a forked pool's workers inherit (not pickled to them).
+_INHERITED = {}
+
+
+def _inherited_list_and_write(root, name):
+    return _list_and_write(_INHERITED["fs"], root, name)
+
+
 def test_a_fork_pool_uses_the_parents_filesystem(target):
     fs, root = target
     fs.pipe_file(f"{root}/seed", b"s")
+    _INHERITED["fs"] = fs
     ctx = multiprocessing.get_context("fork")
     with ctx.Pool(2) as pool:
-        result = pool.starmap_async(_list_and_write, [(fs, root, f"w{i}") for i in range(4)])
-        listed = result.get(timeout=60)
+        result = pool.starmap_async(_inherited_list_and_write, [(root, f"w{i}") for i in range(4)])
+        listed = result.get(timeout=10)
     assert all("seed" in names for names in listed)
     assert sorted(p.rsplit("/", 1)[-1] for p in fs.ls(root, detail=False)) == [
         "seed",
