@@ -17,7 +17,10 @@ if [ -n "${CAIRN_BIN:-}" ]; then
   cairn="$CAIRN_BIN"
 else
   # Release, as the README's job command: one build serves both.
-  cargo build -q --release -p cairn-cli
+  echo "== 0. build cairn: cargo build --release -p cairn-cli"
+  echo "   (the first build compiles about 400 crates with optimizations: roughly"
+  echo "   10 minutes on 2 cores; later runs reuse it and take seconds)"
+  cargo build --release -p cairn-cli
   cairn="$PWD/target/release/cairn"
 fi
 base="${1:-$(mktemp -d)}"

@@ -31,15 +31,15 @@ if [ -z "${CAIRN_TEST_SKIP_SERVERS:-}" ]; then
 fi
 set -e
 
-# The Python package: one wheel (dev profile, reusing what cargo test
-# compiled), installed into the tools' virtualenv (fsspec's own abstract
+# The Python package: one wheel (scripts/wheel.sh --dev: reusing what cargo
+# test compiled), installed into the tools' virtualenv (fsspec's own abstract
 # tests on memory, local disk and Garage; pyarrow; pickling) and into the
 # Ray virtualenv (Ray Data 2.60 on a local cluster: tests/test_ray.py).
 if [ -z "${CAIRN_TEST_SKIP_SERVERS:-}" ]; then
   tools="${CAIRN_TOOLS:-$HOME/.cache/cairn-tools}"
-  rm -rf target/wheels
-  if "$tools/venv/bin/maturin" build -q --profile dev -m crates/cairn-py/Cargo.toml \
-      --interpreter "$tools/venv/bin/python" -o target/wheels 2>&1 | tail -3 | tee -a target/test.log \
+  # Through the script users build the release wheel with, so it cannot rot.
+  if WHEEL_OUT=target/wheels PYTHON="$tools/venv/bin/python" scripts/wheel.sh --dev 2>&1 \
+      | tail -3 | tee -a target/test.log \
       && "$tools/venv/bin/pip" install -q --force-reinstall --no-deps target/wheels/cairn-*.whl \
       && "$tools/ray-venv/bin/pip" install -q --force-reinstall --no-deps target/wheels/cairn-*.whl; then
     set +e

@@ -25,7 +25,8 @@ install_garage() {
     echo "garage $GARAGE_VERSION already installed at $GARAGE_BIN"
     return
   fi
-  echo "installing garage $GARAGE_VERSION (about 11 minutes on 2 cores)..."
+  echo "installing garage $GARAGE_VERSION, the S3 server the tests run against: cargo install builds it"
+  echo "once into $CAIRN_TOOLS/garage (about 11 minutes on 2 cores; its progress follows)..."
   cargo install garage --version "$GARAGE_VERSION" --locked --no-default-features \
     --features bundled-libs,sqlite --root "$CAIRN_TOOLS/garage"
 }
