@@ -11,10 +11,19 @@ by test_ray.py so the test can kill it with SIGKILL. One JSON argument:
     delete_checkpoint_on_success
     sink                        "parquet" (default), "json", "csv" or "numpy" (the uid column)
     bare_output                 give the output as `bucket/path` (pyarrow's form, no scheme)
+    cluster                     run on a local multi-node cluster (ray.cluster_utils.Cluster:
+                                a head with no CPUs, two worker nodes of one CPU) started
+                                by this driver, instead of a single node
+    remove_node_after_units     with cluster: once this many units are committed, remove a
+                                worker node (its raylet and workers killed, as a preempted
+                                machine) and add a new one; prints "NODE REMOVED" and
+    replaced_flag               a local file it then writes the committed count to
 """
 
 import json
+import os
 import sys
+import threading
 import time
 
 import ray
@@ -25,10 +34,47 @@ import cairn
 import cairn.ray
 
 
+def start_cluster():
+    """A head with no CPUs and two worker nodes of one CPU each: every task
+    and actor runs on a worker node."""
+    from ray.cluster_utils import Cluster
+
+    cluster = Cluster(
+        initialize_head=True,
+        head_node_args={"num_cpus": 0, "include_dashboard": False},
+    )
+    workers = [cluster.add_node(num_cpus=1) for _ in range(2)]
+    cluster.wait_for_nodes()
+    ray.init(address=cluster.address, log_to_driver=False)
+    return cluster, workers
+
+
+def replace_a_node_when(cluster, worker, committed, units, flag):
+    """Removes `worker` once `committed()` reaches `units`, then adds a
+    new node: what a preempted machine and its replacement do to a job.
+    Then writes the count at the removal to the file `flag`."""
+
+    def watch():
+        while committed() < units:
+            time.sleep(0.2)
+        cluster.remove_node(worker, allow_graceful=False)
+        at = committed()
+        print(f"NODE REMOVED after {at} committed units", flush=True)
+        cluster.add_node(num_cpus=1, wait=False)
+        print("NODE ADDED", flush=True)
+        with open(flag, "w") as f:
+            f.write(str(at))
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
 def main() -> None:
     spec = json.loads(sys.argv[1])
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     options = spec["storage_options"]
+    if spec.get("cluster"):
+        cluster, workers = start_cluster()
+    else:
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     data_fs = cairn.build_checkpoint_filesystem(spec["input"], options)
     keep = {"delete_checkpoint_on_success": spec.get("delete_checkpoint_on_success", True)}
     if spec["manager"] == "cairn":
@@ -41,6 +87,25 @@ def main() -> None:
             **keep,
         )
     DataContext.get_current().checkpoint_config = config
+    if spec.get("remove_node_after_units"):
+        # The checkpoint preset: no listing cache, each count is fresh.
+        checkpoint_fs = cairn.CairnFileSystem("s3", checkpoint=True, **options)
+        checkpoint_dir = spec["checkpoint"].split("://", 1)[1]
+
+        def committed():
+            try:
+                names = checkpoint_fs.ls(checkpoint_dir, detail=False)
+            except FileNotFoundError:
+                return 0
+            return sum(1 for n in names if n.endswith(".parquet") and ".pending." not in n)
+
+        replace_a_node_when(
+            cluster,
+            workers[0],
+            committed,
+            spec["remove_node_after_units"],
+            spec["replaced_flag"],
+        )
     ds = ray.data.read_parquet(
         spec["input"],
         filesystem=data_fs,
@@ -63,6 +128,11 @@ def main() -> None:
     else:
         getattr(ds, f"write_{sink}")(output, filesystem=data_fs)
     print("JOB DONE", flush=True)
+    if spec.get("cluster"):
+        # The cluster's exit handlers trip over a node removed or still
+        # starting; the test kills what this driver started.
+        sys.stderr.flush()
+        os._exit(0)
 
 
 if __name__ == "__main__":

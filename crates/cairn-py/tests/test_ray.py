@@ -94,6 +94,73 @@ def test_every_file_sink_resumes_exactly_once_with_a_bare_output_path(s3, sink):
     kill_and_resume(s3, "uid", sink=sink, bare_output=True)
 
 
+def cluster_spec(s3, name, id_column, sleep):
+    """A job on a local cluster (a head without CPUs and two worker nodes
+    of one CPU, so every read, write and filter actor runs on a worker
+    node), data and checkpoint on Garage."""
+    options, oracle, bucket = s3
+    base = f"{bucket}/ray-cluster-{name}-{id_column}-{uuid.uuid4().hex[:10]}"
+    write_input(oracle, f"{base}/in")
+    spec = {
+        "input": f"s3://{base}/in",
+        "output": f"s3://{base}/out",
+        "checkpoint": f"s3://{base}/ckpt",
+        "storage_options": options,
+        "id_column": id_column,
+        "manager": "cairn",
+        "sleep": sleep,
+        "cluster": True,
+    }
+    return spec, oracle, base
+
+
+def assert_exactly_once(oracle, base):
+    counts = column_counts(oracle, f"{base}/out", "uid")
+    expected = set(range(FILES * ROWS_PER_FILE))
+    assert set(counts) == expected, f"missing {len(expected - set(counts))} IDs"
+    duplicated = {k: v for k, v in counts.items() if v != 1}
+    assert not duplicated, f"{len(duplicated)} IDs written more than once"
+
+
+@pytest.mark.parametrize("id_column", ["uid", "row_hash"])
+def test_a_worker_node_lost_mid_job_on_a_cluster_ends_exactly_once(s3, id_column, tmp_path):
+    """Once 3 units are committed a worker node is removed (its raylet and
+    workers killed, as a preempted machine) and a new one is started. Ray
+    either rides it out (its lost tasks run again, rewriting the same
+    units) or fails the job; run again if it failed, the output holds every
+    input row once."""
+    spec, oracle, base = cluster_spec(s3, "node", id_column, sleep=3.0)
+    spec.update(remove_node_after_units=3, replaced_flag=str(tmp_path / "replaced"))
+    code, out = run_job(spec, timeout=420)
+    assert "NODE REMOVED" in out, f"no node was removed (exit {code}):\n{out[-4000:]}"
+    removed_at = int(out.split("NODE REMOVED after ", 1)[1].split()[0])
+    assert 3 <= removed_at < FILES, f"the node must go midway: {removed_at} units"
+    if code != 0 or "JOB DONE" not in out:
+        spec.update(sleep=0, remove_node_after_units=None)
+        code, out = run_job(spec, timeout=420)
+        assert code == 0 and "JOB DONE" in out, out[-5000:]
+    assert_exactly_once(oracle, base)
+    assert committed_units(oracle, f"{base}/ckpt") == []
+
+
+def test_a_killed_driver_on_a_cluster_resumes_exactly_once(s3):
+    """The driver and the cluster it started SIGKILLed once 3 units are
+    committed; the job run again on a fresh cluster."""
+    spec, oracle, base = cluster_spec(s3, "driver", "uid", sleep=2.0)
+
+    def some_committed():
+        return len(committed_units(oracle, f"{base}/ckpt")) >= 3
+
+    code, out = run_job(spec, kill_when=some_committed, timeout=420)
+    assert code == -signal.SIGKILL, f"the job was not killed (exit {code}):\n{out[-3000:]}"
+    assert len(committed_units(oracle, f"{base}/ckpt")) < FILES
+    spec["sleep"] = 0
+    code, out = run_job(spec, timeout=420)
+    assert code == 0 and "JOB DONE" in out, out[-5000:]
+    assert_exactly_once(oracle, base)
+    assert committed_units(oracle, f"{base}/ckpt") == []
+
+
 def kill_and_resume(s3, id_column, sink="parquet", bare_output=False):
     """Runs the job, SIGKILLs it once 3 units are committed, runs it again:
     the output (read by pyarrow) holds every input row once."""
