@@ -17,6 +17,9 @@ if [ -z "${CAIRN_TEST_SKIP_SERVERS:-}" ]; then
 fi
 
 mkdir -p target
+# Every Ray driver of the tests starts its own local instance, never a
+# cluster another test (or a killed driver) left in /tmp/ray.
+export RAY_ADDRESS=local
 set +e
 cargo test --workspace "$@" 2>&1 | tee target/test.log
 status=${PIPESTATUS[0]}

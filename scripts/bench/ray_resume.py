@@ -152,7 +152,7 @@ def measure(kind, n, which, ckpt, out):
 
 def main():
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 10_000_000
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     for kind in ("int64-sequential", "int64-random", "string32"):
         root = tempfile.mkdtemp(prefix="ray-resume-bench-")
         try:

@@ -8,6 +8,11 @@ import uuid
 
 import pytest
 
+# Every Ray driver of these tests starts its own local instance: a cluster
+# another test started (ray.cluster_utils writes /tmp/ray/ray_current_cluster,
+# and a SIGKILLed driver leaves it behind) is never joined by accident.
+os.environ.setdefault("RAY_ADDRESS", "local")
+
 
 def garage_options():
     needed = [

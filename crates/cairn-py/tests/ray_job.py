@@ -74,7 +74,7 @@ def main() -> None:
     if spec.get("cluster"):
         cluster, workers = start_cluster()
     else:
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+        ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     data_fs = cairn.build_checkpoint_filesystem(spec["input"], options)
     keep = {"delete_checkpoint_on_success": spec.get("delete_checkpoint_on_success", True)}
     if spec["manager"] == "cairn":

@@ -94,12 +94,14 @@ def test_every_file_sink_resumes_exactly_once_with_a_bare_output_path(s3, sink):
     kill_and_resume(s3, "uid", sink=sink, bare_output=True)
 
 
-def cluster_spec(s3, name, id_column, sleep):
-    """A job on a local cluster (a head without CPUs and two worker nodes
-    of one CPU, so every read, write and filter actor runs on a worker
-    node), data and checkpoint on Garage."""
+def job_spec(s3, name, id_column, sleep, **extra):
+    """The job of ray_job.py on fresh input written by pyarrow, data and
+    checkpoint on Garage: (spec, pyarrow's S3 filesystem, base path).
+    `cluster=True` runs it on a local cluster (a head without CPUs and two
+    worker nodes of one CPU, so every read, write and filter actor runs on
+    a worker node)."""
     options, oracle, bucket = s3
-    base = f"{bucket}/ray-cluster-{name}-{id_column}-{uuid.uuid4().hex[:10]}"
+    base = f"{bucket}/ray-{name}-{id_column}-{uuid.uuid4().hex[:10]}"
     write_input(oracle, f"{base}/in")
     spec = {
         "input": f"s3://{base}/in",
@@ -109,7 +111,7 @@ def cluster_spec(s3, name, id_column, sleep):
         "id_column": id_column,
         "manager": "cairn",
         "sleep": sleep,
-        "cluster": True,
+        **extra,
     }
     return spec, oracle, base
 
@@ -129,7 +131,7 @@ def test_a_worker_node_lost_mid_job_on_a_cluster_ends_exactly_once(s3, id_column
     either rides it out (its lost tasks run again, rewriting the same
     units) or fails the job; run again if it failed, the output holds every
     input row once."""
-    spec, oracle, base = cluster_spec(s3, "node", id_column, sleep=3.0)
+    spec, oracle, base = job_spec(s3, "cluster-node", id_column, sleep=3.0, cluster=True)
     spec.update(remove_node_after_units=3, replaced_flag=str(tmp_path / "replaced"))
     code, out = run_job(spec, timeout=420)
     assert "NODE REMOVED" in out, f"no node was removed (exit {code}):\n{out[-4000:]}"
@@ -146,7 +148,7 @@ def test_a_worker_node_lost_mid_job_on_a_cluster_ends_exactly_once(s3, id_column
 def test_a_killed_driver_on_a_cluster_resumes_exactly_once(s3):
     """The driver and the cluster it started SIGKILLed once 3 units are
     committed; the job run again on a fresh cluster."""
-    spec, oracle, base = cluster_spec(s3, "driver", "uid", sleep=2.0)
+    spec, oracle, base = job_spec(s3, "cluster-driver", "uid", sleep=2.0, cluster=True)
 
     def some_committed():
         return len(committed_units(oracle, f"{base}/ckpt")) >= 3
@@ -164,20 +166,9 @@ def test_a_killed_driver_on_a_cluster_resumes_exactly_once(s3):
 def kill_and_resume(s3, id_column, sink="parquet", bare_output=False):
     """Runs the job, SIGKILLs it once 3 units are committed, runs it again:
     the output (read by pyarrow) holds every input row once."""
-    options, oracle, bucket = s3
-    base = f"{bucket}/ray-kill-{sink}-{uuid.uuid4().hex[:10]}"
-    write_input(oracle, f"{base}/in")
-    spec = {
-        "input": f"s3://{base}/in",
-        "output": f"s3://{base}/out",
-        "checkpoint": f"s3://{base}/ckpt",
-        "storage_options": options,
-        "id_column": id_column,
-        "manager": "cairn",
-        "sleep": 1.0,
-        "sink": sink,
-        "bare_output": bare_output,
-    }
+    spec, oracle, base = job_spec(
+        s3, f"kill-{sink}", id_column, sleep=1.0, sink=sink, bare_output=bare_output
+    )
     at_kill = {}
 
     def some_committed():
@@ -195,11 +186,7 @@ def kill_and_resume(s3, id_column, sink="parquet", bare_output=False):
     code, out = run_job(spec)
     assert code == 0 and "JOB DONE" in out, out[-5000:]
 
-    counts = column_counts(oracle, f"{base}/out", "uid")
-    expected = set(range(FILES * ROWS_PER_FILE))
-    assert set(counts) == expected, f"missing {len(expected - set(counts))} IDs"
-    duplicated = {k: v for k, v in counts.items() if v != 1}
-    assert not duplicated, f"{len(duplicated)} IDs written more than once"
+    assert_exactly_once(oracle, base)
     if id_column == "row_hash":
         hashes = column_counts(oracle, f"{base}/out", "row_hash")
         assert len(hashes) == FILES * ROWS_PER_FILE and set(hashes.values()) == {1}
@@ -301,7 +288,7 @@ def test_bad_configurations_are_clear_errors(s3, tmp_path):
     write_ids(pafs.LocalFileSystem(), f"{ckpt}/w_000001.parquet", [1, 2])
     os.makedirs(tmp_path / "out-a")
     write_rows(pafs.LocalFileSystem(), str(tmp_path / "out-a" / "w_000001-0.parquet"), [1, 2])
-    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", num_cpus=1, include_dashboard=False, log_to_driver=False)
     try:
         ref, size = first.load_checkpoint(str(tmp_path / "out-a"), pafs.LocalFileSystem())
         assert ref is not None and size > 0
