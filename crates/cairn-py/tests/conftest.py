@@ -36,6 +36,18 @@ def fresh(prefix):
     return f"{prefix}/cairn-py-{uuid.uuid4().hex[:12]}"
 
 
+@pytest.fixture(params=["file", "s3"])
+def target(request, tmp_path):
+    """(filesystem, a fresh directory on it): local disk, and Garage (skipped
+    without it)."""
+    from cairn.fsspec import CairnFileSystem
+
+    if request.param == "file":
+        return CairnFileSystem("file"), str(tmp_path)
+    fs = CairnFileSystem("s3", **garage_options())
+    return fs, fresh(os.environ["CAIRN_TEST_GARAGE_BUCKET"])
+
+
 def serialized_id_set(ids):
     """A serialized set of `ids`, made the way CheckpointManager makes it."""
     import tempfile

@@ -7,18 +7,6 @@ import os
 
 import pytest
 
-from cairn.fsspec import CairnFileSystem
-from conftest import fresh, garage_options
-
-
-@pytest.fixture(params=["file", "s3"])
-def target(request, tmp_path):
-    """(filesystem, a fresh directory on it)."""
-    if request.param == "file":
-        return CairnFileSystem("file"), str(tmp_path)
-    fs = CairnFileSystem("s3", **garage_options())
-    return fs, fresh(os.environ["CAIRN_TEST_GARAGE_BUCKET"])
-
 
 def _list_and_write(fs, root, name):
     """What a forked worker does with the parent's filesystem."""

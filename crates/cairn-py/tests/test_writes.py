@@ -6,19 +6,8 @@ import os
 
 import pytest
 
-from cairn.fsspec import CairnFileSystem
-from conftest import fresh, garage_options
 
 BLOCK = 5 * 2**20
-
-
-@pytest.fixture(params=["file", "s3"])
-def target(request, tmp_path):
-    """(filesystem, a fresh directory on it)."""
-    if request.param == "file":
-        return CairnFileSystem("file"), str(tmp_path)
-    fs = CairnFileSystem("s3", **garage_options())
-    return fs, fresh(os.environ["CAIRN_TEST_GARAGE_BUCKET"])
 
 
 def test_a_streaming_write_appears_whole_at_close(target):
