@@ -13,6 +13,8 @@ use crate::layout::{CheckpointFile, UnitName, classify};
 
 /// ID files read at once.
 const PARALLEL_READS: usize = 8;
+/// Decoded ID files waiting for the merger.
+const MERGE_QUEUE: usize = 8;
 
 /// What a checkpoint directory holds.
 #[derive(Debug)]
@@ -183,14 +185,27 @@ pub async fn load_committed(
         })
         .try_buffer_unordered(PARALLEL_READS);
     // Each file's keys join the set's builder as soon as they are decoded,
-    // so at most PARALLEL_READS files' builders exist besides it.
-    let mut all = IdSetBuilder::new(mode);
+    // on a thread of its own: a merge that seals a full buffer of loose
+    // keys sorts for a second or two, while the reads go on. At most
+    // PARALLEL_READS + MERGE_QUEUE files' builders exist besides it.
+    let (to_merge, mut merging) = tokio::sync::mpsc::channel::<IdSetBuilder>(MERGE_QUEUE);
+    let merger = tokio::task::spawn_blocking(move || -> Result<IdSetBuilder> {
+        let mut all = IdSetBuilder::new(mode);
+        while let Some(builder) = merging.blocking_recv() {
+            all.merge(builder)?;
+        }
+        Ok(all)
+    });
     let mut units_without_output = Vec::new();
     while let Some((builder, without_output)) = loaded.try_next().await? {
-        all.merge(builder)?;
         units_without_output.extend(without_output);
+        if to_merge.send(builder).await.is_err() {
+            // The merger stopped at an error, which it returns below.
+            break;
+        }
     }
-    drop(loaded);
+    drop((loaded, to_merge));
+    let all = merger.await.expect("merging catches no panics")?;
     if path_is_file {
         return Err(Error::CheckpointPathIsFile {
             path: fs.url(&dir_path),

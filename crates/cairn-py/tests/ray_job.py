@@ -21,6 +21,7 @@ by test_ray.py so the test can kill it with SIGKILL. One JSON argument:
 """
 
 import json
+import logging
 import os
 import sys
 import threading
@@ -70,6 +71,10 @@ def replace_a_node_when(cluster, worker, committed, units, flag):
 
 def main() -> None:
     spec = json.loads(sys.argv[1])
+    # What cairn's manager settled and loaded, in the output a failing test shows.
+    cairn_log = logging.getLogger("cairn")
+    cairn_log.setLevel(logging.INFO)
+    cairn_log.addHandler(logging.StreamHandler(sys.stdout))
     options = spec["storage_options"]
     if spec.get("cluster"):
         cluster, workers = start_cluster()

@@ -116,12 +116,35 @@ def job_spec(s3, name, id_column, sleep, **extra):
     return spec, oracle, base
 
 
-def assert_exactly_once(oracle, base):
+def ranges(ids):
+    """`ids` as sorted runs, `a-b` each: short enough for a failure message
+    (a set's own diff lists every element)."""
+    runs = []
+    for i in sorted(ids):
+        if runs and runs[-1][1] == i - 1:
+            runs[-1][1] = i
+        else:
+            runs.append([i, i])
+    return ", ".join(f"{a}-{b}" if a != b else f"{a}" for a, b in runs)
+
+
+def assert_exactly_once(oracle, base, *outputs):
+    """Every input uid once in the output; a failure names the missing and
+    repeated uids as ranges, the output's files and the tail of each job
+    output in `outputs`."""
     counts = column_counts(oracle, f"{base}/out", "uid")
     expected = set(range(FILES * ROWS_PER_FILE))
-    assert set(counts) == expected, f"missing {len(expected - set(counts))} IDs"
-    duplicated = {k: v for k, v in counts.items() if v != 1}
-    assert not duplicated, f"{len(duplicated)} IDs written more than once"
+    missing = expected - set(counts)
+    repeated = {k for k, v in counts.items() if v != 1}
+    unknown = set(counts) - expected
+    if missing or repeated or unknown:
+        listing = "\n".join(files(oracle, base))
+        jobs = "\n".join(f"--- job output {n}:\n{out[-6000:]}" for n, out in enumerate(outputs))
+        pytest.fail(
+            f"not exactly once: {len(missing)} uids missing ({ranges(missing)}); "
+            f"{len(repeated)} written more than once ({ranges(repeated)}); "
+            f"{len(unknown)} not in the input\nfiles:\n{listing}\n{jobs}"
+        )
 
 
 @pytest.mark.parametrize("id_column", ["uid", "row_hash"])
@@ -134,14 +157,16 @@ def test_a_worker_node_lost_mid_job_on_a_cluster_ends_exactly_once(s3, id_column
     spec, oracle, base = job_spec(s3, "cluster-node", id_column, sleep=3.0, cluster=True)
     spec.update(remove_node_after_units=3, replaced_flag=str(tmp_path / "replaced"))
     code, out = run_job(spec, timeout=420)
+    outputs = [out]
     assert "NODE REMOVED" in out, f"no node was removed (exit {code}):\n{out[-4000:]}"
     removed_at = int(out.split("NODE REMOVED after ", 1)[1].split()[0])
     assert 3 <= removed_at < FILES, f"the node must go midway: {removed_at} units"
     if code != 0 or "JOB DONE" not in out:
         spec.update(sleep=0, remove_node_after_units=None)
         code, out = run_job(spec, timeout=420)
+        outputs.append(out)
         assert code == 0 and "JOB DONE" in out, out[-5000:]
-    assert_exactly_once(oracle, base)
+    assert_exactly_once(oracle, base, *outputs)
     assert committed_units(oracle, f"{base}/ckpt") == []
 
 
@@ -153,13 +178,13 @@ def test_a_killed_driver_on_a_cluster_resumes_exactly_once(s3):
     def some_committed():
         return len(committed_units(oracle, f"{base}/ckpt")) >= 3
 
-    code, out = run_job(spec, kill_when=some_committed, timeout=420)
-    assert code == -signal.SIGKILL, f"the job was not killed (exit {code}):\n{out[-3000:]}"
+    code, first = run_job(spec, kill_when=some_committed, timeout=420)
+    assert code == -signal.SIGKILL, f"the job was not killed (exit {code}):\n{first[-3000:]}"
     assert len(committed_units(oracle, f"{base}/ckpt")) < FILES
     spec["sleep"] = 0
     code, out = run_job(spec, timeout=420)
     assert code == 0 and "JOB DONE" in out, out[-5000:]
-    assert_exactly_once(oracle, base)
+    assert_exactly_once(oracle, base, first, out)
     assert committed_units(oracle, f"{base}/ckpt") == []
 
 
@@ -176,8 +201,8 @@ def kill_and_resume(s3, id_column, sink="parquet", bare_output=False):
         at_kill["units"] = len(units)
         return len(units) >= 3
 
-    code, out = run_job(spec, kill_when=some_committed)
-    assert code == -signal.SIGKILL, f"the job was not killed (exit {code}):\n{out[-3000:]}"
+    code, first = run_job(spec, kill_when=some_committed)
+    assert code == -signal.SIGKILL, f"the job was not killed (exit {code}):\n{first[-3000:]}"
     assert 3 <= at_kill["units"] < FILES, f"the kill must land midway: {at_kill}"
     partial = sum(column_counts(oracle, f"{base}/out", "uid").values())
     assert 0 < partial < FILES * ROWS_PER_FILE
@@ -186,7 +211,7 @@ def kill_and_resume(s3, id_column, sink="parquet", bare_output=False):
     code, out = run_job(spec)
     assert code == 0 and "JOB DONE" in out, out[-5000:]
 
-    assert_exactly_once(oracle, base)
+    assert_exactly_once(oracle, base, first, out)
     if id_column == "row_hash":
         hashes = column_counts(oracle, f"{base}/out", "row_hash")
         assert len(hashes) == FILES * ROWS_PER_FILE and set(hashes.values()) == {1}

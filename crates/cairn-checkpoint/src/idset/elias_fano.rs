@@ -259,12 +259,77 @@ impl EliasFano {
     #[cfg(test)]
     pub(crate) fn to_vec(&self) -> Vec<u64> {
         let mut out = Vec::with_capacity(self.len);
-        for chunk in &self.chunks {
-            Self::for_each_in_chunk(chunk, self.words.as_slice(), |_, _, d| {
-                out.push(chunk.first + d)
-            });
+        for c in 0..self.chunk_count() {
+            self.append_chunk(c, &mut out);
         }
         out
+    }
+
+    /// Number of chunks (of [`CHUNK_KEYS`] keys, the last maybe fewer).
+    pub(crate) fn chunk_count(&self) -> usize {
+        self.chunks.len()
+    }
+
+    /// Appends the keys of chunk `c` to `out`, in order.
+    pub(crate) fn append_chunk(&self, c: usize, out: &mut Vec<u64>) {
+        let chunk = &self.chunks[c];
+        out.reserve(chunk.count as usize);
+        Self::for_each_in_chunk(chunk, self.words.as_slice(), |_, _, d| {
+            out.push(chunk.first + d)
+        });
+    }
+}
+
+/// Builds an [`EliasFano`] from sorted, distinct keys that arrive in order,
+/// a chunk at a time: it holds the encoded set and one chunk of keys,
+/// never the keys themselves.
+#[derive(Debug, Default)]
+pub(crate) struct EliasFanoWriter {
+    set: EliasFano,
+    words: Vec<u64>,
+    pending: Vec<u64>,
+    scratch: Vec<u64>,
+}
+
+impl EliasFanoWriter {
+    /// Adds `key`, larger than every key added before.
+    pub(crate) fn push(&mut self, key: u64) {
+        debug_assert!(self.pending.last().is_none_or(|&last| last < key));
+        self.pending.push(key);
+        if self.pending.len() == CHUNK_KEYS {
+            self.flush();
+        }
+    }
+
+    fn flush(&mut self) {
+        if self.pending.is_empty() {
+            return;
+        }
+        self.scratch.clear();
+        let base = self.words.len();
+        let chunk = encode_chunk(
+            &self.pending,
+            base,
+            &mut self.scratch,
+            &mut self.set.samples,
+        );
+        self.words.extend_from_slice(&self.scratch);
+        self.set.len += self.pending.len();
+        self.set.firsts.push(chunk.first);
+        self.set.chunks.push(chunk);
+        self.pending.clear();
+    }
+
+    /// The set of every key pushed.
+    pub(crate) fn finish(mut self) -> EliasFano {
+        self.flush();
+        let mut set = self.set;
+        self.words.shrink_to_fit();
+        set.words = self.words.into();
+        set.samples.shrink_to_fit();
+        set.firsts.shrink_to_fit();
+        set.chunks.shrink_to_fit();
+        set
     }
 }
 
@@ -555,6 +620,20 @@ mod tests {
             }
         }
         assert!(!EliasFano::from_sorted(vec![]).contains(0));
+    }
+
+    #[test]
+    fn the_writer_builds_what_from_sorted_builds() {
+        for n in [0, 1, CHUNK_KEYS - 1, CHUNK_KEYS, 3 * CHUNK_KEYS + 17] {
+            let keys = sorted((0..n as u64).map(mix).collect());
+            let mut writer = EliasFanoWriter::default();
+            keys.iter().for_each(|&k| writer.push(k));
+            let written = writer.finish();
+            assert_eq!(written, EliasFano::from_sorted(keys.clone()), "{n} keys");
+            let mut decoded = Vec::new();
+            (0..written.chunk_count()).for_each(|c| written.append_chunk(c, &mut decoded));
+            assert_eq!(decoded, keys);
+        }
     }
 
     #[test]

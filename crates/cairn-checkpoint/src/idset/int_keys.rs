@@ -1,9 +1,13 @@
 //! [`IntKeys`]: integer keys collected for an [`IntIdSet`] as ID files are
 //! read. Runs of consecutive keys are kept as ranges as each array arrives,
 //! so sequential IDs never sit in memory one by one: a builder fed 100M
-//! sequential IDs holds a few ranges plus the array being added.
+//! sequential IDs holds a few ranges plus the array being added. Loose keys
+//! (random IDs) are sealed into compressed runs every [`SEAL_KEYS`], so a
+//! billion of them never sit in memory as 8-byte keys either.
 
 use super::ints::{IntIdSet, push_range};
+use super::sealed::{SEAL_KEYS, SealedRun};
+use super::sort::threads;
 
 /// A run this long or longer is kept as a range while collecting (16 bytes,
 /// against 8 a key as a loose key).
@@ -16,6 +20,9 @@ pub(crate) struct IntKeys {
     runs: Vec<(u64, u64)>,
     /// Keys outside any run found so far, any order, maybe repeated.
     loose: Vec<u64>,
+    /// Loose keys sealed so far (duplicates of the loose keys and of each
+    /// other possible).
+    sealed: Vec<SealedRun>,
     /// The array being added (reused between arrays).
     scratch: Vec<u64>,
 }
@@ -79,17 +86,39 @@ impl IntKeys {
 
     fn add_loose(&mut self, keys: &[u64]) {
         self.loose.extend_from_slice(keys);
+        self.seal_when_full(SEAL_KEYS);
+    }
+
+    /// Seals the loose keys once there are `limit` or more.
+    fn seal_when_full(&mut self, limit: usize) {
+        if self.loose.len() >= limit {
+            let keys = std::mem::take(&mut self.loose);
+            self.sealed.push(SealedRun::seal(keys, threads()));
+        }
     }
 
     /// Adds everything `other` collected.
     pub(crate) fn merge(&mut self, mut other: IntKeys) {
         self.runs.append(&mut other.runs);
+        self.sealed.append(&mut other.sealed);
         self.loose.append(&mut other.loose);
+        self.seal_when_full(SEAL_KEYS);
     }
 
-    /// The set of every key added.
-    pub(crate) fn build(self) -> IntIdSet {
-        IntIdSet::from_parts(self.runs, self.loose)
+    /// The set of every key added. Below [`SEAL_KEYS`] loose keys the set
+    /// is built in their memory; past it, from the sealed runs.
+    pub(crate) fn build(mut self) -> IntIdSet {
+        if self.sealed.is_empty() {
+            return IntIdSet::from_parts(self.runs, self.loose);
+        }
+        self.seal_when_full(1);
+        IntIdSet::from_sealed(self.runs, self.sealed)
+    }
+
+    /// Loose keys sealed into runs.
+    #[cfg(test)]
+    fn sealed_len(&self) -> usize {
+        self.sealed.iter().map(SealedRun::len).sum()
     }
 
     /// Loose keys held.
@@ -122,6 +151,33 @@ mod tests {
         let set = keys.build();
         assert_eq!(set.len(), 2_000_000);
         assert!(set.contains(1_999_999) && !set.contains(2_000_000));
+    }
+
+    #[test]
+    fn sealed_runs_build_the_same_set() {
+        // Random keys sealed in three runs (with repeats across runs and
+        // in the loose rest), beside runs of sequential IDs and a dense
+        // block that becomes a bitmap.
+        let mix = |i: u64| i.wrapping_mul(0x9E37_79B9_7F4A_7C15).rotate_left(17);
+        let mut keys = IntKeys::default();
+        let mut model = std::collections::BTreeSet::new();
+        for part in 0..4u64 {
+            let random: Vec<u64> = (part * 50_000..(part + 2) * 50_000).map(mix).collect();
+            let sequential: Vec<u64> = (part * 1000..part * 1000 + 700).collect();
+            let gappy: Vec<u64> = (1 << 32..(1 << 32) + 65_536).step_by(3).collect();
+            for array in [random, sequential, gappy] {
+                model.extend(array.iter().copied());
+                keys.push_with(|v| v.extend_from_slice(&array));
+            }
+            if part < 3 {
+                keys.seal_when_full(1);
+            }
+        }
+        assert!(keys.sealed_len() > 0 && keys.loose_len() > 0);
+        let set = keys.build();
+        let unsealed = IntIdSet::from_keys(model.iter().copied().collect());
+        assert_eq!(set, unsealed);
+        assert_eq!(set.len(), model.len() as u64);
     }
 
     #[test]

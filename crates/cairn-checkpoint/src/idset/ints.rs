@@ -7,8 +7,9 @@
 //! Keys are the 64-bit two's-complement patterns of the IDs, so `-1_i64` and
 //! `u64::MAX` are the same ID; a job's ID column has one type, so they never meet.
 
-use super::elias_fano::EliasFano;
-use super::sort::sort_keys;
+use super::elias_fano::{EliasFano, EliasFanoWriter};
+use super::sealed::{SealedRun, merge};
+use super::sort::{sort_keys, threads};
 use super::wire::{Reader, Writer, corrupt};
 use crate::error::Result;
 
@@ -52,14 +53,9 @@ impl IntIdSet {
     /// runs; each block of the other keys takes whichever form is smallest
     /// there: runs, a bitmap, or singles. `keys`' memory is reused for the
     /// singles.
-    pub(crate) fn from_parts(mut runs: Vec<(u64, u64)>, mut keys: Vec<u64>) -> Self {
-        runs.sort_unstable_by_key(|r| r.0);
-        let mut ranges: Vec<(u64, u64)> = Vec::with_capacity(runs.len());
-        for run in runs {
-            push_range(&mut ranges, run);
-        }
-        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-        sort_keys(&mut keys, threads.min(8));
+    pub(crate) fn from_parts(runs: Vec<(u64, u64)>, mut keys: Vec<u64>) -> Self {
+        let mut ranges = sorted_ranges(runs);
+        sort_keys(&mut keys, threads());
         keys.dedup();
         drop_covered(&mut keys, &ranges);
         let len = ranges
@@ -80,25 +76,15 @@ impl IntIdSet {
                     .take_while(|&&k| k >> BLOCK_SHIFT == block)
                     .count();
             let group = &keys[start..end];
-            let runs = 1 + group.windows(2).filter(|w| w[1] != w[0] + 1).count();
-            // A single is costed at 8 bytes (its Elias–Fano cost depends on
-            // its neighbours; 8 is the most it can be), so a block turns into
-            // runs or a bitmap only where they clearly pay.
-            let (as_singles, as_runs) = (group.len() * 8, runs * 16);
-            if as_runs <= as_singles.min(BITMAP_BYTES) {
-                for &key in group {
-                    push_range(&mut from_keys, (key, key));
+            match Form::of(group) {
+                Form::Runs => group
+                    .iter()
+                    .for_each(|&key| push_range(&mut from_keys, (key, key))),
+                Form::Bitmap => bitmaps.push(bitmap_of(group)),
+                Form::Singles => {
+                    keys.copy_within(start..end, kept);
+                    kept += end - start;
                 }
-            } else if BITMAP_BYTES < as_singles {
-                let mut bits = Box::new([0u64; BITMAP_WORDS]);
-                for key in group {
-                    let offset = (key & ((1 << BLOCK_SHIFT) - 1)) as usize;
-                    bits[offset / 64] |= 1 << (offset % 64);
-                }
-                bitmaps.push((block, bits));
-            } else {
-                keys.copy_within(start..end, kept);
-                kept += end - start;
             }
             start = end;
         }
@@ -114,6 +100,16 @@ impl IntIdSet {
             singles: EliasFano::from_sorted(keys),
             len,
         }
+    }
+
+    /// Builds the set from inclusive runs (any order, may overlap) and
+    /// sealed runs of keys, streamed in order through the set's writer:
+    /// each sealed segment is dropped once read, so the peak is the sealed
+    /// runs plus what is built, never the keys one by one.
+    pub(crate) fn from_sealed(runs: Vec<(u64, u64)>, sealed: Vec<SealedRun>) -> Self {
+        let mut writer = IntSetWriter::new(runs);
+        merge(sealed, |keys| writer.push_sorted(keys));
+        writer.finish()
     }
 
     /// Whether `key` is in the set.
@@ -200,6 +196,138 @@ impl IntIdSet {
             + self.bitmaps.capacity() * 16
             + self.bitmaps.len() * BITMAP_BYTES
             + self.singles.memory_bytes()
+    }
+}
+
+/// How a block of keys is kept: whichever form is smallest there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Form {
+    Runs,
+    Bitmap,
+    Singles,
+}
+
+impl Form {
+    /// The form for `group`, the sorted, distinct keys of one block. A
+    /// single is costed at 8 bytes (its Elias–Fano cost depends on its
+    /// neighbours; 8 is the most it can be), so a block turns into runs or
+    /// a bitmap only where they clearly pay.
+    fn of(group: &[u64]) -> Form {
+        let runs = 1 + group.windows(2).filter(|w| w[1] != w[0] + 1).count();
+        let (as_singles, as_runs) = (group.len() * 8, runs * 16);
+        if as_runs <= as_singles.min(BITMAP_BYTES) {
+            Form::Runs
+        } else if BITMAP_BYTES < as_singles {
+            Form::Bitmap
+        } else {
+            Form::Singles
+        }
+    }
+}
+
+/// The bitmap of `group`, the keys of one block.
+fn bitmap_of(group: &[u64]) -> (u64, Box<[u64; BITMAP_WORDS]>) {
+    let mut bits = Box::new([0u64; BITMAP_WORDS]);
+    for key in group {
+        let offset = (key & ((1 << BLOCK_SHIFT) - 1)) as usize;
+        bits[offset / 64] |= 1 << (offset % 64);
+    }
+    (group[0] >> BLOCK_SHIFT, bits)
+}
+
+/// Inclusive runs in any order, possibly overlapping, as sorted, disjoint
+/// ranges.
+fn sorted_ranges(mut runs: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
+    runs.sort_unstable_by_key(|r| r.0);
+    let mut ranges: Vec<(u64, u64)> = Vec::with_capacity(runs.len());
+    for run in runs {
+        push_range(&mut ranges, run);
+    }
+    ranges
+}
+
+/// Builds an [`IntIdSet`] from sorted, distinct keys that arrive in order,
+/// block by block: it holds the set being built and one block's keys.
+struct IntSetWriter {
+    /// The given runs, sorted and disjoint; keys inside them are dropped.
+    ranges: Vec<(u64, u64)>,
+    /// The first range that may still hold a key to come.
+    next_range: usize,
+    /// Blocks whose keys are cheapest as runs.
+    from_keys: Vec<(u64, u64)>,
+    bitmaps: Vec<(u64, Box<[u64; BITMAP_WORDS]>)>,
+    singles: EliasFanoWriter,
+    /// The keys of the current block.
+    group: Vec<u64>,
+    /// Keys kept outside the given ranges.
+    keys: u64,
+}
+
+impl IntSetWriter {
+    fn new(runs: Vec<(u64, u64)>) -> Self {
+        IntSetWriter {
+            ranges: sorted_ranges(runs),
+            next_range: 0,
+            from_keys: Vec::new(),
+            bitmaps: Vec::new(),
+            singles: EliasFanoWriter::default(),
+            group: Vec::new(),
+            keys: 0,
+        }
+    }
+
+    /// Adds `keys`: sorted, distinct, each larger than every key before.
+    fn push_sorted(&mut self, keys: &[u64]) {
+        for &key in keys {
+            while self.ranges.get(self.next_range).is_some_and(|r| r.1 < key) {
+                self.next_range += 1;
+            }
+            if self.ranges.get(self.next_range).is_some_and(|r| r.0 <= key) {
+                continue;
+            }
+            if self
+                .group
+                .first()
+                .is_some_and(|first| first >> BLOCK_SHIFT != key >> BLOCK_SHIFT)
+            {
+                self.flush_block();
+            }
+            self.group.push(key);
+        }
+    }
+
+    fn flush_block(&mut self) {
+        let group = &self.group;
+        if group.is_empty() {
+            return;
+        }
+        self.keys += group.len() as u64;
+        match Form::of(group) {
+            Form::Runs => group
+                .iter()
+                .for_each(|&key| push_range(&mut self.from_keys, (key, key))),
+            Form::Bitmap => self.bitmaps.push(bitmap_of(group)),
+            Form::Singles => group.iter().for_each(|&key| self.singles.push(key)),
+        }
+        self.group.clear();
+    }
+
+    fn finish(mut self) -> IntIdSet {
+        self.flush_block();
+        let len = self
+            .ranges
+            .iter()
+            .map(|r| (r.1 - r.0).saturating_add(1))
+            .fold(self.keys, u64::saturating_add);
+        let mut ranges = merge_ranges(self.ranges, self.from_keys);
+        ranges.shrink_to_fit();
+        self.bitmaps.shrink_to_fit();
+        IntIdSet {
+            ranges,
+            bitmaps: self.bitmaps,
+            singles: self.singles.finish(),
+            len,
+        }
     }
 }
 

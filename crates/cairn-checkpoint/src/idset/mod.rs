@@ -19,6 +19,7 @@ mod elias_fano;
 mod int_keys;
 mod ints;
 mod keys;
+mod sealed;
 mod sort;
 mod strings;
 mod wire;

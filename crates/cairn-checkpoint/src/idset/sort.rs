@@ -19,6 +19,11 @@ const PARALLEL_PARTITION_MIN: usize = 1 << 20;
 /// holding its size again as scratch.
 const PART_MAX: usize = 1 << 23;
 
+/// Threads a sort of a big set uses: the machine's cores, at most 8.
+pub(crate) fn threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get().min(8))
+}
+
 /// Sorts `keys` in place on up to `threads` threads.
 pub(crate) fn sort_keys(keys: &mut [u64], threads: usize) {
     let mut none = vec![(); keys.len()];
