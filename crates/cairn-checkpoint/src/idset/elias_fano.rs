@@ -292,6 +292,26 @@ pub(crate) struct EliasFanoWriter {
 }
 
 impl EliasFanoWriter {
+    /// A writer for exactly `keys` (sorted, distinct), its memory taken
+    /// once at its final size.
+    pub(crate) fn with_capacity_for(keys: &[u64]) -> Self {
+        let words = keys
+            .chunks(CHUNK_KEYS)
+            .map(|chunk| {
+                let (upper, lower) = chunk_words(chunk);
+                upper + lower
+            })
+            .sum();
+        let chunks = keys.len().div_ceil(CHUNK_KEYS);
+        let mut writer = EliasFanoWriter {
+            words: Vec::with_capacity(words),
+            ..Self::default()
+        };
+        writer.set.chunks.reserve_exact(chunks);
+        writer.set.firsts.reserve_exact(chunks);
+        writer
+    }
+
     /// Adds `key`, larger than every key added before.
     pub(crate) fn push(&mut self, key: u64) {
         debug_assert!(self.pending.last().is_none_or(|&last| last < key));
@@ -434,6 +454,19 @@ impl<'a> SampleWriter<'a> {
     }
 }
 
+/// Words of the unary part and of the low bits of the chunk of sorted,
+/// distinct `keys` (one or more).
+fn chunk_words(keys: &[u64]) -> (usize, usize) {
+    let count = keys.len();
+    let span = keys[count - 1] - keys[0];
+    let low_bits = (span / count as u64).checked_ilog2().unwrap_or(0);
+    let buckets = (span >> low_bits) + 1;
+    (
+        (count + buckets as usize).div_ceil(64),
+        (count * low_bits as usize).div_ceil(64),
+    )
+}
+
 /// Encodes one chunk of sorted, distinct `keys` into `out` (its unary part
 /// then its low bits; `base` is where `out` will lie in the set's words),
 /// appending its samples to `samples`.
@@ -444,8 +477,7 @@ fn encode_chunk(keys: &[u64], base: usize, out: &mut Vec<u64>, samples: &mut Vec
     let low_bits = (span / count as u64).checked_ilog2().unwrap_or(0);
     // span >> low_bits < 2 * count, so buckets fit in a u32.
     let buckets = (span >> low_bits) + 1;
-    let upper_words = (count + buckets as usize).div_ceil(64);
-    let lower_words = (count * low_bits as usize).div_ceil(64);
+    let (upper_words, lower_words) = chunk_words(keys);
     out.resize(upper_words + lower_words, 0);
     let chunk = Chunk {
         first,

@@ -92,8 +92,9 @@ impl IntKeys {
     /// Seals the loose keys once there are `limit` or more.
     fn seal_when_full(&mut self, limit: usize) {
         if self.loose.len() >= limit {
-            let keys = std::mem::take(&mut self.loose);
-            self.sealed.push(SealedRun::seal(keys, threads()));
+            // The buffer's memory is kept for the next run's keys.
+            self.sealed
+                .push(SealedRun::seal(&mut self.loose, threads()));
         }
     }
 
@@ -112,6 +113,7 @@ impl IntKeys {
             return IntIdSet::from_parts(self.runs, self.loose);
         }
         self.seal_when_full(1);
+        drop(self.loose);
         IntIdSet::from_sealed(self.runs, self.sealed)
     }
 

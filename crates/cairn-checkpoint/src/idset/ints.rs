@@ -108,8 +108,35 @@ impl IntIdSet {
     /// runs plus what is built, never the keys one by one.
     pub(crate) fn from_sealed(runs: Vec<(u64, u64)>, sealed: Vec<SealedRun>) -> Self {
         let mut writer = IntSetWriter::new(runs);
-        merge(sealed, |keys| writer.push_sorted(keys));
-        writer.finish()
+        if threads() < 2 {
+            merge(sealed, |batch| {
+                writer.push_sorted(&batch);
+                batch
+            });
+            return writer.finish();
+        }
+        // Merging and writing take about as long as each other: one thread
+        // each, the batches going to the writer and back to be reused.
+        let (to_writer, batches) = std::sync::mpsc::sync_channel::<Vec<u64>>(4);
+        let (to_merger, spares) = std::sync::mpsc::channel::<Vec<u64>>();
+        std::thread::scope(|scope| {
+            let written = scope.spawn(move || {
+                for batch in batches {
+                    writer.push_sorted(&batch);
+                    // The merger may be done and gone: the batch is dropped.
+                    let _ = to_merger.send(batch);
+                }
+                writer.finish()
+            });
+            merge(sealed, |batch| {
+                to_writer
+                    .send(batch)
+                    .expect("the writer takes batches until they stop");
+                spares.try_recv().unwrap_or_default()
+            });
+            drop(to_writer);
+            written.join().expect("the set's writer does not panic")
+        })
     }
 
     /// Whether `key` is in the set.

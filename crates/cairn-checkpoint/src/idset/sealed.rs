@@ -15,7 +15,7 @@
 
 use std::collections::VecDeque;
 
-use super::elias_fano::EliasFano;
+use super::elias_fano::{EliasFano, EliasFanoWriter};
 use super::sort::sort_keys;
 
 /// Loose keys gathered before they are sealed into a run (512 MiB).
@@ -30,15 +30,13 @@ pub(crate) struct SealedRun {
 }
 
 impl SealedRun {
-    /// Sorts `keys`, drops their duplicates and compresses them; their
-    /// memory is given back as soon as the run is made.
-    pub(crate) fn seal(mut keys: Vec<u64>, threads: usize) -> Self {
-        sort_keys(&mut keys, threads);
+    /// Sorts `keys`, drops their duplicates and compresses them, then
+    /// empties `keys`, keeping its memory for the next run's keys.
+    pub(crate) fn seal(keys: &mut Vec<u64>, threads: usize) -> Self {
+        sort_keys(keys, threads);
         keys.dedup();
-        let segments = keys
-            .chunks(SEGMENT_KEYS)
-            .map(|part| EliasFano::from_sorted(part.to_vec()))
-            .collect();
+        let segments = keys.chunks(SEGMENT_KEYS).map(encode_segment).collect();
+        keys.clear();
         SealedRun { segments }
     }
 
@@ -53,6 +51,14 @@ impl SealedRun {
     fn memory_bytes(&self) -> usize {
         self.segments.iter().map(EliasFano::memory_bytes).sum()
     }
+}
+
+/// One segment of sorted, distinct keys, written straight into memory of
+/// its encoded size.
+fn encode_segment(keys: &[u64]) -> EliasFano {
+    let mut writer = EliasFanoWriter::with_capacity_for(keys);
+    keys.iter().for_each(|&key| writer.push(key));
+    writer.finish()
 }
 
 /// Reads a run one chunk at a time, dropping each segment once read.
@@ -87,9 +93,10 @@ impl Cursor {
     }
 }
 
-/// Merges `runs`: calls `emit` with batches of their keys, sorted and
-/// distinct across all batches, in increasing order.
-pub(crate) fn merge(runs: Vec<SealedRun>, mut emit: impl FnMut(&[u64])) {
+/// Merges `runs`: hands `emit` batches of their keys, sorted and distinct
+/// across all batches, in increasing order; `emit` gives back a vector
+/// for the next batch (the one it was handed, or any other).
+pub(crate) fn merge(runs: Vec<SealedRun>, mut emit: impl FnMut(Vec<u64>) -> Vec<u64>) {
     let mut cursors: Vec<Cursor> = runs
         .into_iter()
         .map(|run| Cursor {
@@ -118,7 +125,7 @@ pub(crate) fn merge(runs: Vec<SealedRun>, mut emit: impl FnMut(&[u64])) {
         // and merges them (n log runs), rather than sorting from scratch.
         batch.sort();
         batch.dedup();
-        emit(&batch);
+        batch = emit(batch);
     }
 }
 
@@ -147,15 +154,26 @@ mod tests {
         let mut model: Vec<u64> = parts.iter().flatten().copied().collect();
         model.sort_unstable();
         model.dedup();
-        let runs: Vec<SealedRun> = parts.into_iter().map(|p| SealedRun::seal(p, 2)).collect();
+        let runs: Vec<SealedRun> = parts
+            .into_iter()
+            .map(|mut p| SealedRun::seal(&mut p, 2))
+            .collect();
         let mut merged = Vec::new();
-        merge(runs, |batch| merged.extend_from_slice(batch));
+        merge(runs, |batch| {
+            merged.extend_from_slice(&batch);
+            batch
+        });
         assert_eq!(merged, model);
     }
 
     #[test]
     fn a_run_of_random_keys_is_compressed() {
-        let run = SealedRun::seal((0..1_000_000).map(mix).collect(), 2);
+        let mut keys: Vec<u64> = (0..1_000_000).map(mix).collect();
+        let run = SealedRun::seal(&mut keys, 2);
+        assert!(
+            keys.is_empty() && keys.capacity() >= 1_000_000,
+            "the buffer is kept"
+        );
         assert_eq!(run.len(), 1_000_000);
         // 2 + log2(2^64 / 1M) = 46 bits: 5.75 bytes, against 8 loose.
         assert!(run.memory_bytes() < 6 * 1_000_000, "{}", run.memory_bytes());
