@@ -135,9 +135,9 @@ def measure(kind, n, which, root):
             return time.perf_counter() - started
 
         def run(self, kind, n):
-            # Input IDs n/2 - SAMPLE/2 .. n/2 + SAMPLE/2: half committed.
+            # Input IDs n - SAMPLE/2 .. n + SAMPLE/2: half committed.
             kept, spent = 0, 0.0
-            first = max(0, n // 2 - SAMPLE // 2)
+            first = max(0, n - SAMPLE // 2)
             for start in range(first, first + SAMPLE, BLOCK):
                 block = pa.table({"id": ids_of(kind, start, start + BLOCK)})
                 t = time.perf_counter()

@@ -56,6 +56,8 @@ for kind in $kinds; do
   for impl in $impls; do
     sync
     echo 3 >/proc/sys/vm/drop_caches 2>/dev/null || true
+    # The previous run's processes give their memory back first.
+    sleep 15
     base=$(used_mib)
     started=$(date +%s)
     timeout --signal=KILL "$limit" "$py" scripts/bench/ray_resume.py measure "$kind" "$ids" "$impl" "$root" \
@@ -70,7 +72,8 @@ for kind in $kinds; do
     code=0; wait "$pid" || code=$?
     seconds=$(( $(date +%s) - started ))
     if [ "$code" = 0 ] && [ -s target/ray_resume.one ]; then
-      "$py" -c 'import json,sys; r=json.loads(open(sys.argv[1]).read()); r["machine_peak_mib"]=int(sys.argv[2]); print(json.dumps(r))' \
+      # Ray's raylet prints its warnings on the driver's stdout too.
+      "$py" -c 'import json,sys; r=json.loads([l for l in open(sys.argv[1]) if l.startswith("{")][-1]); r["machine_peak_mib"]=int(sys.argv[2]); print(json.dumps(r))' \
         target/ray_resume.one "$peak" | tee -a "$results"
     else
       case "$code" in

@@ -131,10 +131,15 @@ impl NativeIdSet {
         Ok(Self { set })
     }
 
-    /// The set as bytes, to ship to another process.
-    fn to_bytes<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
-        let bytes = py.detach(|| self.set.to_bytes());
-        PyBytes::new(py, &bytes)
+    /// The set as bytes, to ship to another process: written straight into
+    /// the `bytes` object, so the set is never held twice by this process.
+    fn to_bytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+        let set = &self.set;
+        let len = py.detach(|| set.encoded_len());
+        PyBytes::new_with(py, len, |out| {
+            py.detach(|| set.write_bytes(out));
+            Ok(())
+        })
     }
 
     fn __len__(&self) -> usize {
@@ -168,7 +173,7 @@ impl NativeIdSet {
         py: Python<'py>,
     ) -> PyResult<(Bound<'py, PyAny>, (Bound<'py, PyBytes>,))> {
         let from_bytes = py.get_type::<NativeIdSet>().getattr("from_bytes")?;
-        Ok((from_bytes, (self.to_bytes(py),)))
+        Ok((from_bytes, (self.to_bytes(py)?,)))
     }
 }
 

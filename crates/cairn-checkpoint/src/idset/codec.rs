@@ -42,25 +42,70 @@ impl IdSet {
     /// assert!(IdSet::from_bytes(b"not a set").is_err());
     /// ```
     pub fn to_bytes(&self) -> Vec<u8> {
-        let mut w = Writer::default();
-        w.bytes.extend_from_slice(MAGIC);
-        w.bytes.push(VERSION);
+        let mut w = Writer::grow();
+        self.encode(&mut w);
+        w.into_bytes()
+    }
+
+    /// The length of [`IdSet::to_bytes`], without writing them.
+    ///
+    /// ```
+    /// use arrow_array::Int64Array;
+    /// use cairn_checkpoint::{IdSet, IdSetBuilder, StringMode};
+    /// let mut builder = IdSetBuilder::new(StringMode::default());
+    /// builder.push_array(&Int64Array::from(vec![5, 1 << 40])).unwrap();
+    /// let set = builder.build();
+    /// assert_eq!(set.encoded_len(), set.to_bytes().len());
+    /// ```
+    pub fn encoded_len(&self) -> usize {
+        let mut w = Writer::count_only();
+        self.encode(&mut w);
+        w.len()
+    }
+
+    /// Writes [`IdSet::to_bytes`] into `out`, which must be
+    /// [`IdSet::encoded_len`] long: into memory someone else allocated (a
+    /// Python `bytes` object), so the set never exists twice in this
+    /// process's own memory.
+    ///
+    /// ```
+    /// use arrow_array::Int64Array;
+    /// use cairn_checkpoint::{IdSet, IdSetBuilder, StringMode};
+    /// let mut builder = IdSetBuilder::new(StringMode::default());
+    /// builder.push_array(&Int64Array::from(vec![5, 1 << 40])).unwrap();
+    /// let set = builder.build();
+    /// let mut out = vec![0; set.encoded_len()];
+    /// set.write_bytes(&mut out);
+    /// assert_eq!(IdSet::from_bytes(&out).unwrap(), set);
+    /// ```
+    ///
+    /// # Panics
+    /// If `out` is not exactly [`IdSet::encoded_len`] bytes long.
+    pub fn write_bytes(&self, out: &mut [u8]) {
+        let expected = out.len();
+        let mut w = Writer::fill(out);
+        self.encode(&mut w);
+        assert_eq!(w.len(), expected, "write_bytes needs encoded_len() bytes");
+    }
+
+    fn encode(&self, w: &mut Writer<'_>) {
+        w.put(MAGIC);
+        w.u8(VERSION);
         match self {
-            IdSet::Empty => w.bytes.push(KIND_EMPTY),
+            IdSet::Empty => w.u8(KIND_EMPTY),
             IdSet::Int(set) => {
-                w.bytes.push(KIND_INT);
-                set.encode(&mut w);
+                w.u8(KIND_INT);
+                set.encode(w);
             }
             IdSet::Str(set) => {
-                w.bytes.push(if set.is_exact() {
+                w.u8(if set.is_exact() {
                     KIND_EXACT
                 } else {
                     KIND_FINGERPRINT
                 });
-                set.encode(&mut w);
+                set.encode(w);
             }
         }
-        w.bytes
     }
 
     /// The set [`IdSet::to_bytes`] wrote; bytes that are not one (damaged,
@@ -175,9 +220,9 @@ mod tests {
         assert!(IdSet::from_bytes(&huge).is_err());
         // Repeated singles would break lookups: refused. One chunk starting
         // at 9 whose two keys are both at distance 0 (9 twice).
-        let mut w = Writer::default();
-        w.bytes.extend_from_slice(MAGIC);
-        w.bytes.extend_from_slice(&[VERSION, KIND_INT]);
+        let mut w = Writer::grow();
+        w.put(MAGIC);
+        w.put(&[VERSION, KIND_INT]);
         w.u64(2); // len
         w.count(0); // ranges
         w.count(0); // bitmaps
@@ -188,7 +233,7 @@ mod tests {
         w.count(1); // words
         w.pad();
         w.u64(0b011);
-        let e = IdSet::from_bytes(&w.bytes).unwrap_err().to_string();
+        let e = IdSet::from_bytes(&w.into_bytes()).unwrap_err().to_string();
         assert!(e.contains("sorted"), "{e}");
     }
 }

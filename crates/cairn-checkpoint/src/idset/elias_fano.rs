@@ -513,7 +513,7 @@ fn encode_chunk(keys: &[u64], base: usize, out: &mut Vec<u64>, samples: &mut Vec
 impl EliasFano {
     /// Writes the chunks' shapes and the words (samples are rebuilt on
     /// reading).
-    pub(crate) fn encode(&self, w: &mut Writer) {
+    pub(crate) fn encode(&self, w: &mut Writer<'_>) {
         w.count(self.chunks.len());
         for chunk in &self.chunks {
             w.u64(chunk.first);

@@ -407,7 +407,7 @@ fn strictly_increasing<T>(items: &[T], key: impl Fn(&T) -> u64) -> bool {
 
 impl IntIdSet {
     /// Writes the set's parts (see `codec`).
-    pub(crate) fn encode(&self, w: &mut Writer) {
+    pub(crate) fn encode(&self, w: &mut Writer<'_>) {
         w.u64(self.len);
         w.count(self.ranges.len());
         for &(start, end) in &self.ranges {

@@ -256,7 +256,7 @@ impl StringIdSet {
     }
 
     /// Writes the set's parts (see `codec`).
-    pub(crate) fn encode(&self, w: &mut Writer) {
+    pub(crate) fn encode(&self, w: &mut Writer<'_>) {
         match &self.repr {
             Repr::Fingerprint(fps) => {
                 fps.high.encode(w);
@@ -273,7 +273,7 @@ impl StringIdSet {
             }
             Repr::Exact { bytes, spans } => {
                 w.count(bytes.len());
-                w.bytes.extend_from_slice(bytes);
+                w.put(bytes);
                 w.count(spans.len());
                 for &(start, len) in spans {
                     w.u64(start);
@@ -377,10 +377,10 @@ mod tests {
         let set = StringIdSet {
             repr: Repr::Fingerprint(with_shared_tops()),
         };
-        let mut w = Writer::default();
+        let mut w = Writer::grow();
         set.encode(&mut w);
         assert_eq!(
-            StringIdSet::decode(&mut Reader::new(&w.bytes), false).unwrap(),
+            StringIdSet::decode(&mut Reader::new(&w.into_bytes()), false).unwrap(),
             set
         );
         // A shared top half (5) also listed among the single ones: refused.
@@ -391,8 +391,8 @@ mod tests {
                 shared_high: vec![5 << 32 | 1, 5 << 32 | 2],
             }),
         };
-        let mut w = Writer::default();
+        let mut w = Writer::grow();
         damaged.encode(&mut w);
-        assert!(StringIdSet::decode(&mut Reader::new(&w.bytes), false).is_err());
+        assert!(StringIdSet::decode(&mut Reader::new(&w.into_bytes()), false).is_err());
     }
 }

@@ -7,23 +7,76 @@ use bytes::Bytes;
 use super::keys::{Keys, Plain};
 use crate::error::{Error, Result};
 
-/// Appends fixed-width integers and counted sequences.
+/// Appends fixed-width integers and counted sequences: to a growing vector,
+/// into a slice of the right length, or nowhere (to count the length).
 #[derive(Default)]
-pub(crate) struct Writer {
-    pub(crate) bytes: Vec<u8>,
+pub(crate) struct Writer<'a> {
+    sink: Sink<'a>,
+    /// What a growing writer wrote.
+    vec: Vec<u8>,
+    /// Bytes written so far.
+    len: usize,
 }
 
-impl Writer {
+#[derive(Default)]
+enum Sink<'a> {
+    #[default]
+    Grow,
+    Fill(&'a mut [u8]),
+    Count,
+}
+
+impl<'a> Writer<'a> {
+    /// A writer into a vector ([`Writer::into_bytes`]).
+    pub(crate) fn grow() -> Self {
+        Self::default()
+    }
+
+    /// A writer that only counts ([`Writer::len`]).
+    pub(crate) fn count_only() -> Self {
+        Writer {
+            sink: Sink::Count,
+            ..Self::default()
+        }
+    }
+
+    /// A writer into `out`, which must be exactly as long as what is
+    /// written (a [`Writer::count_only`] pass tells).
+    pub(crate) fn fill(out: &'a mut [u8]) -> Self {
+        Writer {
+            sink: Sink::Fill(out),
+            ..Self::default()
+        }
+    }
+
+    /// Bytes written so far.
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    pub(crate) fn put(&mut self, bytes: &[u8]) {
+        match &mut self.sink {
+            Sink::Grow => self.vec.extend_from_slice(bytes),
+            Sink::Fill(out) => out[self.len..self.len + bytes.len()].copy_from_slice(bytes),
+            Sink::Count => {}
+        }
+        self.len += bytes.len();
+    }
+
+    pub(crate) fn u8(&mut self, value: u8) {
+        self.put(&[value]);
+    }
+
     pub(crate) fn u64(&mut self, value: u64) {
-        self.bytes.extend_from_slice(&value.to_le_bytes());
+        self.put(&value.to_le_bytes());
     }
 
     pub(crate) fn u128(&mut self, value: u128) {
-        self.bytes.extend_from_slice(&value.to_le_bytes());
+        self.put(&value.to_le_bytes());
     }
 
     pub(crate) fn u32(&mut self, value: u32) {
-        self.bytes.extend_from_slice(&value.to_le_bytes());
+        self.put(&value.to_le_bytes());
     }
 
     pub(crate) fn count(&mut self, len: usize) {
@@ -32,8 +85,13 @@ impl Writer {
 
     /// Zero bytes up to the next multiple of 16 from the start.
     pub(crate) fn pad(&mut self) {
-        let padded = self.bytes.len().next_multiple_of(16);
-        self.bytes.resize(padded, 0);
+        let padding = self.len.next_multiple_of(16) - self.len;
+        self.put(&[0; 16][..padding]);
+    }
+
+    /// What a [`Writer::grow`] wrote.
+    pub(crate) fn into_bytes(self) -> Vec<u8> {
+        self.vec
     }
 }
 
