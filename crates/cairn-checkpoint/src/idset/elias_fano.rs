@@ -524,9 +524,7 @@ impl EliasFano {
         let words = self.words.as_slice();
         w.count(words.len());
         w.pad();
-        for &word in words {
-            w.u64(word);
-        }
+        w.words(words, u64::to_le);
     }
 
     /// Reads what [`EliasFano::encode`] wrote, decoding every key to check

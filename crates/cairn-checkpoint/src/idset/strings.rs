@@ -263,9 +263,7 @@ impl StringIdSet {
                 let low = fps.low.as_slice();
                 w.count(low.len());
                 w.pad();
-                for &l in low {
-                    w.u32(l);
-                }
+                w.words(low, u32::to_le);
                 w.count(fps.shared_high.len());
                 for &whole in &fps.shared_high {
                     w.u128(whole);
