@@ -614,13 +614,7 @@ impl EliasFano {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn mix(mut z: u64) -> u64 {
-        z = z.wrapping_add(0x9E3779B97F4A7C15);
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58476D1CE4E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D049BB133111EB);
-        z ^ (z >> 31)
-    }
+    use crate::idset::tests::mix;
 
     fn sorted(mut keys: Vec<u64>) -> Vec<u64> {
         keys.sort_unstable();

@@ -442,9 +442,18 @@ impl IdSet {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use arrow_array::{Int32Array, Int64Array, UInt64Array};
+
+    /// splitmix64's output function: random-looking, distinct 64-bit keys
+    /// for distinct inputs.
+    pub(crate) fn mix(mut z: u64) -> u64 {
+        z = z.wrapping_add(0x9E3779B97F4A7C15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58476D1CE4E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D049BB133111EB);
+        z ^ (z >> 31)
+    }
 
     #[test]
     fn runs_are_read_in_place() {

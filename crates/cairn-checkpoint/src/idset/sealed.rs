@@ -132,13 +132,7 @@ pub(crate) fn merge(runs: Vec<SealedRun>, mut emit: impl FnMut(Vec<u64>) -> Vec<
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn mix(mut z: u64) -> u64 {
-        z = z.wrapping_add(0x9E3779B97F4A7C15);
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58476D1CE4E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D049BB133111EB);
-        z ^ (z >> 31)
-    }
+    use crate::idset::tests::mix;
 
     #[test]
     fn merged_runs_give_every_key_once_in_order() {
