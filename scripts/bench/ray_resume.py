@@ -164,7 +164,9 @@ def measure(kind, n, which, root):
     manager_cls = (
         cairn.ray.CheckpointManager if which == "cairn" else IdColumnCheckpointManager
     )
-    manager = manager_cls(checkpoint_config=config, data_context=DataContext.get_current())
+    manager = manager_cls(
+        checkpoint_config=config, data_context=DataContext.get_current()
+    )
     started = time.perf_counter()
     ref, size = manager.load_checkpoint(out, fs)
     load = time.perf_counter() - started
