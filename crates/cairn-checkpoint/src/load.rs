@@ -205,7 +205,7 @@ pub async fn load_committed(
         }
     }
     drop((loaded, to_merge));
-    let all = merger.await.expect("merging catches no panics")?;
+    let all = merger.await.expect("the merger does not panic")?;
     if path_is_file {
         return Err(Error::CheckpointPathIsFile {
             path: fs.url(&dir_path),

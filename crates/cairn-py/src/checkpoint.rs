@@ -132,7 +132,8 @@ impl NativeIdSet {
     }
 
     /// The set as bytes, to ship to another process: written straight into
-    /// the `bytes` object, so the set is never held twice by this process.
+    /// the `bytes` object, with no vector of them in between (the set and
+    /// its bytes, not a third copy).
     fn to_bytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
         let set = &self.set;
         let len = py.detach(|| set.encoded_len());

@@ -65,8 +65,7 @@ impl IdSet {
 
     /// Writes [`IdSet::to_bytes`] into `out`, which must be
     /// [`IdSet::encoded_len`] long: into memory someone else allocated (a
-    /// Python `bytes` object), so the set never exists twice in this
-    /// process's own memory.
+    /// Python `bytes` object), with no vector of the bytes in between.
     ///
     /// ```
     /// use arrow_array::Int64Array;
