@@ -168,6 +168,20 @@ impl NativeIdSet {
         Ok(PyArrowType(keep.into_data()))
     }
 
+    /// Whether every integer from `min` to `max` (inclusive) is a committed
+    /// ID: what a row group's statistics of a signed integer ID column
+    /// prove without reading it. False for a string set or `min > max`.
+    fn covers_int_range(&self, py: Python<'_>, min: i64, max: i64) -> bool {
+        py.detach(|| self.set.contains_int_range(min, max))
+    }
+
+    /// Whether the Ray `row_hash` IDs of rows `first_row .. first_row +
+    /// rows` of the file whose path seeds `seed` are all committed: a row
+    /// group of it need not be read. Stops at the first row that is not.
+    fn covers_row_hashes(&self, py: Python<'_>, seed: u64, first_row: u64, rows: u64) -> bool {
+        py.detach(|| crate::row_hash::all_row_hashes_committed(&self.set, seed, first_row, rows))
+    }
+
     /// Pickles by its bytes (Ray ships it to its filter actors).
     fn __reduce__<'py>(
         &self,

@@ -8,6 +8,7 @@
 mod checkpoint;
 mod errors;
 mod filesystem;
+mod row_hash;
 mod runtime;
 mod writer;
 

@@ -2,7 +2,9 @@
 write_parquet with job-level checkpointing), run as its own driver process
 by test_ray.py so the test can kill it with SIGKILL. One JSON argument:
 
-    input, output, checkpoint   URLs
+    input, output, checkpoint   URLs (input: a directory, or a list of files)
+    reader                      "ray" (ray.data.read_parquet, the default) or "cairn"
+                                (cairn.ray.read_parquet, which skips committed row groups)
     storage_options             s3 options (flat)
     id_column                   "uid" or "row_hash" (read with include_row_hash)
     manager                     "cairn" (cairn.ray.checkpoint_config) or "ray"
@@ -80,7 +82,8 @@ def main() -> None:
         cluster, workers = start_cluster()
     else:
         ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
-    data_fs = cairn.build_checkpoint_filesystem(spec["input"], options)
+    inputs = spec["input"]
+    data_fs = cairn.build_checkpoint_filesystem(spec["output"], options)
     keep = {"delete_checkpoint_on_success": spec.get("delete_checkpoint_on_success", True)}
     if spec["manager"] == "cairn":
         config = cairn.ray.checkpoint_config(spec["id_column"], spec["checkpoint"], options, **keep)
@@ -111,8 +114,9 @@ def main() -> None:
             spec["remove_node_after_units"],
             spec["replaced_flag"],
         )
-    ds = ray.data.read_parquet(
-        spec["input"],
+    read = cairn.ray.read_parquet if spec.get("reader") == "cairn" else ray.data.read_parquet
+    ds = read(
+        inputs,
         filesystem=data_fs,
         include_row_hash=spec["id_column"] == "row_hash",
     )

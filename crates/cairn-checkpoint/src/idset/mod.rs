@@ -417,6 +417,30 @@ impl IdSet {
         }
     }
 
+    /// Sets `answers[i]` to whether the integer ID whose key is `keys[i]`
+    /// is committed (an ID's key is its bit pattern as `u64`: a `uint64` ID
+    /// is its own key, an `int64` ID `id as u64`). All false for an empty
+    /// or a string set. Looking many keys up at once overlaps their memory
+    /// reads.
+    ///
+    /// ```
+    /// use arrow_array::UInt64Array;
+    /// use cairn_checkpoint::{IdSetBuilder, StringMode};
+    /// let mut builder = IdSetBuilder::new(StringMode::default());
+    /// builder.push_array(&UInt64Array::from(vec![3, u64::MAX])).unwrap();
+    /// let set = builder.build();
+    /// let mut answers = [false; 3];
+    /// set.contains_keys(&[3, 4, u64::MAX], &mut answers);
+    /// assert_eq!(answers, [true, false, true]);
+    /// ```
+    pub fn contains_keys(&self, keys: &[u64], answers: &mut [bool]) {
+        assert_eq!(keys.len(), answers.len(), "one answer per key");
+        match self {
+            IdSet::Int(set) => set.contains_each(keys, answers),
+            IdSet::Empty | IdSet::Str(_) => answers.fill(false),
+        }
+    }
+
     /// Number of committed IDs.
     pub fn len(&self) -> u64 {
         match self {

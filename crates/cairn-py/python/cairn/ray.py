@@ -43,9 +43,16 @@ from ray.data.checkpoint.checkpoint_filter import CheckpointManager as _RayManag
 
 from . import _protocol_of, build_checkpoint_filesystem
 from ._native import NativeIdSet, open_checkpoint
+from ._ray_read import SkippingParquetDatasource, offer_committed, read_parquet
 from .fsspec import CairnFileSystem
 
-__all__ = ["CheckpointFilter", "CheckpointManager", "checkpoint_config"]
+__all__ = [
+    "CheckpointFilter",
+    "CheckpointManager",
+    "SkippingParquetDatasource",
+    "checkpoint_config",
+    "read_parquet",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -173,6 +180,7 @@ class CheckpointManager(_RayManager):
         size = data.nbytes
         del ids
         ref = ray.put(data)
+        offer_committed(self._data_context, self.checkpoint_path, ref)
         logger.info(
             "cairn: %d committed IDs in %d units loaded from %s in %.2f s (a set of %d bytes, "
             "shared by the filter actors of a machine); %d pending unit(s) rolled back, "

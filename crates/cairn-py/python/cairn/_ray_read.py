@@ -1,0 +1,441 @@
+"""``cairn.ray.read_parquet``: Ray Data 2.60's Parquet reader that, on a
+resumed job, leaves out the row groups whose IDs are all committed.
+
+Ray's own resume reads the whole input and drops committed rows after the
+read (the checkpoint filter runs downstream of it), so a 95%-committed
+resume costs a full read. Here the read tasks are planned with the
+committed set in hand: a row group is left out when every row of it is
+known committed without reading it --
+
+- ``row_hash`` IDs (``include_row_hash=True``, ID column ``row_hash``): a
+  row's ID follows from the file's path and its position, so the row
+  group's IDs are derived and looked up;
+- a signed integer ID column: the row group's statistics (no nulls, exact
+  min and max) prove it when the set holds every integer from min to max.
+
+Everything else is read as Ray reads it, and the checkpoint filter still
+drops the committed rows of what is read. Leaving a row group out is only
+ever an optimisation: its rows are exactly those the filter would drop.
+
+The set comes from :class:`cairn.ray.CheckpointManager`, which Ray runs
+while planning the read: it offers the set's object-store reference for
+that planning (:func:`offer_committed`), and the read tasks of that same
+planning take it once (:func:`_take_committed`). A read planned without
+cairn's manager, or after the checkpoint is gone, reads everything.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import weakref
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.fs as pafs
+import ray
+from ray.data import Dataset
+from ray.data._internal.arrow_block import ArrowBlockAccessor
+from ray.data._internal.datasource.parquet_datasource import (
+    ParquetDatasource,
+    _read_batches_from,
+)
+from ray.data._internal.datasource_v2.common.synthesized_columns import _compute_row_hashes
+from ray.data._internal.object_extensions.arrow import raise_on_pickle_object_columns
+from ray.data._internal.planner.plan_expression.expression_visitors import (
+    get_column_references,
+)
+from ray.data._internal.util import iterate_with_retry
+from ray.data.block import BlockMetadata
+from ray.data.context import DataContext
+from ray.data.datasource.datasource import ReadTask
+from ray.data.datasource.partitioning import Partitioning, PathPartitionFilter
+from ray.data.datasource.path_util import _unwrap_protocol
+
+from ._native import NativeIdSet
+
+logger = logging.getLogger("cairn.ray")
+
+#: Committed sets offered by the manager, by checkpoint path: the planning
+#: (its DataContext, weakly) and the set's object-store reference.
+_OFFERED: Dict[str, Tuple["weakref.ref[Any]", Any]] = {}
+
+#: Footers read at once on the driver when the read tasks are planned.
+_FOOTER_THREADS = 16
+
+#: The widest min..max range, as a multiple of the row count, whose every
+#: integer is looked up to prove a row group committed.
+_MAX_SPAN_PER_ROW = 4
+
+_SIGNED_INTS = (pa.int8(), pa.int16(), pa.int32(), pa.int64())
+
+
+#: The skipping datasources alive in this process: without one, nothing
+#: can take an offer, so none is kept (it would pin the set in the object
+#: store).
+_READERS: "weakref.WeakSet[Any]" = weakref.WeakSet()
+
+
+def offer_committed(data_context: Any, checkpoint_path: str, ref: Any) -> None:
+    """Offers the committed set ``ref`` (the manager's object-store
+    reference) to the read tasks of the planning whose context is
+    ``data_context``. A later offer for the same checkpoint replaces it;
+    the offer goes with the context."""
+    if data_context is None or not _READERS:
+        return
+    _OFFERED[checkpoint_path] = (weakref.ref(data_context), ref)
+    weakref.finalize(data_context, _withdraw, checkpoint_path)
+
+
+def _withdraw(checkpoint_path: str) -> None:
+    offered = _OFFERED.get(checkpoint_path)
+    if offered is not None and offered[0]() is None:
+        del _OFFERED[checkpoint_path]
+
+
+def _take_committed(data_context: Any) -> Optional[NativeIdSet]:
+    """The committed set offered to this planning, taken once: ``None``
+    when there is none, it was offered to another planning, or the
+    checkpoint is gone since (a set must never outlive its checkpoint)."""
+    config = getattr(data_context, "checkpoint_config", None)
+    if config is None:
+        return None
+    offered = _OFFERED.pop(config.checkpoint_path, None)
+    if offered is None or offered[0]() is not data_context:
+        return None
+    checkpoint = config.filesystem.get_file_info(_unwrap_protocol(config.checkpoint_path))
+    if checkpoint.type == pafs.FileType.NotFound:
+        return None
+    array = np.ascontiguousarray(ray.get(offered[1]), dtype=np.uint8)
+    return NativeIdSet._from_shared_memory(array)
+
+
+def _path_seed(path: str) -> int:
+    """The seed of Ray's ``row_hash`` for the file at ``path``: the first 8
+    bytes of the path's MD5, little-endian (as ``_compute_row_hashes``)."""
+    return int.from_bytes(hashlib.md5(path.encode("utf-8")).digest()[:8], "little")
+
+
+@dataclass
+class _Piece:
+    """A run of consecutive row groups of one file to read (all of them
+    when ``row_groups`` is None), whose first row is row ``first_row`` of
+    the file. Pickled by what rebuilds its fragment, never its footer."""
+
+    format: Any
+    path: str
+    filesystem: Any
+    partition_expression: Any
+    row_groups: Optional[List[int]]
+    first_row: int
+    rows: int
+    compressed_bytes: int
+
+    def fragment(self) -> Any:
+        return self.format.make_fragment(
+            self.path, self.filesystem, self.partition_expression, row_groups=self.row_groups
+        )
+
+
+@dataclass
+class SkipReport:
+    """What a planned read leaves out: row groups, rows and compressed
+    bytes, left out and in all."""
+
+    row_groups_skipped: int = 0
+    row_groups: int = 0
+    rows_skipped: int = 0
+    rows: int = 0
+    bytes_skipped: int = 0
+    bytes: int = 0
+
+
+def _id_leaf(metadata: Any, arrow_schema: pa.Schema, id_column: str) -> Optional[int]:
+    """The leaf index of ``id_column`` when it is a signed integer column
+    (whose statistics order like its values)."""
+    index = arrow_schema.get_field_index(id_column)
+    if index < 0 or arrow_schema.field(index).type not in _SIGNED_INTS:
+        return None
+    for leaf in range(metadata.num_columns):
+        if metadata.schema.column(leaf).path == id_column:
+            return leaf
+    return None
+
+
+def _range_committed(statistics: Any, rows: int, committed: NativeIdSet) -> bool:
+    """Whether a row group's integer IDs are all committed, from its
+    statistics alone (no nulls: a null ID is never committed)."""
+    if statistics is None or not statistics.has_min_max or not statistics.has_null_count:
+        return False
+    if statistics.null_count != 0:
+        return False
+    low, high = statistics.min, statistics.max
+    if not isinstance(low, int) or not isinstance(high, int) or low > high:
+        return False
+    if high - low + 1 > _MAX_SPAN_PER_ROW * rows:
+        return False
+    return committed.covers_int_range(low, high)
+
+
+def _plan_pieces(
+    fragments: List[Any],
+    committed: NativeIdSet,
+    id_column: str,
+    by_row_hash: bool,
+) -> Tuple[List[_Piece], SkipReport]:
+    """The pieces of ``fragments`` (Ray's ``_ParquetFragment``) left to
+    read: each file's runs of row groups not all committed."""
+    originals = [f.original for f in fragments]
+
+    def footer(fragment: Any) -> Any:
+        fragment.ensure_complete_metadata()
+        return fragment.metadata
+
+    with ThreadPoolExecutor(max_workers=max(1, min(_FOOTER_THREADS, len(originals)))) as pool:
+        footers = list(pool.map(footer, originals))
+
+    report = SkipReport()
+    pieces: List[_Piece] = []
+    for fragment, metadata in zip(originals, footers):
+        leaf = None if by_row_hash else _id_leaf(metadata, fragment.physical_schema, id_column)
+        seed = _path_seed(fragment.path) if by_row_hash else 0
+        run: Optional[_Piece] = None
+        first_row = 0
+        kept_all = True
+        file_pieces: List[_Piece] = []
+        for index in range(metadata.num_row_groups):
+            group = metadata.row_group(index)
+            rows = group.num_rows
+            size = sum(group.column(c).total_compressed_size for c in range(group.num_columns))
+            if by_row_hash:
+                skip = committed.covers_row_hashes(seed, first_row, rows)
+            elif leaf is not None:
+                skip = _range_committed(group.column(leaf).statistics, rows, committed)
+            else:
+                skip = False
+            report.row_groups += 1
+            report.rows += rows
+            report.bytes += size
+            if skip:
+                report.row_groups_skipped += 1
+                report.rows_skipped += rows
+                report.bytes_skipped += size
+                kept_all = False
+                run = None
+            else:
+                if run is None:
+                    run = _Piece(
+                        fragment.format,
+                        fragment.path,
+                        fragment.filesystem,
+                        fragment.partition_expression,
+                        [],
+                        first_row,
+                        0,
+                        0,
+                    )
+                    file_pieces.append(run)
+                assert run.row_groups is not None
+                run.row_groups.append(index)
+                run.rows += rows
+                run.compressed_bytes += size
+            first_row += rows
+        if kept_all and file_pieces:
+            # Read whole, as Ray does.
+            file_pieces[0].row_groups = None
+        pieces.extend(file_pieces)
+    return pieces, report
+
+
+def _read_pieces(
+    pieces: List[_Piece],
+    block_udf: Optional[Callable[[Any], Any]],
+    to_batches_kwargs: Dict[str, Any],
+    data_columns: Optional[List[str]],
+    partition_columns: Optional[List[str]],
+    read_schema: Optional[pa.Schema],
+    include_paths: bool,
+    include_row_hash: bool,
+    partitioning: Optional[Partitioning],
+    filter_expr: Any,
+    filter_columns: Optional[List[str]],
+) -> Iterator[pa.Table]:
+    """A read task's blocks: each piece read through Ray's own batch reader,
+    its ``row_hash`` numbered from the piece's first row in its file."""
+    for piece in pieces:
+        fragment = piece.fragment()
+        position = piece.first_row
+        retried = DataContext.get_current().retried_io_errors
+        for table in iterate_with_retry(
+            lambda fragment=fragment: _read_batches_from(
+                fragment,
+                schema=read_schema,
+                data_columns=data_columns,
+                partition_columns=partition_columns,
+                partitioning=partitioning,
+                include_path=include_paths,
+                include_row_hash=False,
+                filter_expr=filter_expr,
+                filter_columns=filter_columns,
+                to_batches_kwargs=to_batches_kwargs,
+            ),
+            "reading batches",
+            match=retried,
+        ):
+            if include_row_hash:
+                hashes = _compute_row_hashes(piece.path, position, table.num_rows)
+                table = ArrowBlockAccessor.for_block(table).fill_column(
+                    "row_hash", pa.array(hashes, type=pa.uint64())
+                )
+                position += table.num_rows
+            if table.num_rows > 0:
+                raise_on_pickle_object_columns(table)
+                yield block_udf(table) if block_udf is not None else table
+
+
+class SkippingParquetDatasource(ParquetDatasource):
+    """Ray 2.60's Parquet datasource whose read tasks, when the planning
+    carries cairn's committed set, leave out the row groups whose IDs are
+    all committed. Without a set it is Ray's datasource unchanged."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        _READERS.add(self)
+
+    def get_name(self) -> str:
+        return "CairnParquet"
+
+    def get_read_tasks(
+        self,
+        parallelism: int,
+        per_task_row_limit: Optional[int] = None,
+        data_context: Optional[DataContext] = None,
+    ) -> List[ReadTask]:
+        committed = _take_committed(data_context)
+        if committed is None or len(committed) == 0 or self._shuffle is not None:
+            return super().get_read_tasks(parallelism, per_task_row_limit, data_context)
+        assert data_context is not None
+        id_column = data_context.checkpoint_config.id_column
+        by_row_hash = id_column == "row_hash" and self._include_row_hash
+        if self._include_row_hash and self._predicate_expr is not None:
+            # Ray numbers row_hash after the pushed-down filter: leaving a
+            # row group out would renumber the rows after it.
+            return super().get_read_tasks(parallelism, per_task_row_limit, data_context)
+        pieces, report = _plan_pieces(self._pq_fragments, committed, id_column, by_row_hash)
+        del committed
+        logger.info(
+            "cairn: read_parquet leaves out %d of %d row groups (%d of %d rows, %d of %d "
+            "compressed bytes) whose IDs are all committed",
+            report.row_groups_skipped,
+            report.row_groups,
+            report.rows_skipped,
+            report.rows,
+            report.bytes_skipped,
+            report.bytes,
+        )
+        if report.row_groups_skipped == 0:
+            return super().get_read_tasks(parallelism, per_task_row_limit, data_context)
+        return self._tasks_for(pieces, parallelism, per_task_row_limit)
+
+    def _tasks_for(
+        self, pieces: List[_Piece], parallelism: int, per_task_row_limit: Optional[int]
+    ) -> List[ReadTask]:
+        target_schema = self._derive_schema(
+            self._read_schema,
+            file_schema=self._file_schema,
+            partition_schema=self._partition_schema,
+            projected_columns=self.get_current_projection(),
+            _block_udf=self._block_udf,
+            include_paths=self._include_paths,
+            include_row_hash=self._include_row_hash,
+        )
+        filter_expr = None
+        filter_columns = None
+        if self._predicate_expr is not None:
+            filter_expr = self._predicate_expr.to_pyarrow()
+            filter_columns = get_column_references(self._predicate_expr)
+        ratio = self._encoding_ratio
+        arguments = (
+            self._block_udf,
+            self._scanner_kwargs,
+            self._get_data_columns(),
+            self._get_partition_columns(),
+            self._read_schema,
+            self._include_paths,
+            self._include_row_hash,
+            self._partitioning,
+            filter_expr,
+            filter_columns,
+        )
+        tasks = []
+        for group in np.array_split(np.arange(len(pieces)), max(1, parallelism)):
+            if len(group) == 0:
+                continue
+            chosen = [pieces[i] for i in group]
+            meta = BlockMetadata(
+                num_rows=None,
+                size_bytes=round(sum(p.compressed_bytes for p in chosen) * ratio),
+                input_files=sorted({p.path for p in chosen}),
+                exec_stats=None,
+            )
+            tasks.append(
+                ReadTask(
+                    lambda chosen=chosen: _read_pieces(chosen, *arguments),
+                    meta,
+                    schema=target_schema,
+                    per_task_row_limit=per_task_row_limit,
+                )
+            )
+        return tasks
+
+
+def read_parquet(
+    paths: Any,
+    *,
+    filesystem: Optional[pafs.FileSystem] = None,
+    columns: Optional[List[str]] = None,
+    include_row_hash: bool = False,
+    include_paths: bool = False,
+    partitioning: Optional[Partitioning] = Partitioning("hive"),
+    partition_filter: Optional[PathPartitionFilter] = None,
+    file_extensions: Optional[List[str]] = None,
+    schema: Optional[pa.Schema] = None,
+    shuffle: Any = None,
+    **read_args: Any,
+) -> Dataset:
+    """``ray.data.read_parquet`` that skips committed row groups on a
+    resumed job (see the module's text): the same rows, columns and
+    ``row_hash`` IDs as Ray 2.60's reader, with its checkpoint filter still
+    dropping the committed rows of what is read. Keyword arguments of
+    ``ray.data.read_datasource`` (``parallelism``, ``override_num_blocks``,
+    ``concurrency``, ``num_cpus``, ``memory``, ``ray_remote_args``, ...)
+    go there; others are pyarrow's batch-reading options, as for Ray.
+
+    Example (``cairn.ray.checkpoint_config`` set on the data context)::
+
+        ds = cairn.ray.read_parquet("s3://bucket/in", filesystem=fs, include_row_hash=True)
+    """
+    import inspect
+
+    accepted = set(inspect.signature(ray.data.read_datasource).parameters)
+    datasource_args = {k: v for k, v in read_args.items() if k in accepted}
+    to_batch_kwargs = {k: v for k, v in read_args.items() if k not in accepted}
+    datasource = SkippingParquetDatasource(
+        paths,
+        columns=columns,
+        to_batch_kwargs=to_batch_kwargs,
+        filesystem=filesystem,
+        schema=schema,
+        partition_filter=partition_filter,
+        partitioning=partitioning,
+        shuffle=shuffle,
+        include_paths=include_paths,
+        include_row_hash=include_row_hash,
+        file_extensions=(
+            file_extensions if file_extensions is not None else ParquetDatasource._FILE_EXTENSIONS
+        ),
+    )
+    return ray.data.read_datasource(datasource, **datasource_args)

@@ -1,0 +1,213 @@
+"""cairn.ray.read_parquet with Ray Data 2.60: the rows, columns and row_hash
+IDs of Ray's own read_parquet; on a resumed job, the row groups whose IDs
+are all committed are left out (proved by row_hash positions or by integer
+statistics) and the rest still goes through the checkpoint filter.
+
+The expected rows come from pyarrow and from the test's own row_hash (the
+formula of shared/reference/ray-checkpoint.md, with hashlib and NumPy),
+never from cairn. Runs in the Ray virtualenv (scripts/test.sh); elsewhere
+the tests show as skipped."""
+
+import hashlib
+import logging
+import os
+
+import pytest
+
+ray = pytest.importorskip("ray", reason="needs Ray 2.60: scripts/test.sh runs this in its ray-venv")
+
+import numpy as np  # noqa: E402
+import pyarrow as pa  # noqa: E402
+import pyarrow.compute as pc  # noqa: E402
+import pyarrow.parquet as pq  # noqa: E402
+from ray.data import DataContext  # noqa: E402
+
+import cairn.ray  # noqa: E402
+
+ROWS_PER_FILE = 3000
+ROW_GROUP = 500
+#: Hive-partitioned: (directory, first uid) of each input file.
+FILES = [("kind=a/f0", 0), ("kind=a/f1", 3000), ("kind=b/f0", 6000), ("kind=b/f1", 9000)]
+
+
+def row_hashes(path, first, count):
+    """Ray's row_hash of rows first .. first + count of the file at `path`."""
+    seed = np.uint64(int.from_bytes(hashlib.md5(path.encode()).digest()[:8], "little"))
+    k = seed + np.arange(first, first + count, dtype=np.uint64)
+    k ^= k >> np.uint64(30)
+    k *= np.uint64(0xBF58476D1CE4E5B9)
+    k ^= k >> np.uint64(27)
+    k *= np.uint64(0x94D049BB133111EB)
+    k ^= k >> np.uint64(31)
+    return k
+
+
+def test_the_test_row_hash_matches_the_reference_vectors():
+    assert row_hashes("/data/in/part-0001.parquet", 0, 2).tolist() == [
+        13557062875977446881,
+        12385235595624141131,
+    ]
+    assert row_hashes("my-bucket/input/part-0001.parquet", 1000000, 1).tolist() == [
+        12895775054419180647
+    ]
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
+@pytest.fixture
+def no_checkpoint():
+    context = DataContext.get_current()
+    yield context
+    context.checkpoint_config = None
+
+
+def write_input(root):
+    """The input (uid, text), each file in row groups of ROW_GROUP rows,
+    under hive partition directories; with each file's path and first uid."""
+    written = []
+    for name, first in FILES:
+        path = os.path.join(root, f"{name}.parquet")
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        uids = range(first, first + ROWS_PER_FILE)
+        table = pa.table({"uid": pa.array(uids, pa.int64()), "text": [f"row {i}" for i in uids]})
+        pq.write_table(table, path, row_group_size=ROW_GROUP)
+        written.append((path, first))
+    return written
+
+
+def expected_rows(written):
+    """What Ray's read_parquet(include_row_hash=True) gives, from pyarrow:
+    the file's columns, the partition column (a string), row_hash."""
+    tables = []
+    for path, _ in written:
+        table = pq.read_table(path, partitioning=None)
+        kind = os.path.basename(os.path.dirname(path)).split("=", 1)[1]
+        table = table.append_column("kind", pa.array([kind] * table.num_rows, pa.string()))
+        table = table.append_column(
+            "row_hash", pa.array(row_hashes(path, 0, table.num_rows), pa.uint64())
+        )
+        tables.append(table)
+    return pa.concat_tables(tables).sort_by("row_hash")
+
+
+def collect(ds):
+    return pa.concat_tables(ray.get(ds.to_arrow_refs())).sort_by("row_hash")
+
+
+def test_the_rows_columns_and_row_hashes_of_rays_reader(local_ray, no_checkpoint, tmp_path):
+    written = write_input(str(tmp_path / "in"))
+    ours = collect(cairn.ray.read_parquet(str(tmp_path / "in"), include_row_hash=True))
+    rays = collect(ray.data.read_parquet(str(tmp_path / "in"), include_row_hash=True))
+    assert ours.equals(rays), f"{ours.schema} != {rays.schema}"
+    assert ours.equals(expected_rows(written))
+
+
+def written_rows(out, leave_out=()):
+    """The rows of the Parquet files in `out` (but `leave_out`), by pyarrow."""
+    names = sorted(n for n in os.listdir(out) if n.endswith(".parquet") and n not in leave_out)
+    tables = [pq.read_table(os.path.join(out, n), partitioning=None) for n in names]
+    return pa.concat_tables(tables).sort_by("row_hash") if tables else None
+
+
+def plant_committed_unit(tmp_path, id_column, rows):
+    """A committed unit in Ray's layout: its ID file in the checkpoint
+    (one Parquet column of IDs) and its data file in the output. Returns
+    the checkpoint and output directories."""
+    checkpoint, out = tmp_path / "ckpt", tmp_path / "out"
+    checkpoint.mkdir()
+    out.mkdir()
+    pq.write_table(rows.select([id_column]), str(checkpoint / "w_000001.parquet"))
+    pq.write_table(rows, str(out / "w_000001-0.parquet"))
+    return str(checkpoint), str(out)
+
+
+@pytest.mark.parametrize("id_column", ["uid", "row_hash"])
+def test_a_resume_leaves_out_the_row_groups_all_committed(
+    local_ray, no_checkpoint, tmp_path, caplog, id_column
+):
+    """Committed: row groups 0, 1 and 3 of the first file, all of the last,
+    and every 7th row of the second file's first group (not a whole group:
+    read, and its committed rows dropped by the filter). 9 of 24 row groups
+    are left out; the rows after a left-out group keep their row_hash."""
+    written = write_input(str(tmp_path / "in"))
+    expected = expected_rows(written)
+    (first, _), (second, _), _, (last, _) = written
+    committed_rows = (
+        [(first, p) for p in [*range(0, 1000), *range(1500, 2000)]]
+        + [(second, p) for p in range(0, ROW_GROUP, 7)]
+        + [(last, p) for p in range(ROWS_PER_FILE)]
+    )
+    uid_of = {path: start for path, start in written}
+    uids = pa.array([uid_of[path] + p for path, p in committed_rows], pa.int64())
+    committed = expected.filter(pc.is_in(expected["uid"], value_set=uids))
+    left = expected.filter(pc.invert(pc.is_in(expected["uid"], value_set=uids)))
+    assert left.num_rows == 12000 - len(committed_rows)
+    checkpoint, out = plant_committed_unit(tmp_path, id_column, committed)
+    no_checkpoint.checkpoint_config = cairn.ray.checkpoint_config(
+        id_column, checkpoint, delete_checkpoint_on_success=False
+    )
+
+    with caplog.at_level(logging.INFO, logger="cairn.ray"):
+        cairn.ray.read_parquet(str(tmp_path / "in"), include_row_hash=True).write_parquet(out)
+    assert "leaves out 9 of 24 row groups (4500 of 12000 rows" in caplog.text, caplog.text
+    assert written_rows(out, ["w_000001-0.parquet"]).equals(left)
+    assert written_rows(out).equals(expected), "every row once"
+
+
+def test_rays_reader_on_the_same_checkpoint_reads_everything(
+    local_ray, no_checkpoint, tmp_path, caplog
+):
+    """The side-by-side baseline: Ray's read_parquet and the same committed
+    unit give the same rows, with nothing left out of the read."""
+    written = write_input(str(tmp_path / "in"))
+    expected = expected_rows(written)
+    committed = expected.filter(pc.less(expected["uid"], 6000))
+    checkpoint, out = plant_committed_unit(tmp_path, "uid", committed)
+    no_checkpoint.checkpoint_config = cairn.ray.checkpoint_config(
+        "uid", checkpoint, delete_checkpoint_on_success=False
+    )
+    with caplog.at_level(logging.INFO, logger="cairn.ray"):
+        ray.data.read_parquet(str(tmp_path / "in"), include_row_hash=True).write_parquet(out)
+    assert "leaves out" not in caplog.text
+    assert written_rows(out).equals(expected)
+
+
+def test_statistics_prove_nothing_for_ids_that_are_not_dense(
+    local_ray, no_checkpoint, tmp_path, caplog
+):
+    """A row group's min..max holds IDs the group does not have: only a
+    range the set holds whole proves the group committed."""
+    root = tmp_path / "in"
+    root.mkdir()
+    uids = np.arange(0, 4000, 2, dtype=np.int64)  # even uids only
+    table = pa.table({"uid": uids, "text": [str(u) for u in uids]})
+    pq.write_table(table, str(root / "f.parquet"), row_group_size=ROW_GROUP)
+    # The first group's whole range [0, 998] (its even uids and the odd
+    # ones between) and every other uid of the second group's range.
+    committed = pa.table({"uid": pa.array([*range(0, 999), *range(1000, 1500, 4)], pa.int64())})
+    committed = committed.append_column("text", pc.cast(committed["uid"], pa.string()))
+    checkpoint, out = plant_committed_unit(tmp_path, "uid", committed)
+    no_checkpoint.checkpoint_config = cairn.ray.checkpoint_config(
+        "uid", checkpoint, delete_checkpoint_on_success=False
+    )
+    with caplog.at_level(logging.INFO, logger="cairn.ray"):
+        cairn.ray.read_parquet(str(root)).write_parquet(out)
+    assert "leaves out 1 of 4 row groups" in caplog.text, caplog.text
+    new = [
+        pq.read_table(os.path.join(out, n)) for n in os.listdir(out) if n != "w_000001-0.parquet"
+    ]
+    got = sorted(pa.concat_tables(new)["uid"].to_pylist())
+    assert got == sorted(set(range(1000, 4000, 2)) - set(range(1000, 1500, 4)))
+
+
+def test_a_read_without_cairns_manager_reads_everything(local_ray, no_checkpoint, tmp_path, caplog):
+    written = write_input(str(tmp_path / "in"))
+    with caplog.at_level(logging.INFO, logger="cairn.ray"):
+        ours = collect(cairn.ray.read_parquet(str(tmp_path / "in"), include_row_hash=True))
+    assert ours.num_rows == len(written) * ROWS_PER_FILE
+    assert "leaves out" not in caplog.text
