@@ -49,7 +49,7 @@ if [ -z "${CAIRN_TEST_SKIP_SERVERS:-}" ]; then
     # From another directory, so `import cairn` is the installed wheel.
     (cd crates/cairn-py/tests && "$tools/venv/bin/python" -m pytest . -q -p no:cacheprovider) 2>&1 | tee -a target/test.log
     [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
-    (cd crates/cairn-py/tests && "$tools/ray-venv/bin/python" -m pytest test_ray.py test_pandas.py test_docs.py -q -p no:cacheprovider -rs) 2>&1 | tee -a target/test.log
+    (cd crates/cairn-py/tests && "$tools/ray-venv/bin/python" -m pytest test_ray.py test_ray_read.py test_ray_shards.py test_pandas.py test_docs.py -q -p no:cacheprovider -rs) 2>&1 | tee -a target/test.log
     [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
     set -e
   else

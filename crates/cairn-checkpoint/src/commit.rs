@@ -117,4 +117,10 @@ impl CheckpointDir {
     pub async fn load(&self, mode: crate::StringMode) -> Result<crate::CommittedState> {
         crate::load_committed(&self.fs, &self.dir, &self.id_column, mode).await
     }
+
+    /// [`crate::list_committed`] on this directory: its state without
+    /// reading the IDs.
+    pub async fn list(&self) -> Result<crate::CommittedState> {
+        crate::list_committed(&self.fs, &self.dir).await
+    }
 }

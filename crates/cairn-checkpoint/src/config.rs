@@ -51,6 +51,10 @@ pub struct CheckpointConfig {
     pub string_mode: StringMode,
     /// Lease lifetime.
     pub lease_ttl: Duration,
+    /// Whether [`CheckpointConfig::open`] reads the committed IDs into its
+    /// state (false: units and sizes only, an empty set, for a caller that
+    /// loads the IDs elsewhere, such as shards spread over a cluster).
+    pub read_ids: bool,
 }
 
 impl CheckpointConfig {
@@ -67,6 +71,7 @@ impl CheckpointConfig {
             commit_interval: DEFAULT_COMMIT_INTERVAL,
             string_mode: StringMode::default(),
             lease_ttl: DEFAULT_LEASE_TTL,
+            read_ids: true,
         }
     }
 
@@ -162,6 +167,15 @@ impl CheckpointConfig {
         }
     }
 
+    /// The checkpoint's state, its IDs read when [`CheckpointConfig::read_ids`].
+    async fn load_state(&self, dir: &CheckpointDir) -> Result<CommittedState> {
+        if self.read_ids {
+            dir.load(self.string_mode).await
+        } else {
+            dir.list().await
+        }
+    }
+
     /// The part of [`CheckpointConfig::open`] done while holding the lease.
     async fn open_held(
         &self,
@@ -171,7 +185,7 @@ impl CheckpointConfig {
         output_fs: &FileSystem,
         output_dir: &str,
     ) -> Result<(CommittedState, RecoveryReport, JobRecord, bool)> {
-        let mut state = dir.load(self.string_mode).await?;
+        let mut state = self.load_state(dir).await?;
         if state.complete {
             let marker = dir.read_marker().await?.unwrap_or_default();
             // An older marker names no job: the record, if still there, does.
@@ -205,7 +219,7 @@ impl CheckpointConfig {
                 Some(keeper.record().generation),
             )
             .await?;
-            state = dir.load(self.string_mode).await?;
+            state = self.load_state(dir).await?;
         }
         let recorded = dir.check_output(output_url).await?;
         if let Some(record) = &recorded

@@ -39,6 +39,6 @@ pub use layout::{
     lease_generation,
 };
 pub use lease::{Lease, LeaseKeeper, LeaseRecord};
-pub use load::{CommittedState, infer_id_column, load_committed};
+pub use load::{CommittedState, infer_id_column, list_committed, load_committed};
 pub use recover::RecoveryReport;
 pub use verify::{DataCheck, data_file_owner};

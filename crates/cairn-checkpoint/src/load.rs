@@ -33,8 +33,11 @@ pub struct CommittedState {
     /// Names that are not the protocol's; never read, never deleted.
     pub foreign: Vec<String>,
     /// Committed units that recorded writing no data file (a filter dropped
-    /// all of their rows), sorted.
+    /// all of their rows), sorted. Unknown (empty) when the IDs were not
+    /// read ([`list_committed`]).
     pub units_without_output: Vec<UnitName>,
+    /// Bytes of the committed ID files, as listed.
+    pub committed_bytes: u64,
 }
 
 impl CommittedState {
@@ -51,6 +54,7 @@ impl CommittedState {
 #[derive(Default)]
 struct Names {
     committed: Vec<UnitName>,
+    committed_bytes: u64,
     pending: Vec<UnitName>,
     has_lease: bool,
     complete: bool,
@@ -65,6 +69,7 @@ impl Names {
         match classify(base) {
             CheckpointFile::Committed(unit) => {
                 self.committed.push(unit.clone());
+                self.committed_bytes += entry.size;
                 return Some((entry.name, unit));
             }
             CheckpointFile::Pending(unit) => self.pending.push(unit),
@@ -132,6 +137,24 @@ pub async fn load_committed(
     id_column: &str,
     mode: StringMode,
 ) -> Result<CommittedState> {
+    load_state(fs, dir, id_column, Some(mode)).await
+}
+
+/// [`load_committed`] without reading a single ID file: the units, their
+/// ID files' total size, the lease and marker, and an empty set. For a
+/// caller that loads the IDs elsewhere (spread over a cluster).
+pub async fn list_committed(fs: &FileSystem, dir: &str) -> Result<CommittedState> {
+    load_state(fs, dir, "", None).await
+}
+
+/// The checkpoint's state, its committed IDs read with `mode` (or not
+/// read at all with `None`).
+async fn load_state(
+    fs: &FileSystem,
+    dir: &str,
+    id_column: &str,
+    mode: Option<StringMode>,
+) -> Result<CommittedState> {
     let listing = match fs.ls_stream(dir).await {
         Ok(listing) => listing,
         Err(e) if e.kind() == ErrorKind::NotFound => stream::empty().boxed(),
@@ -160,8 +183,9 @@ pub async fn load_committed(
             } else {
                 names.sort(entry)
             };
-            future::ready(Ok(committed))
+            future::ready(Ok(committed.filter(|_| mode.is_some())))
         });
+    let mode = mode.unwrap_or_default();
     let mut loaded = committed_paths
         .map_ok(|(path, unit)| async move {
             let bytes = fs.cat(&path).await?;
@@ -213,6 +237,7 @@ pub async fn load_committed(
     }
     let Names {
         mut committed,
+        committed_bytes,
         mut pending,
         has_lease,
         complete,
@@ -229,5 +254,6 @@ pub async fn load_committed(
         complete,
         foreign,
         units_without_output,
+        committed_bytes,
     })
 }

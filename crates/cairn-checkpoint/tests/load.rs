@@ -6,7 +6,9 @@ use std::process::Command;
 use std::sync::Arc;
 
 use arrow_array::{ArrayRef, Float64Array, Int64Array, StringArray};
-use cairn_checkpoint::{Error, IdSet, RunId, StringMode, UnitName, encode_ids, load_committed};
+use cairn_checkpoint::{
+    Error, IdSet, RunId, StringMode, UnitName, encode_ids, list_committed, load_committed,
+};
 use cairn_fs::{FileSystem, StorageOptions, WriteMode, build_checkpoint_filesystem};
 
 fn ints(v: impl IntoIterator<Item = i64>) -> ArrayRef {
@@ -33,18 +35,13 @@ async fn units_pending_and_foreign_files(dir: &str) {
         UnitName::new(&run, 1),
         UnitName::new(&run, 2),
     );
-    put(
-        &fs,
-        &format!("{dir}/{}", a.committed_file()),
+    let (a_ids, b_ids) = (
         encode_ids("uid", ints(0..100)).unwrap(),
-    )
-    .await;
-    put(
-        &fs,
-        &format!("{dir}/{}", b.committed_file()),
         encode_ids("uid", ints(100..150)).unwrap(),
-    )
-    .await;
+    );
+    let committed_bytes = (a_ids.len() + b_ids.len()) as u64;
+    put(&fs, &format!("{dir}/{}", a.committed_file()), a_ids).await;
+    put(&fs, &format!("{dir}/{}", b.committed_file()), b_ids).await;
     put(
         &fs,
         &format!("{dir}/{}", b.pending_file()),
@@ -66,10 +63,19 @@ async fn units_pending_and_foreign_files(dir: &str) {
         committed(&state.ids, &[0, 149, 150, 199]),
         [true, true, false, false]
     );
-    assert_eq!(state.committed, [a, b.clone()]);
-    assert_eq!(state.pending, [b, c]);
+    assert_eq!(state.committed, [a.clone(), b.clone()]);
+    assert_eq!(state.pending, [b.clone(), c.clone()]);
     assert_eq!(state.foreign, ["notes.txt"]);
     assert!(!state.has_lease);
+    assert_eq!(state.committed_bytes, committed_bytes);
+
+    // Listed without reading an ID file: the same units and sizes, no IDs.
+    let listed = list_committed(&fs, dir).await.unwrap();
+    assert!(listed.ids.is_empty());
+    assert_eq!(listed.committed, [a, b.clone()]);
+    assert_eq!(listed.pending, [b, c]);
+    assert_eq!(listed.foreign, ["notes.txt"]);
+    assert_eq!(listed.committed_bytes, committed_bytes);
 }
 
 #[tokio::test]

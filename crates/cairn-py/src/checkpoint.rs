@@ -7,7 +7,7 @@ use arrow_array::{Array, BooleanArray, make_array};
 use arrow_data::ArrayData;
 use arrow_pyarrow::PyArrowType;
 use bytes::Bytes;
-use cairn_checkpoint::{CheckpointConfig, IdSet, StringMode};
+use cairn_checkpoint::{CheckpointConfig, IdSet, IdSetBuilder, StringMode};
 use cairn_fs::ErrorKind;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -199,7 +199,7 @@ impl NativeIdSet {
 /// releases the lease (the writers that follow are Ray's). Without an
 /// output, only loads: pending units are left as they are.
 #[pyfunction]
-#[pyo3(signature = (checkpoint_fs, checkpoint_url, id_column, output_fs=None, output_dir=None, exact_strings=false, lease_ttl=None))]
+#[pyo3(signature = (checkpoint_fs, checkpoint_url, id_column, output_fs=None, output_dir=None, exact_strings=false, lease_ttl=None, read_ids=true))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn open_checkpoint<'py>(
     py: Python<'py>,
@@ -210,9 +210,11 @@ pub(crate) fn open_checkpoint<'py>(
     output_dir: Option<&str>,
     exact_strings: bool,
     lease_ttl: Option<f64>,
+    read_ids: bool,
 ) -> PyResult<(NativeIdSet, Bound<'py, PyDict>)> {
     let mut config = CheckpointConfig::new(id_column, checkpoint_url);
     config.filesystem = Some(checkpoint_fs.fs());
+    config.read_ids = read_ids;
     if let Some(seconds) = lease_ttl {
         config.lease_ttl = std::time::Duration::try_from_secs_f64(seconds).map_err(|_| {
             PyValueError::new_err(format!(
@@ -258,6 +260,8 @@ pub(crate) fn open_checkpoint<'py>(
                 units.iter().map(|u| u.as_str().to_string()).collect()
             };
             report.set_item("committed_units", state.committed.len())?;
+            report.set_item("committed_bytes", state.committed_bytes)?;
+            report.set_item("committed", names(&state.committed))?;
             report.set_item("rolled_back", names(&recovery.rolled_back))?;
             report.set_item("data_files_deleted", recovery.data_files_deleted)?;
             report.set_item("foreign", state.foreign.clone())?;
@@ -265,9 +269,21 @@ pub(crate) fn open_checkpoint<'py>(
         }
         (None, None) => {
             let dir = config.dir().map_err(checkpoint_to_py)?;
-            let state = wait(py, dir.load(config.string_mode)).map_err(checkpoint_to_py)?;
+            let state = if read_ids {
+                wait(py, dir.load(config.string_mode))
+            } else {
+                wait(py, dir.list())
+            }
+            .map_err(checkpoint_to_py)?;
             let pending: Vec<String> = state.in_flight().map(|u| u.as_str().to_string()).collect();
+            let committed: Vec<String> = state
+                .committed
+                .iter()
+                .map(|u| u.as_str().to_string())
+                .collect();
             report.set_item("committed_units", state.committed.len())?;
+            report.set_item("committed_bytes", state.committed_bytes)?;
+            report.set_item("committed", committed)?;
             report.set_item("pending_kept", pending)?;
             report.set_item("foreign", state.foreign.clone())?;
             state.ids
@@ -281,4 +297,73 @@ pub(crate) fn open_checkpoint<'py>(
     report.set_item("ids", set.len())?;
     report.set_item("memory_bytes", set.memory_bytes())?;
     Ok((NativeIdSet { set }, report))
+}
+
+/// Reads the committed IDs of the checkpoint at `checkpoint_url` into a
+/// set, and nothing else: no lease, no recovery (see `open_checkpoint`,
+/// with `read_ids=False`, for those).
+#[pyfunction]
+#[pyo3(signature = (checkpoint_fs, checkpoint_url, id_column, exact_strings=false))]
+pub(crate) fn load_ids(
+    py: Python<'_>,
+    checkpoint_fs: &NativeFileSystem,
+    checkpoint_url: &str,
+    id_column: &str,
+    exact_strings: bool,
+) -> PyResult<NativeIdSet> {
+    let mut config = CheckpointConfig::new(id_column, checkpoint_url);
+    config.filesystem = Some(checkpoint_fs.fs());
+    let mode = if exact_strings {
+        StringMode::Exact
+    } else {
+        StringMode::Fingerprint
+    };
+    let dir = config.dir().map_err(checkpoint_to_py)?;
+    let state = wait(py, dir.load(mode)).map_err(checkpoint_to_py)?;
+    Ok(NativeIdSet { set: state.ids })
+}
+
+/// A set of IDs built from arrays pushed one at a time (a shard of a set
+/// spread over a cluster), sealing random integer IDs into compressed runs
+/// every `seal_every` keys so the builder stays within a memory budget.
+#[pyclass(module = "cairn._native")]
+pub(crate) struct NativeIdSetBuilder {
+    builder: Option<IdSetBuilder>,
+}
+
+#[pymethods]
+impl NativeIdSetBuilder {
+    #[new]
+    #[pyo3(signature = (seal_every=None))]
+    fn new(seal_every: Option<usize>) -> Self {
+        let builder = IdSetBuilder::new(StringMode::Fingerprint);
+        let builder = match seal_every {
+            Some(keys) => builder.sealing_every(keys),
+            None => builder,
+        };
+        Self {
+            builder: Some(builder),
+        }
+    }
+
+    /// Adds the non-null IDs of `ids` (a pyarrow integer or string array).
+    fn push(&mut self, py: Python<'_>, ids: PyArrowType<ArrayData>) -> PyResult<()> {
+        let builder = self
+            .builder
+            .as_mut()
+            .ok_or_else(|| PyValueError::new_err("the builder was already built"))?;
+        let ids = make_array(ids.0);
+        py.detach(|| builder.push_array(ids.as_ref()))
+            .map_err(|e| PyValueError::new_err(e.to_string()))
+    }
+
+    /// The set of every ID pushed; the builder is spent.
+    fn build(&mut self, py: Python<'_>) -> PyResult<NativeIdSet> {
+        let builder = self
+            .builder
+            .take()
+            .ok_or_else(|| PyValueError::new_err("the builder was already built"))?;
+        let set = py.detach(|| builder.build());
+        Ok(NativeIdSet { set })
+    }
 }

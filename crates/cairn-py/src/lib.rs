@@ -19,8 +19,10 @@ use pyo3::prelude::*;
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<filesystem::NativeFileSystem>()?;
     m.add_class::<checkpoint::NativeIdSet>()?;
+    m.add_class::<checkpoint::NativeIdSetBuilder>()?;
     m.add_class::<writer::NativeWriter>()?;
     m.add_function(wrap_pyfunction!(checkpoint::open_checkpoint, m)?)?;
+    m.add_function(wrap_pyfunction!(checkpoint::load_ids, m)?)?;
     m.add(
         "CheckpointError",
         m.py().get_type::<errors::CheckpointError>(),

@@ -25,9 +25,25 @@ pub(crate) struct IntKeys {
     sealed: Vec<SealedRun>,
     /// The array being added (reused between arrays).
     scratch: Vec<u64>,
+    /// Loose keys held before they are sealed (0: [`SEAL_KEYS`]).
+    seal_every: usize,
 }
 
 impl IntKeys {
+    /// Seals loose keys every `keys` of them instead of every
+    /// [`SEAL_KEYS`]: less memory while collecting, more runs to merge.
+    pub(crate) fn seal_every(&mut self, keys: usize) {
+        self.seal_every = keys.max(1);
+    }
+
+    fn seal_limit(&self) -> usize {
+        if self.seal_every == 0 {
+            SEAL_KEYS
+        } else {
+            self.seal_every
+        }
+    }
+
     /// Adds the keys `fill` puts into the vector it is given (one array's).
     ///
     /// Sorted arrays (sequential IDs) give up their runs at once. An
@@ -86,7 +102,7 @@ impl IntKeys {
 
     fn add_loose(&mut self, keys: &[u64]) {
         self.loose.extend_from_slice(keys);
-        self.seal_when_full(SEAL_KEYS);
+        self.seal_when_full(self.seal_limit());
     }
 
     /// Seals the loose keys once there are `limit` or more.
@@ -103,11 +119,11 @@ impl IntKeys {
         self.runs.append(&mut other.runs);
         self.sealed.append(&mut other.sealed);
         self.loose.append(&mut other.loose);
-        self.seal_when_full(SEAL_KEYS);
+        self.seal_when_full(self.seal_limit());
     }
 
-    /// The set of every key added. Below [`SEAL_KEYS`] loose keys the set
-    /// is built in their memory; past it, from the sealed runs.
+    /// The set of every key added. Below the sealing limit the set is
+    /// built in the loose keys' memory; past it, from the sealed runs.
     pub(crate) fn build(mut self) -> IntIdSet {
         if self.sealed.is_empty() {
             return IntIdSet::from_parts(self.runs, self.loose);

@@ -267,6 +267,29 @@ impl IdSetBuilder {
         }
     }
 
+    /// Seals loose integer keys (random IDs) into compressed runs once
+    /// `keys` or more of them are held (checked after each array), rather
+    /// than at 64M: the builder then holds at most `keys` plus one array's
+    /// 8-byte keys besides the runs, for a builder with a memory budget (a
+    /// shard of a set spread over a cluster).
+    ///
+    /// ```
+    /// use arrow_array::UInt64Array;
+    /// use cairn_checkpoint::{IdSetBuilder, StringMode};
+    /// let mut builder = IdSetBuilder::new(StringMode::default()).sealing_every(1_000);
+    /// let keys: Vec<u64> = (0..10_000u64).map(|i| i.wrapping_mul(0x9E37_79B9_7F4A_7C15)).collect();
+    /// builder.push_array(&UInt64Array::from(keys.clone())).unwrap();
+    /// let set = builder.build();
+    /// assert_eq!(set.len(), 10_000);
+    /// let mut answers = vec![false; keys.len()];
+    /// set.contains_keys(&keys, &mut answers);
+    /// assert!(answers.iter().all(|&a| a));
+    /// ```
+    pub fn sealing_every(mut self, keys: usize) -> Self {
+        self.ints.seal_every(keys);
+        self
+    }
+
     /// Adds the non-null IDs of `array`.
     pub fn push_array(&mut self, array: &dyn Array) -> Result<()> {
         let kind = Kind::of(array.data_type())?;

@@ -51,7 +51,19 @@ def open_checkpoint(
     output_dir: Optional[str] = None,
     exact_strings: bool = False,
     lease_ttl: Optional[float] = None,
+    read_ids: bool = True,
 ) -> Tuple[NativeIdSet, Dict[str, Any]]: ...
+def load_ids(
+    checkpoint_fs: NativeFileSystem,
+    checkpoint_url: str,
+    id_column: str,
+    exact_strings: bool = False,
+) -> NativeIdSet: ...
+
+class NativeIdSetBuilder:
+    def __init__(self, seal_every: Optional[int] = None) -> None: ...
+    def push(self, ids: Any) -> None: ...
+    def build(self) -> NativeIdSet: ...
 
 class NativeWriter:
     def write(self, data: bytes) -> None: ...

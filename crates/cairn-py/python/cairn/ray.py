@@ -42,13 +42,22 @@ from ray.data.checkpoint.checkpoint_filter import CheckpointFilter as _RayFilter
 from ray.data.checkpoint.checkpoint_filter import CheckpointManager as _RayManager
 
 from . import _protocol_of, build_checkpoint_filesystem
-from ._native import NativeIdSet, open_checkpoint
+from ._native import NativeIdSet, load_ids, open_checkpoint
 from ._ray_read import SkippingParquetDatasource, offer_committed, read_parquet
+from ._ray_shards import (
+    DEFAULT_MAX_FILTER_MEMORY,
+    NotShardable,
+    ShardActor,
+    ShardedSet,
+    build_sharded_set,
+)
 from .fsspec import CairnFileSystem
 
 __all__ = [
     "CheckpointFilter",
     "CheckpointManager",
+    "ShardActor",
+    "ShardedSet",
     "SkippingParquetDatasource",
     "checkpoint_config",
     "read_parquet",
@@ -89,6 +98,9 @@ def _cairn_of(filesystem: Any) -> Optional[CairnFileSystem]:
 #: Where checkpoint_config keeps its lease_ttl on Ray's CheckpointConfig.
 _LEASE_TTL = "_cairn_lease_ttl"
 
+#: Where checkpoint_config keeps its max_filter_memory on Ray's CheckpointConfig.
+_MAX_FILTER_MEMORY = "_cairn_max_filter_memory"
+
 #: pyarrow's names of its filesystems, as cairn's protocols.
 _PYARROW_PROTOCOLS = {"s3": "s3", "gcs": "gcs", "local": "file"}
 
@@ -119,6 +131,9 @@ class CheckpointManager(_RayManager):
     def __init__(self, checkpoint_config: CheckpointConfig, data_context: Any):
         super().__init__(checkpoint_config=checkpoint_config, data_context=data_context)
         self._lease_ttl: Optional[float] = getattr(checkpoint_config, _LEASE_TTL, None)
+        self._max_filter_memory: Optional[int] = getattr(
+            checkpoint_config, _MAX_FILTER_MEMORY, DEFAULT_MAX_FILTER_MEMORY
+        )
 
     def load_checkpoint(
         self,
@@ -150,13 +165,16 @@ class CheckpointManager(_RayManager):
         if data_file_dir is not None:
             output_fs = self._output_filesystem(data_file_dir, data_file_filesystem, checkpoint_fs)
             output_dir = _local(data_file_dir, output_fs)
-        ids, report = open_checkpoint(
+        # Settled and listed first, the IDs not read: their files' size
+        # decides whether the set is loaded here or spread over shards.
+        _, report = open_checkpoint(
             native,
             checkpoint_url,
             self.id_column,
             None if output_fs is None else output_fs._native,
             output_dir,
             lease_ttl=self._lease_ttl,
+            read_ids=False,
         )
         if report.get("foreign"):
             logger.warning(
@@ -171,6 +189,16 @@ class CheckpointManager(_RayManager):
                 len(report["pending_kept"]),
                 checkpoint_url,
             )
+        if report["committed_units"] == 0:
+            logger.info("cairn: nothing committed in %s", checkpoint_url)
+            return None, 0
+        budget = self._max_filter_memory
+        if budget is not None and report["committed_bytes"] > budget:
+            sharded = self._load_sharded(checkpoint_fs, report, budget)
+            if sharded is not None:
+                # The filter actors hold no part of the set, only a block's keys.
+                return ray.put(sharded), 0
+        ids = load_ids(native, checkpoint_url, self.id_column)
         if len(ids) == 0:
             logger.info("cairn: nothing committed in %s", checkpoint_url)
             return None, 0
@@ -178,6 +206,7 @@ class CheckpointManager(_RayManager):
         # in place (shared memory), and the set is used where it lies.
         data = np.frombuffer(ids.to_bytes(), dtype=np.uint8)
         size = data.nbytes
+        count = len(ids)
         del ids
         ref = ray.put(data)
         offer_committed(self._data_context, self.checkpoint_path, ref)
@@ -185,7 +214,7 @@ class CheckpointManager(_RayManager):
             "cairn: %d committed IDs in %d units loaded from %s in %.2f s (a set of %d bytes, "
             "shared by the filter actors of a machine); %d pending unit(s) rolled back, "
             "%d data file(s) deleted",
-            report["ids"],
+            count,
             report["committed_units"],
             checkpoint_url,
             time.monotonic() - started,
@@ -194,6 +223,29 @@ class CheckpointManager(_RayManager):
             report.get("data_files_deleted", 0),
         )
         return ref, size
+
+    def _load_sharded(
+        self, checkpoint_fs: CairnFileSystem, report: Mapping[str, Any], budget: int
+    ) -> Optional[ShardedSet]:
+        """The set spread over shard actors, or None (with a warning) when
+        its IDs cannot be sharded."""
+        directory = checkpoint_fs._native.strip(_local(self.checkpoint_path, checkpoint_fs))
+        files = [f"{directory}/{unit}.parquet" for unit in report["committed"]]
+        filesystem = pafs.PyFileSystem(pafs.FSSpecHandler(checkpoint_fs))
+        try:
+            return build_sharded_set(
+                files, filesystem, self.id_column, report["committed_bytes"], budget
+            )
+        except NotShardable as e:
+            logger.warning(
+                "cairn: the committed IDs of %s (%d bytes of ID files) are over "
+                "max_filter_memory=%d but cannot be sharded (%s): every filter node holds them all",
+                self.checkpoint_path,
+                report["committed_bytes"],
+                budget,
+                e,
+            )
+            return None
 
     def _output_filesystem(
         self,
@@ -236,6 +288,9 @@ class CheckpointFilter(_RayFilter):
             # the actors of a machine); copied otherwise.
             array = np.ascontiguousarray(data, dtype=np.uint8)
             self._ids = NativeIdSet._from_shared_memory(array)
+        elif isinstance(data, ShardedSet):
+            self._ids = None
+            self._sharded: Optional[ShardedSet] = data
         elif isinstance(data, NativeIdSet):
             self._ids = data
         elif isinstance(data, (bytes, bytearray, memoryview)):
@@ -254,7 +309,13 @@ class CheckpointFilter(_RayFilter):
             from ray.data.block import BlockAccessor
 
             block = BlockAccessor.for_block(block).to_arrow()
-        if block.num_rows == 0 or len(self._ids) == 0:
+        if block.num_rows == 0:
+            return block
+        if self._ids is None:
+            assert self._sharded is not None
+            committed = self._sharded.committed(block.column(self.id_column))
+            return block.filter(pa.array(~committed))
+        if len(self._ids) == 0:
             return block
         column = block.column(self.id_column)
         masks = []
@@ -271,6 +332,7 @@ def checkpoint_config(
     storage_options: Optional[Mapping[str, Any]] = None,
     *,
     lease_ttl: Optional[float] = None,
+    max_filter_memory: Optional[int] = DEFAULT_MAX_FILTER_MEMORY,
     **ray_kwargs: Any,
 ) -> CheckpointConfig:
     """A Ray ``CheckpointConfig`` with cairn's manager, filter and checkpoint
@@ -278,7 +340,11 @@ def checkpoint_config(
     :func:`cairn.build_checkpoint_filesystem`). ``lease_ttl`` is the
     lifetime in seconds (at least 3; 120 by default) of the lease the
     manager holds, renewed every third of it, while it settles and loads
-    the checkpoint: raise it for a store far away. Other keyword arguments
+    the checkpoint: raise it for a store far away. ``max_filter_memory`` is
+    the bytes a machine gives the committed set (2 GiB by default): when the
+    committed ID files are larger, integer IDs are split by key range over
+    shard actors spread over the cluster, each asking Ray for that much
+    memory, and no machine holds the whole set (None: never split). Other keyword arguments
     go to ``CheckpointConfig`` unchanged (``delete_checkpoint_on_success``,
     ...). An ``override_filesystem`` given there must be cairn's: a
     :class:`cairn.fsspec.CairnFileSystem` (wrapped for pyarrow here) or what
@@ -311,4 +377,12 @@ def checkpoint_config(
                 "third of its lifetime)"
             )
         setattr(config, _LEASE_TTL, float(lease_ttl))
+    if max_filter_memory is not None and not (
+        isinstance(max_filter_memory, int) and max_filter_memory > 0
+    ):
+        raise ValueError(
+            f"max_filter_memory={max_filter_memory!r}: give the bytes a machine gives the "
+            "committed set (2 GiB by default), or None never to shard it"
+        )
+    setattr(config, _MAX_FILTER_MEMORY, max_filter_memory)
     return config

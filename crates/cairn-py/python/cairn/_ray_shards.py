@@ -1,0 +1,286 @@
+"""A committed set too large for one machine's filter budget, split by key
+range into shards held by actors spread over the Ray cluster.
+
+The driver never holds the set: it lists the committed ID files (with the
+lease, after recovery), samples a few of them for the key ranges, starts
+one :class:`ShardActor` per range (each asks Ray for the budget as its
+memory, and Ray spreads them over the nodes), and loader tasks read the ID
+files in parallel and send each shard the keys of its range. A filter
+actor then sends each block's keys to the shards they fall in and keeps the
+rows none of them holds (:class:`ShardedSet`).
+
+A shard actor that dies (its node lost) is restarted by Ray and reloads its
+range itself, reading every ID file and keeping its keys; calls made to it
+meanwhile are retried. Integer IDs only: a string ID's key is its
+fingerprint, computed in Rust, which the shards do not see yet.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import ray
+
+from ._native import NativeIdSetBuilder
+
+logger = logging.getLogger("cairn.ray")
+
+#: The memory a machine gives the committed set by default, in bytes.
+DEFAULT_MAX_FILTER_MEMORY = 2 << 30
+
+#: The set's size is estimated from its ID files' bytes; a shard is sized
+#: so that its set, built, takes at most this part of the budget (the rest
+#: is the builder's transient memory).
+_SET_SHARE_OF_BUDGET = 0.6
+
+#: ID files read on the driver to place the shards' key ranges.
+_SAMPLE_FILES = 16
+
+#: The most shards a set is split into (past this, a shard is over budget).
+_MAX_SHARDS = 1024
+
+#: Keys sent to a shard per call.
+_KEYS_PER_CALL = 1 << 20
+
+
+class NotShardable(ValueError):
+    """The IDs cannot be split over shards (string IDs)."""
+
+
+def int_keys(column: Any) -> tuple[np.ndarray, Optional[np.ndarray]]:
+    """The keys of an integer ID column as cairn's set keys them (an ID's
+    bit pattern as ``uint64``: ``int64`` IDs viewed, narrower signed ones
+    widened first) and, when it has nulls, which rows are valid."""
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
+    kind = column.type
+    if pa.types.is_dictionary(kind):
+        column = column.dictionary_decode()
+        kind = column.type
+    if not pa.types.is_integer(kind):
+        raise NotShardable(f"IDs of type {kind} cannot be sharded; only integer IDs can")
+    valid = None
+    if column.null_count:
+        valid = column.is_valid().to_numpy(zero_copy_only=False)
+        column = column.fill_null(0)
+    if pa.types.is_signed_integer(kind):
+        keys = column.cast(pa.int64()).to_numpy(zero_copy_only=False).view(np.uint64)
+    else:
+        keys = column.cast(pa.uint64()).to_numpy(zero_copy_only=False)
+    return keys, valid
+
+
+def _keys_of_file(path: str, filesystem: Any, id_column: str) -> np.ndarray:
+    table = pq.read_table(path, columns=[id_column], filesystem=filesystem)
+    keys, valid = int_keys(table.column(0))
+    return keys if valid is None else keys[valid]
+
+
+def _split(keys: np.ndarray, boundaries: np.ndarray) -> List[np.ndarray]:
+    """``keys`` by shard: shard ``i`` holds keys in ``[boundaries[i-1],
+    boundaries[i])``."""
+    index = np.searchsorted(boundaries, keys, side="right")
+    order = np.argsort(index, kind="stable")
+    counts = np.bincount(index, minlength=len(boundaries) + 1)
+    return np.split(keys[order], np.cumsum(counts)[:-1])
+
+
+def _memory_of_this_process() -> Dict[str, int]:
+    fields = {}
+    with open("/proc/self/status") as f:
+        for line in f:
+            name, _, value = line.partition(":")
+            if name in ("VmRSS", "VmHWM"):
+                fields[name] = int(value.split()[0]) * 1024
+    return {"rss": fields.get("VmRSS", 0), "peak": fields.get("VmHWM", 0)}
+
+
+@ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=-1)
+class ShardActor:
+    """One shard of a committed set: the IDs whose keys lie in
+    ``[low, high)`` (``high`` None: no upper end). Filled by the loader
+    tasks at first; after a restart it reloads its range from ``files``."""
+
+    def __init__(
+        self,
+        files: Sequence[str],
+        filesystem: Any,
+        id_column: str,
+        low: int,
+        high: Optional[int],
+        seal_every: int,
+    ) -> None:
+        self._started = _memory_of_this_process()["rss"]
+        self._builder: Optional[NativeIdSetBuilder] = NativeIdSetBuilder(seal_every)
+        self._set: Any = None
+        if ray.get_runtime_context().was_current_actor_reconstructed:
+            logger.warning("cairn: shard [%d, %s) restarted; reloading its range", low, high)
+            for path in files:
+                keys = _keys_of_file(path, filesystem, id_column)
+                keys = keys[keys >= np.uint64(low)]
+                if high is not None:
+                    keys = keys[keys < np.uint64(high)]
+                self.add(keys)
+            self.seal()
+
+    def add(self, keys: np.ndarray) -> None:
+        """Adds keys of this shard's range."""
+        assert self._builder is not None, "a sealed shard takes no more keys"
+        self._builder.push(pa.array(keys, type=pa.uint64()))
+
+    def seal(self) -> Dict[str, int]:
+        """Builds the shard's set: its size and this actor's memory."""
+        if self._set is None:
+            assert self._builder is not None
+            self._set = self._builder.build()
+            self._builder = None
+        return {"ids": len(self._set), "set_bytes": self._set.memory_bytes(), **self.memory()}
+
+    def committed(self, keys: np.ndarray) -> np.ndarray:
+        """For each key, whether its ID is committed."""
+        keep = self._set.uncommitted(pa.array(keys, type=pa.uint64()))
+        return ~keep.to_numpy(zero_copy_only=False)
+
+    def memory(self) -> Dict[str, int]:
+        """This actor's resident and peak memory, and its peak growth since
+        it started (what the shard took beyond the Python worker), in bytes."""
+        memory = _memory_of_this_process()
+        return {**memory, "growth": memory["peak"] - self._started}
+
+
+@ray.remote(num_cpus=1)
+def _load_into_shards(
+    files: Sequence[str],
+    filesystem: Any,
+    id_column: str,
+    boundaries: np.ndarray,
+    shards: Sequence[Any],
+) -> int:
+    """Reads ``files`` and sends each shard the keys of its range; the
+    number of keys read."""
+    held: List[List[np.ndarray]] = [[] for _ in shards]
+    held_keys = [0] * len(shards)
+    sent = []
+    total = 0
+
+    def send(i: int) -> None:
+        if held[i]:
+            sent.append(shards[i].add.remote(np.concatenate(held[i])))
+            held[i], held_keys[i] = [], 0
+
+    for path in files:
+        keys = _keys_of_file(path, filesystem, id_column)
+        total += len(keys)
+        for i, part in enumerate(_split(keys, boundaries)):
+            if len(part):
+                held[i].append(part)
+                held_keys[i] += len(part)
+                if held_keys[i] >= _KEYS_PER_CALL:
+                    send(i)
+        # Keys in flight to the shards are bounded: wait for what was sent.
+        if len(sent) > 4 * len(shards):
+            ray.get(sent)
+            sent.clear()
+    for i in range(len(shards)):
+        send(i)
+    ray.get(sent)
+    return total
+
+
+@dataclass
+class ShardedSet:
+    """What :class:`cairn.ray.CheckpointManager` hands the filter actors
+    when the set is sharded: the key ranges and the shard actors."""
+
+    boundaries: np.ndarray
+    shards: List[Any]
+    ids: int
+    set_bytes: int
+
+    def committed(self, column: Any) -> np.ndarray:
+        """For each row of the ID column ``column``, whether its ID is
+        committed (a null never is), asking each shard about its keys."""
+        keys, valid = int_keys(column)
+        index = np.searchsorted(self.boundaries, keys, side="right")
+        answers = np.zeros(len(keys), dtype=bool)
+        asked = []
+        for shard in np.unique(index):
+            rows = np.nonzero(index == shard)[0]
+            asked.append((rows, self.shards[shard].committed.remote(keys[rows])))
+        for rows, answer in asked:
+            answers[rows] = ray.get(answer)
+        if valid is not None:
+            answers &= valid
+        return answers
+
+
+def build_sharded_set(
+    files: List[str],
+    filesystem: Any,
+    id_column: str,
+    estimated_bytes: int,
+    budget: int,
+) -> ShardedSet:
+    """Loads the committed ID files ``files`` (paths on the pyarrow
+    ``filesystem``) into shards of at most ``budget`` bytes each."""
+    count = max(2, math.ceil(estimated_bytes / (budget * _SET_SHARE_OF_BUDGET)))
+    if count > _MAX_SHARDS:
+        logger.warning(
+            "cairn: %d bytes of committed ID files at max_filter_memory=%d would take %d "
+            "shards; %d are used, each over the budget",
+            estimated_bytes,
+            budget,
+            count,
+            _MAX_SHARDS,
+        )
+        count = _MAX_SHARDS
+    step = max(1, len(files) // _SAMPLE_FILES)
+    sample = np.sort(
+        np.concatenate(
+            [_keys_of_file(p, filesystem, id_column) for p in files[::step][:_SAMPLE_FILES]]
+        )
+    )
+    if len(sample) == 0:
+        raise NotShardable("the sampled ID files hold no IDs")
+    boundaries = np.unique(sample[(np.arange(1, count) * len(sample)) // count])
+    count = len(boundaries) + 1
+    # Loose keys sealed at a sixteenth of the budget.
+    seal_every = max(1 << 16, budget // 16 // 8)
+    lows = [0, *[int(b) for b in boundaries]]
+    highs = [*[int(b) for b in boundaries], None]
+    shards = [
+        ShardActor.options(memory=budget, scheduling_strategy="SPREAD").remote(
+            files, filesystem, id_column, low, high, seal_every
+        )
+        for low, high in zip(lows, highs)
+    ]
+    cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
+    tasks = min(len(files), 2 * cpus)
+    loaded = sum(
+        ray.get(
+            [
+                _load_into_shards.remote(files[t::tasks], filesystem, id_column, boundaries, shards)
+                for t in range(tasks)
+            ]
+        )
+    )
+    sealed = ray.get([s.seal.remote() for s in shards])
+    ids = sum(s["ids"] for s in sealed)
+    set_bytes = sum(s["set_bytes"] for s in sealed)
+    logger.info(
+        "cairn: %d committed IDs (%d read) in %d shards of at most %d bytes each "
+        "(sets of %s bytes; shard actors' peak growth %s bytes)",
+        ids,
+        loaded,
+        count,
+        budget,
+        [s["set_bytes"] for s in sealed],
+        [s["growth"] for s in sealed],
+    )
+    return ShardedSet(boundaries, shards, ids, set_bytes)

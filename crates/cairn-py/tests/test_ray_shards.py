@@ -1,0 +1,168 @@
+"""cairn.ray's committed set split over shard actors when its ID files are
+larger than max_filter_memory: each shard's set within the budget, the
+job's output exactly once (pyarrow alone reads input and output), and a
+shard actor SIGKILLed mid-filter rebuilt by Ray from the ID files. A local
+Ray instance in the test process; the multi-node version (data and
+checkpoint on Garage, a shard killed on a cluster) is in test_ray.py.
+Runs in the Ray virtualenv (scripts/test.sh); elsewhere the tests show as
+skipped."""
+
+import logging
+import os
+import signal
+import threading
+import time
+
+import pytest
+
+ray = pytest.importorskip("ray", reason="needs Ray 2.60: scripts/test.sh runs this in its ray-venv")
+
+import numpy as np  # noqa: E402
+import pyarrow as pa  # noqa: E402
+import pyarrow.parquet as pq  # noqa: E402
+from ray.data import DataContext  # noqa: E402
+
+import cairn.ray  # noqa: E402
+
+FILES = 20
+ROWS_PER_FILE = 10_000
+COMMITTED_FILES = 15
+BUDGET = 256 * 1024
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
+@pytest.fixture
+def context():
+    context = DataContext.get_current()
+    yield context
+    context.checkpoint_config = None
+
+
+def random_uids():
+    x = np.arange(FILES * ROWS_PER_FILE, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+    return (x >> np.uint64(1)).astype(np.int64)
+
+
+def write_job(root):
+    """The input, and the committed units of its first files (their ID files
+    in Ray's layout, their data files in the output)."""
+    for d in ("in", "ckpt", "out"):
+        os.makedirs(f"{root}/{d}")
+    uids = random_uids()
+    for f in range(FILES):
+        part = uids[f * ROWS_PER_FILE : (f + 1) * ROWS_PER_FILE]
+        table = pa.table({"uid": part, "text": [str(u) for u in part]})
+        pq.write_table(table, f"{root}/in/part-{f:03}.parquet")
+        if f < COMMITTED_FILES:
+            pq.write_table(table.select(["uid"]), f"{root}/ckpt/w_{f:06}.parquet")
+            pq.write_table(table, f"{root}/out/w_{f:06}-0.parquet")
+    return uids
+
+
+def output_uids(out):
+    tables = [
+        pq.read_table(f"{out}/{n}") for n in sorted(os.listdir(out)) if n.endswith(".parquet")
+    ]
+    return pa.concat_tables(tables)["uid"].to_numpy()
+
+
+def assert_exactly_once(out, uids):
+    got = output_uids(out)
+    assert len(got) == len(uids), f"{len(got)} rows written for {len(uids)} input rows"
+    assert np.array_equal(np.sort(got), np.sort(uids)), "not every uid exactly once"
+
+
+def test_a_set_over_the_budget_is_split_over_shards(local_ray, context, tmp_path, caplog):
+    root = str(tmp_path)
+    uids = write_job(root)
+    context.checkpoint_config = cairn.ray.checkpoint_config(
+        "uid", f"{root}/ckpt", max_filter_memory=BUDGET
+    )
+    with caplog.at_level(logging.INFO, logger="cairn.ray"):
+        ray.data.read_parquet(f"{root}/in").write_parquet(f"{root}/out")
+    [record] = [r for r in caplog.records if "shards of at most" in r.msg]
+    ids, loaded, shards, budget, set_sizes, growth = record.args
+    assert ids == loaded == COMMITTED_FILES * ROWS_PER_FILE
+    assert shards >= 2 and len(set_sizes) == shards and budget == BUDGET
+    assert max(set_sizes) <= BUDGET, set_sizes
+    assert_exactly_once(f"{root}/out", uids)
+
+
+def test_an_unsharded_set_stays_on_the_filter_nodes(local_ray, context, tmp_path, caplog):
+    """Under the budget (or with max_filter_memory=None), the set is loaded
+    on the driver and shared with the filter actors, as before."""
+    root = str(tmp_path)
+    uids = write_job(root)
+    context.checkpoint_config = cairn.ray.checkpoint_config(
+        "uid", f"{root}/ckpt", max_filter_memory=None
+    )
+    with caplog.at_level(logging.INFO, logger="cairn.ray"):
+        ray.data.read_parquet(f"{root}/in").write_parquet(f"{root}/out")
+    assert "shards of at most" not in caplog.text
+    assert "committed IDs in 15 units loaded" in caplog.text, caplog.text
+    assert_exactly_once(f"{root}/out", uids)
+
+
+def shard_processes():
+    """The pids of this machine's shard actors (Ray titles an actor's
+    process `ray::<class>`; the state API needs Ray's dashboard)."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                if f.read().startswith(b"ray::ShardActor"):
+                    pids.append(int(entry))
+        except OSError:
+            continue
+    return pids
+
+
+def test_a_shard_killed_mid_filter_is_rebuilt(local_ray, context, tmp_path):
+    """A shard actor's process SIGKILLed while the filter asks the shards:
+    Ray restarts it, it reloads its range from the ID files, the calls are
+    retried, and the job ends exactly once."""
+    root = str(tmp_path)
+    uids = write_job(root)
+    context.checkpoint_config = cairn.ray.checkpoint_config(
+        "uid", f"{root}/ckpt", max_filter_memory=BUDGET
+    )
+    killed = {}
+
+    def kill_one_shard_mid_job():
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            written = [n for n in os.listdir(f"{root}/out") if not n.startswith("w_")]
+            shards = shard_processes()
+            if written and shards:
+                killed["pid"] = shards[0]
+                os.kill(shards[0], signal.SIGKILL)
+                return
+            time.sleep(0.1)
+
+    def slow(batch):
+        time.sleep(0.5)
+        return batch
+
+    watcher = threading.Thread(target=kill_one_shard_mid_job, daemon=True)
+    watcher.start()
+    ds = ray.data.read_parquet(f"{root}/in", override_num_blocks=FILES)
+    ds.map_batches(slow, batch_size=1000).write_parquet(f"{root}/out", min_rows_per_file=1)
+    watcher.join(timeout=5)
+    assert "pid" in killed, "no shard was killed while the job ran"
+    assert_exactly_once(f"{root}/out", uids)
+    # Ray restarted it and it reloaded its range (its worker's log says so).
+    logs = ray._private.worker._global_node.get_logs_dir_path()
+    reloaded = []
+    for name in os.listdir(logs):
+        if name.startswith("worker-") and name.endswith(".err"):
+            with open(os.path.join(logs, name), errors="replace") as f:
+                reloaded += [line for line in f if "restarted; reloading its range" in line]
+    assert len(reloaded) == 1, reloaded
