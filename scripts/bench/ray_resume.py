@@ -155,14 +155,23 @@ def measure(kind, n, which, root):
     fs, base, options = store(root)
     ckpt = f"{root}/ckpt" if root.startswith("s3://") else f"{base}/ckpt"
     out = f"{base}/out"
-    config = CheckpointConfig(
-        id_column="id",
-        checkpoint_path=ckpt,
-        override_filesystem=(
-            cairn.build_checkpoint_filesystem(ckpt, options) if which == "cairn" else fs
-        ),
-        delete_checkpoint_on_success=False,
-    )
+    if which == "cairn":
+        # One machine's set, loaded on the driver (the sharded load is
+        # measured by ray_shards.py).
+        config = cairn.ray.checkpoint_config(
+            "id",
+            ckpt,
+            options,
+            max_filter_memory=None,
+            delete_checkpoint_on_success=False,
+        )
+    else:
+        config = CheckpointConfig(
+            id_column="id",
+            checkpoint_path=ckpt,
+            override_filesystem=fs,
+            delete_checkpoint_on_success=False,
+        )
     manager_cls = (
         cairn.ray.CheckpointManager if which == "cairn" else IdColumnCheckpointManager
     )

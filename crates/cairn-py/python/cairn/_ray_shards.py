@@ -202,6 +202,8 @@ class ShardedSet:
     shards: List[Any]
     ids: int
     set_bytes: int
+    #: Bytes of keys sent to the shards and answers received, in this process.
+    moved_bytes: int = 0
 
     def committed(self, column: Any) -> np.ndarray:
         """For each row of the ID column ``column``, whether its ID is
@@ -214,7 +216,9 @@ class ShardedSet:
             rows = np.nonzero(index == shard)[0]
             asked.append((rows, self.shards[shard].committed.remote(keys[rows])))
         for rows, answer in asked:
-            answers[rows] = ray.get(answer)
+            got = ray.get(answer)
+            answers[rows] = got
+            self.moved_bytes += 8 * len(rows) + got.nbytes
         if valid is not None:
             answers &= valid
         return answers
