@@ -1,6 +1,7 @@
 """A `--map-cmd` transform that returns each batch unchanged (the benchmark's
 trivial transform on cairn's side, in Python like Ray's); exits with an error
 on the uid given in FAIL_AT_UID."""
+
 import os
 import sys
 

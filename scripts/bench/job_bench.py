@@ -22,6 +22,7 @@ Prints one JSON line per measurement and a summary table.
   python3 scripts/bench/job_bench.py   (via scripts/bench/job_bench.sh)
   BENCH_ROWS=10000000 BENCH_SKIP_RAY=1 scripts/bench/job_bench.sh   (cairn only, larger)
 """
+
 import json
 import os
 import shutil
@@ -48,13 +49,26 @@ def timed(cmd, env=None):
 
 
 def committed_ids(ckpt):
-    out = subprocess.run([CAIRN, "ckpt", "status", ckpt, "--json"], capture_output=True, text=True)
+    out = subprocess.run(
+        [CAIRN, "ckpt", "status", ckpt, "--json"], capture_output=True, text=True
+    )
     return json.loads(out.stdout)["committed_ids"] if out.returncode == 0 else 0
 
 
 def cairn_job(work, name, inp, ckpt=True, transform=False, fail_at=None, keep=False):
     out, ck = f"{work}/{name}-out", f"{work}/{name}-ckpt"
-    cmd = [CAIRN, "job", "run", "--input", inp, "--output", out, "--quiet", "--mode", "append"]
+    cmd = [
+        CAIRN,
+        "job",
+        "run",
+        "--input",
+        inp,
+        "--output",
+        out,
+        "--quiet",
+        "--mode",
+        "append",
+    ]
     if ckpt:
         cmd += ["--checkpoint", ck, "--id-column", "uid"]
     if keep:
@@ -70,22 +84,45 @@ def cairn_job(work, name, inp, ckpt=True, transform=False, fail_at=None, keep=Fa
 
 def ray_job(work, name, inp, ckpt=True, fail_at=None, keep=False):
     out, ck = f"{work}/{name}-out", f"{work}/{name}-ckpt"
-    cmd = [RAY_PY, f"{ROOT}/scripts/ray_interop.py", "job", inp, out, ck if ckpt else "none"]
+    cmd = [
+        RAY_PY,
+        f"{ROOT}/scripts/ray_interop.py",
+        "job",
+        inp,
+        out,
+        ck if ckpt else "none",
+    ]
     if fail_at is not None:
         cmd += ["--fail-at-uid", str(fail_at)]
     if keep:
         cmd += ["--keep"]
     seconds, proc = timed(cmd, RAY_ENV)
     line = [l for l in proc.stdout.splitlines() if l.startswith("{")]
-    result = json.loads(line[-1]) if line else {"ok": False, "error": proc.stderr[-500:]}
+    result = (
+        json.loads(line[-1]) if line else {"ok": False, "error": proc.stderr[-500:]}
+    )
     return seconds, result, out, ck
 
 
 def main():
     work = tempfile.mkdtemp(prefix="cairn-job-bench-")
     inp, inp95 = f"{work}/in", f"{work}/in95"
-    subprocess.run([CAIRN, "job", "sample", inp, "--rows", str(ROWS), "--files", "20",
-                    "--row-group-rows", "10000"], check=True, capture_output=True)
+    subprocess.run(
+        [
+            CAIRN,
+            "job",
+            "sample",
+            inp,
+            "--rows",
+            str(ROWS),
+            "--files",
+            "20",
+            "--row-group-rows",
+            "10000",
+        ],
+        check=True,
+        capture_output=True,
+    )
     os.makedirs(inp95)
     for name in sorted(os.listdir(inp))[:19]:
         os.symlink(f"{inp}/{name}", f"{inp95}/{name}")
@@ -104,8 +141,16 @@ def main():
         return round(sorted(times)[1], 3)
 
     def arrow_copy(i):
-        out = subprocess.run([os.path.join(ROOT, "target", "release", "arrow_copy"), inp,
-                              f"{work}/arrow-copy-{i}"], capture_output=True, text=True, check=True)
+        out = subprocess.run(
+            [
+                os.path.join(ROOT, "target", "release", "arrow_copy"),
+                inp,
+                f"{work}/arrow-copy-{i}",
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         return json.loads(out.stdout)
 
     # The limit: a bare arrow-rs read -> write of the same files (no
@@ -122,16 +167,25 @@ def main():
     record("arrow-rs copy_in_process_s", round(copies[1][1], 3))
 
     for variant, transform in [("cairn", False), ("cairn+py", True)]:
-        record(f"{variant} a_with_checkpoint_s", median_of_3(f"{variant}-a", transform=transform))
-        record(f"{variant} b_without_checkpoint_s",
-               median_of_3(f"{variant}-b", ckpt=False, transform=transform))
-        _, p, out, ck = cairn_job(work, f"{variant}-c", inp95, transform=transform, keep=True)
+        record(
+            f"{variant} a_with_checkpoint_s",
+            median_of_3(f"{variant}-a", transform=transform),
+        )
+        record(
+            f"{variant} b_without_checkpoint_s",
+            median_of_3(f"{variant}-b", ckpt=False, transform=transform),
+        )
+        _, p, out, ck = cairn_job(
+            work, f"{variant}-c", inp95, transform=transform, keep=True
+        )
         assert p.returncode == 0, p.stderr
         record(f"{variant} c_committed_before_resume", committed_ids(ck))
         t, p, *_ = cairn_job(work, f"{variant}-c", inp, transform=transform)
         assert p.returncode == 0, p.stderr
         record(f"{variant} c_resume_s", round(t, 3))
-        _, p, out, ck = cairn_job(work, f"{variant}-d", inp, transform=True, fail_at=ROWS // 2)
+        _, p, out, ck = cairn_job(
+            work, f"{variant}-d", inp, transform=True, fail_at=ROWS // 2
+        )
         assert p.returncode != 0
         done = committed_ids(ck)
         record(f"{variant} d_committed_at_failure", done)
@@ -142,12 +196,19 @@ def main():
     if os.environ.get("BENCH_SKIP_RAY"):
         shutil.rmtree(work, ignore_errors=True)
         for v in ["cairn", "cairn+py"]:
-            a, b, c = (results[f"{v} a_with_checkpoint_s"], results[f"{v} b_without_checkpoint_s"],
-                       results[f"{v} c_resume_s"])
-            print(f"{v}: checkpoint overhead {100 * (a - b) / b:+.1f}%; resume = {100 * c / a:.0f}% of a full run")
+            a, b, c = (
+                results[f"{v} a_with_checkpoint_s"],
+                results[f"{v} b_without_checkpoint_s"],
+                results[f"{v} c_resume_s"],
+            )
+            print(
+                f"{v}: checkpoint overhead {100 * (a - b) / b:+.1f}%; resume = {100 * c / a:.0f}% of a full run"
+            )
         copy = results["arrow-rs copy_wall_s"]
-        print(f"cairn (b) / bare arrow-rs copy: {results['cairn b_without_checkpoint_s'] / copy:.2f}x; "
-              f"(a) with checkpoint: {results['cairn a_with_checkpoint_s'] / copy:.2f}x")
+        print(
+            f"cairn (b) / bare arrow-rs copy: {results['cairn b_without_checkpoint_s'] / copy:.2f}x; "
+            f"(a) with checkpoint: {results['cairn a_with_checkpoint_s'] / copy:.2f}x"
+        )
         return
     t, r, *_ = ray_job(work, "ray-a", inp)
     assert r["ok"], r
@@ -174,23 +235,39 @@ def main():
     ray_a = results["ray a_with_checkpoint_s"]
     print("\n| figure | cairn | cairn + Python transform | Ray Data 2.60 |")
     print("|---|---|---|---|")
-    for key, label in [("a_with_checkpoint_s", "(a) end to end, with checkpoint (s)"),
-                       ("b_without_checkpoint_s", "(b) same job without checkpoint (s)"),
-                       ("c_resume_s", "(c) resume with 95% committed (s)"),
-                       ("d_rows_processed_on_resume", "(d) rows processed on resume after a failure at 50%")]:
-        print(f"| {label} | {results['cairn ' + key]} | {results['cairn+py ' + key]} | {results['ray ' + key]} |")
+    for key, label in [
+        ("a_with_checkpoint_s", "(a) end to end, with checkpoint (s)"),
+        ("b_without_checkpoint_s", "(b) same job without checkpoint (s)"),
+        ("c_resume_s", "(c) resume with 95% committed (s)"),
+        (
+            "d_rows_processed_on_resume",
+            "(d) rows processed on resume after a failure at 50%",
+        ),
+    ]:
+        print(
+            f"| {label} | {results['cairn ' + key]} | {results['cairn+py ' + key]} | {results['ray ' + key]} |"
+        )
     for v in ["cairn", "cairn+py"]:
-        a, b, c = (results[f"{v} a_with_checkpoint_s"], results[f"{v} b_without_checkpoint_s"],
-                   results[f"{v} c_resume_s"])
-        print(f"{v}: {ray_a / a:.1f}x faster than Ray end to end (Ray job only: "
-              f"{results['ray a_job_only_s'] / a:.1f}x); checkpoint overhead {100 * (a - b) / b:+.1f}%; "
-              f"resume = {100 * c / a:.0f}% of a full run")
+        a, b, c = (
+            results[f"{v} a_with_checkpoint_s"],
+            results[f"{v} b_without_checkpoint_s"],
+            results[f"{v} c_resume_s"],
+        )
+        print(
+            f"{v}: {ray_a / a:.1f}x faster than Ray end to end (Ray job only: "
+            f"{results['ray a_job_only_s'] / a:.1f}x); checkpoint overhead {100 * (a - b) / b:+.1f}%; "
+            f"resume = {100 * c / a:.0f}% of a full run"
+        )
     copy = results["arrow-rs copy_wall_s"]
-    print(f"cairn (b) / bare arrow-rs copy: {results['cairn b_without_checkpoint_s'] / copy:.2f}x; "
-          f"(a) with checkpoint: {results['cairn a_with_checkpoint_s'] / copy:.2f}x")
+    print(
+        f"cairn (b) / bare arrow-rs copy: {results['cairn b_without_checkpoint_s'] / copy:.2f}x; "
+        f"(a) with checkpoint: {results['cairn a_with_checkpoint_s'] / copy:.2f}x"
+    )
     rb = results["ray b_without_checkpoint_s"]
-    print(f"ray: checkpoint overhead {100 * (ray_a - rb) / rb:+.1f}%; resume = "
-          f"{100 * results['ray c_resume_s'] / ray_a:.0f}% of a full run")
+    print(
+        f"ray: checkpoint overhead {100 * (ray_a - rb) / rb:+.1f}%; resume = "
+        f"{100 * results['ray c_resume_s'] / ray_a:.0f}% of a full run"
+    )
 
 
 if __name__ == "__main__":

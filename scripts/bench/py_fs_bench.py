@@ -32,14 +32,20 @@ def filesystem():
         from cairn.fsspec import CairnFileSystem
 
         return CairnFileSystem(
-            "s3", key=key, secret=secret, endpoint_url=endpoint, region=region,
+            "s3",
+            key=key,
+            secret=secret,
+            endpoint_url=endpoint,
+            region=region,
             use_listings_cache=False,
         )
     if tool == "s3fs":
         import s3fs
 
         return s3fs.S3FileSystem(
-            key=key, secret=secret, use_listings_cache=False,
+            key=key,
+            secret=secret,
+            use_listings_cache=False,
             client_kwargs={"endpoint_url": endpoint, "region_name": region},
         )
     if tool == "obstore":
@@ -48,8 +54,11 @@ def filesystem():
         return FsspecStore(
             "s3",
             config={
-                "access_key_id": key, "secret_access_key": secret,
-                "endpoint": endpoint, "region": region, "virtual_hosted_style_request": False,
+                "access_key_id": key,
+                "secret_access_key": secret,
+                "endpoint": endpoint,
+                "region": region,
+                "virtual_hosted_style_request": False,
             },
             client_options={"allow_http": True},
         )
@@ -58,8 +67,18 @@ def filesystem():
 
 def report(op, started, ops, nbytes):
     secs = time.perf_counter() - started
-    print(json.dumps({"tool": tool, "op": op, "seconds": secs, "ops_per_s": ops / secs,
-                      "mib_per_s": nbytes / 1048576 / secs}), flush=True)
+    print(
+        json.dumps(
+            {
+                "tool": tool,
+                "op": op,
+                "seconds": secs,
+                "ops_per_s": ops / secs,
+                "mib_per_s": nbytes / 1048576 / secs,
+            }
+        ),
+        flush=True,
+    )
 
 
 fs = filesystem()

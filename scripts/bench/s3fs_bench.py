@@ -2,6 +2,7 @@
 
 Settings from BENCH_* variables; prints one JSON object per measurement.
 """
+
 import json
 import os
 import time
@@ -16,7 +17,10 @@ concurrency = int(os.environ.get("BENCH_CONCURRENCY", "32"))
 fs = s3fs.S3FileSystem(
     key=os.environ["BENCH_KEY"],
     secret=os.environ["BENCH_SECRET"],
-    client_kwargs={"endpoint_url": endpoint, "region_name": os.environ.get("BENCH_REGION", "us-east-1")},
+    client_kwargs={
+        "endpoint_url": endpoint,
+        "region_name": os.environ.get("BENCH_REGION", "us-east-1"),
+    },
     use_listings_cache=False,
 )
 prefix = f"{bucket}/bench-s3fs-{os.getpid()}"
@@ -24,8 +28,18 @@ prefix = f"{bucket}/bench-s3fs-{os.getpid()}"
 
 def report(op, started, ops, nbytes):
     secs = time.perf_counter() - started
-    print(json.dumps({"tool": "s3fs", "op": op, "seconds": secs, "ops_per_s": ops / secs,
-                      "mib_per_s": nbytes / 1048576 / secs}), flush=True)
+    print(
+        json.dumps(
+            {
+                "tool": "s3fs",
+                "op": op,
+                "seconds": secs,
+                "ops_per_s": ops / secs,
+                "mib_per_s": nbytes / 1048576 / secs,
+            }
+        ),
+        flush=True,
+    )
 
 
 keys = [f"{prefix}/small/{i:06}" for i in range(count)]
@@ -51,7 +65,7 @@ large = bytes(i % 251 for i in range(256)) * (large_mib << 12)
 t = time.perf_counter()
 with fs.open(f"{prefix}/large.bin", "wb", block_size=8 << 20) as f:
     for i in range(0, len(large), 8 << 20):
-        f.write(large[i:i + (8 << 20)])
+        f.write(large[i : i + (8 << 20)])
 report("put_large", t, 1, len(large))
 t = time.perf_counter()
 data = fs.cat_file(f"{prefix}/large.bin")

@@ -2,12 +2,18 @@
 Markdown table: the median of the rounds per tool and operation, and the
 first tool's ratio to each other tool.
   python3 scripts/bench/table.py FILE [TOOL,TOOL,...]   (default cairn,s3fs,opendal)"""
+
 import json
 import statistics
 import sys
 from collections import defaultdict
 
-names = {"cairn": "cairn", "s3fs": "s3fs", "opendal": "bare OpenDAL", "obstore": "obstore"}
+names = {
+    "cairn": "cairn",
+    "s3fs": "s3fs",
+    "opendal": "bare OpenDAL",
+    "obstore": "obstore",
+}
 tools = (sys.argv[2] if len(sys.argv) > 2 else "cairn,s3fs,opendal").split(",")
 runs = defaultdict(list)
 for line in open(sys.argv[1]):

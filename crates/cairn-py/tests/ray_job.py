@@ -20,11 +20,16 @@ by test_ray.py so the test can kill it with SIGKILL. One JSON argument:
                                 worker node (its raylet and workers killed, as a preempted
                                 machine) and add a new one; prints "NODE REMOVED" and
     replaced_flag               a local file it then writes the committed count to
+    max_filter_memory           cairn.ray.checkpoint_config's (bytes; shards the set when
+                                its ID files are larger)
+    kill_shard_after_units      once this many units are committed, SIGKILL one shard
+                                actor's process (prints "SHARD KILLED")
 """
 
 import json
 import logging
 import os
+import signal
 import sys
 import threading
 import time
@@ -71,6 +76,33 @@ def replace_a_node_when(cluster, worker, committed, units, flag):
     threading.Thread(target=watch, daemon=True).start()
 
 
+def shard_processes():
+    """The pids of the shard actors on this machine (Ray titles an actor's
+    process `ray::<class>`)."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                if f.read().startswith(b"ray::ShardActor"):
+                    pids.append(int(entry))
+        except (OSError, ValueError):
+            continue
+    return pids
+
+
+def kill_a_shard_when(committed, units):
+    """SIGKILLs one shard actor's process once `committed()` reaches `units`."""
+
+    def watch():
+        while committed() < units or not shard_processes():
+            time.sleep(0.2)
+        pid = shard_processes()[0]
+        os.kill(pid, signal.SIGKILL)
+        print(f"SHARD KILLED (pid {pid}) after {committed()} committed units", flush=True)
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
 def main() -> None:
     spec = json.loads(sys.argv[1])
     # What cairn's manager settled and loaded, in the output a failing test shows.
@@ -85,6 +117,8 @@ def main() -> None:
     inputs = spec["input"]
     data_fs = cairn.build_checkpoint_filesystem(spec["output"], options)
     keep = {"delete_checkpoint_on_success": spec.get("delete_checkpoint_on_success", True)}
+    if "max_filter_memory" in spec:
+        keep["max_filter_memory"] = spec["max_filter_memory"]
     if spec["manager"] == "cairn":
         config = cairn.ray.checkpoint_config(spec["id_column"], spec["checkpoint"], options, **keep)
     else:
@@ -95,18 +129,20 @@ def main() -> None:
             **keep,
         )
     DataContext.get_current().checkpoint_config = config
+    # The checkpoint preset: no listing cache, each count is fresh.
+    checkpoint_fs = cairn.CairnFileSystem("s3", checkpoint=True, **options)
+    checkpoint_dir = spec["checkpoint"].split("://", 1)[1]
+
+    def committed():
+        try:
+            names = checkpoint_fs.ls(checkpoint_dir, detail=False)
+        except FileNotFoundError:
+            return 0
+        return sum(1 for n in names if n.endswith(".parquet") and ".pending." not in n)
+
+    if spec.get("kill_shard_after_units"):
+        kill_a_shard_when(committed, spec["kill_shard_after_units"])
     if spec.get("remove_node_after_units"):
-        # The checkpoint preset: no listing cache, each count is fresh.
-        checkpoint_fs = cairn.CairnFileSystem("s3", checkpoint=True, **options)
-        checkpoint_dir = spec["checkpoint"].split("://", 1)[1]
-
-        def committed():
-            try:
-                names = checkpoint_fs.ls(checkpoint_dir, detail=False)
-            except FileNotFoundError:
-                return 0
-            return sum(1 for n in names if n.endswith(".parquet") and ".pending." not in n)
-
         replace_a_node_when(
             cluster,
             workers[0],

@@ -11,7 +11,6 @@ import logging
 import os
 import signal
 import threading
-import time
 
 import pytest
 
@@ -125,36 +124,44 @@ def shard_processes():
     return pids
 
 
+class _Loaded(logging.Handler):
+    """Set once the manager has loaded the shards."""
+
+    def __init__(self):
+        super().__init__()
+        self.event = threading.Event()
+
+    def emit(self, record):
+        if "shards of at most" in record.msg:
+            self.event.set()
+
+
 def test_a_shard_killed_mid_filter_is_rebuilt(local_ray, context, tmp_path):
-    """A shard actor's process SIGKILLed while the filter asks the shards:
-    Ray restarts it, it reloads its range from the ID files, the calls are
-    retried, and the job ends exactly once."""
+    """A shard actor's process SIGKILLed as soon as the shards are loaded,
+    when the filter starts asking them: Ray restarts it, it reloads its
+    range from the ID files, the filter's calls are retried, and the job
+    ends exactly once."""
     root = str(tmp_path)
     uids = write_job(root)
     context.checkpoint_config = cairn.ray.checkpoint_config(
         "uid", f"{root}/ckpt", max_filter_memory=BUDGET
     )
+    loaded = _Loaded()
+    logging.getLogger("cairn.ray").addHandler(loaded)
+    logging.getLogger("cairn.ray").setLevel(logging.INFO)
     killed = {}
 
-    def kill_one_shard_mid_job():
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            written = [n for n in os.listdir(f"{root}/out") if not n.startswith("w_")]
-            shards = shard_processes()
-            if written and shards:
-                killed["pid"] = shards[0]
-                os.kill(shards[0], signal.SIGKILL)
-                return
-            time.sleep(0.1)
+    def kill_one_shard_when_loaded():
+        if loaded.event.wait(timeout=120):
+            killed["pid"] = shard_processes()[0]
+            os.kill(killed["pid"], signal.SIGKILL)
 
-    def slow(batch):
-        time.sleep(0.5)
-        return batch
-
-    watcher = threading.Thread(target=kill_one_shard_mid_job, daemon=True)
+    watcher = threading.Thread(target=kill_one_shard_when_loaded, daemon=True)
     watcher.start()
-    ds = ray.data.read_parquet(f"{root}/in", override_num_blocks=FILES)
-    ds.map_batches(slow, batch_size=1000).write_parquet(f"{root}/out", min_rows_per_file=1)
+    try:
+        ray.data.read_parquet(f"{root}/in").write_parquet(f"{root}/out")
+    finally:
+        logging.getLogger("cairn.ray").removeHandler(loaded)
     watcher.join(timeout=5)
     assert "pid" in killed, "no shard was killed while the job ran"
     assert_exactly_once(f"{root}/out", uids)
@@ -165,4 +172,4 @@ def test_a_shard_killed_mid_filter_is_rebuilt(local_ray, context, tmp_path):
         if name.startswith("worker-") and name.endswith(".err"):
             with open(os.path.join(logs, name), errors="replace") as f:
                 reloaded += [line for line in f if "restarted; reloading its range" in line]
-    assert len(reloaded) == 1, reloaded
+    assert len(reloaded) == 1, (logs, killed, reloaded)

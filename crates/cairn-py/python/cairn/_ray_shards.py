@@ -34,10 +34,12 @@ logger = logging.getLogger("cairn.ray")
 #: The memory a machine gives the committed set by default, in bytes.
 DEFAULT_MAX_FILTER_MEMORY = 2 << 30
 
-#: The set's size is estimated from its ID files' bytes; a shard is sized
-#: so that its set, built, takes at most this part of the budget (the rest
-#: is the builder's transient memory).
-_SET_SHARE_OF_BUDGET = 0.6
+#: A shard's share of the ID files' bytes, as a part of the budget. Random
+#: 64-bit IDs take ~8 bytes an ID in Parquet and ~4.5 in the set, and a
+#: shard's actor peaks at ~3.2x its set while building it, plus the keys
+#: it is sent (scripts/bench/ray_shards.sh): 0.35 keeps that peak within
+#: the budget. Dense IDs and fingerprints take far less than their files.
+_SET_SHARE_OF_BUDGET = 0.35
 
 #: ID files read on the driver to place the shards' key ranges.
 _SAMPLE_FILES = 16
@@ -46,7 +48,7 @@ _SAMPLE_FILES = 16
 _MAX_SHARDS = 1024
 
 #: Keys sent to a shard per call.
-_KEYS_PER_CALL = 1 << 20
+_KEYS_PER_CALL = 1 << 18
 
 
 class NotShardable(ValueError):
@@ -130,8 +132,11 @@ class ShardActor:
             self.seal()
 
     def add(self, keys: np.ndarray) -> None:
-        """Adds keys of this shard's range."""
-        assert self._builder is not None, "a sealed shard takes no more keys"
+        """Adds keys of this shard's range. A shard restarted while it was
+        being loaded has reloaded its whole range already: the loader's
+        retried calls add nothing."""
+        if self._builder is None:
+            return
         self._builder.push(pa.array(keys, type=pa.uint64()))
 
     def seal(self) -> Dict[str, int]:
@@ -184,7 +189,7 @@ def _load_into_shards(
                 if held_keys[i] >= _KEYS_PER_CALL:
                     send(i)
         # Keys in flight to the shards are bounded: wait for what was sent.
-        if len(sent) > 4 * len(shards):
+        if len(sent) > 2 * len(shards):
             ray.get(sent)
             sent.clear()
     for i in range(len(shards)):
