@@ -3,7 +3,7 @@
 //! compact set of committed IDs that Ray's filter actors probe, block by
 //! block, through the Arrow C Data Interface.
 
-use arrow_array::{Array, BooleanArray, make_array};
+use arrow_array::{Array, BooleanArray, UInt64Array, make_array};
 use arrow_data::ArrayData;
 use arrow_pyarrow::PyArrowType;
 use bytes::Bytes;
@@ -321,6 +321,31 @@ pub(crate) fn load_ids(
     let dir = config.dir().map_err(checkpoint_to_py)?;
     let state = wait(py, dir.load(mode)).map_err(checkpoint_to_py)?;
     Ok(NativeIdSet { set: state.ids })
+}
+
+/// For each ID of `ids` (a pyarrow integer, string or binary array), the
+/// 64-bit key that places it in a shard of a set split by key range: an
+/// integer ID's key in the set (its bit pattern), a string ID's fingerprint's
+/// high 64 bits. 0 for a null. A `pyarrow.UInt64Array` of the same length.
+#[pyfunction]
+pub(crate) fn routing_keys(
+    py: Python<'_>,
+    ids: PyArrowType<ArrayData>,
+) -> PyResult<PyArrowType<ArrayData>> {
+    let ids = make_array(ids.0);
+    let strings = !ids.data_type().is_integer();
+    let keys = py
+        .detach(|| cairn_checkpoint::idset::id_keys(ids.as_ref()))
+        .map_err(|e| PyValueError::new_err(e.to_string()))?;
+    let keys: UInt64Array = keys
+        .into_iter()
+        .map(|key| match key {
+            Some(key) if strings => (key >> 64) as u64,
+            Some(key) => key as u64,
+            None => 0,
+        })
+        .collect();
+    Ok(PyArrowType(keys.into_data()))
 }
 
 /// A set of IDs built from arrays pushed one at a time (a shard of a set

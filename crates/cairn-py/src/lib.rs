@@ -23,6 +23,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<writer::NativeWriter>()?;
     m.add_function(wrap_pyfunction!(checkpoint::open_checkpoint, m)?)?;
     m.add_function(wrap_pyfunction!(checkpoint::load_ids, m)?)?;
+    m.add_function(wrap_pyfunction!(checkpoint::routing_keys, m)?)?;
     m.add(
         "CheckpointError",
         m.py().get_type::<errors::CheckpointError>(),

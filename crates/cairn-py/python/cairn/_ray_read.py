@@ -324,6 +324,12 @@ class SkippingParquetDatasource(ParquetDatasource):
             # Ray numbers row_hash after the pushed-down filter: leaving a
             # row group out would renumber the rows after it.
             return super().get_read_tasks(parallelism, per_task_row_limit, data_context)
+        id_index = self._file_schema.get_field_index(id_column)
+        if not by_row_hash and (
+            id_index < 0 or self._file_schema.field(id_index).type not in _SIGNED_INTS
+        ):
+            # Nothing to prove a row group committed with: no footer is read.
+            return super().get_read_tasks(parallelism, per_task_row_limit, data_context)
         pieces, report = _plan_pieces(self._pq_fragments, committed, id_column, by_row_hash)
         del committed
         logger.info(

@@ -5,14 +5,16 @@ The driver never holds the set: it lists the committed ID files (with the
 lease, after recovery), samples a few of them for the key ranges, starts
 one :class:`ShardActor` per range (each asks Ray for the budget as its
 memory, and Ray spreads them over the nodes), and loader tasks read the ID
-files in parallel and send each shard the keys of its range. A filter
+files in parallel and send each shard the IDs of its range. A filter
 actor then sends each block's keys to the shards they fall in and keeps the
 rows none of them holds (:class:`ShardedSet`).
 
 A shard actor that dies (its node lost) is restarted by Ray and reloads its
 range itself, reading every ID file and keeping its keys; calls made to it
-meanwhile are retried. Integer IDs only: a string ID's key is its
-fingerprint, computed in Rust, which the shards do not see yet.
+meanwhile are retried. IDs are placed by their routing key
+(:func:`cairn._native.routing_keys`: an integer's bit pattern, a string's
+fingerprint's high 64 bits) and travel as they are (Arrow arrays), so
+integer and string IDs shard alike.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import ray
 
-from ._native import NativeIdSetBuilder
+from ._native import NativeIdSetBuilder, routing_keys
 
 logger = logging.getLogger("cairn.ray")
 
@@ -47,50 +49,46 @@ _SAMPLE_FILES = 16
 #: The most shards a set is split into (past this, a shard is over budget).
 _MAX_SHARDS = 1024
 
-#: Keys sent to a shard per call.
-_KEYS_PER_CALL = 1 << 18
+#: IDs sent to a shard per call.
+_IDS_PER_CALL = 1 << 18
 
 
 class NotShardable(ValueError):
-    """The IDs cannot be split over shards (string IDs)."""
+    """The IDs cannot be split over shards (none to sample)."""
 
 
-def int_keys(column: Any) -> tuple[np.ndarray, Optional[np.ndarray]]:
-    """The keys of an integer ID column as cairn's set keys them (an ID's
-    bit pattern as ``uint64``: ``int64`` IDs viewed, narrower signed ones
-    widened first) and, when it has nulls, which rows are valid."""
+def _plain(column: Any) -> pa.Array:
+    """``column`` as one array of plain values (chunks joined, a dictionary
+    decoded)."""
     if isinstance(column, pa.ChunkedArray):
         column = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
-    kind = column.type
-    if pa.types.is_dictionary(kind):
+    if pa.types.is_dictionary(column.type):
         column = column.dictionary_decode()
-        kind = column.type
-    if not pa.types.is_integer(kind):
-        raise NotShardable(f"IDs of type {kind} cannot be sharded; only integer IDs can")
-    valid = None
-    if column.null_count:
-        valid = column.is_valid().to_numpy(zero_copy_only=False)
-        column = column.fill_null(0)
-    if pa.types.is_signed_integer(kind):
-        keys = column.cast(pa.int64()).to_numpy(zero_copy_only=False).view(np.uint64)
-    else:
-        keys = column.cast(pa.uint64()).to_numpy(zero_copy_only=False)
-    return keys, valid
+    return column
 
 
-def _keys_of_file(path: str, filesystem: Any, id_column: str) -> np.ndarray:
+def routed(column: Any) -> tuple[pa.Array, np.ndarray]:
+    """An ID column as one plain array and each row's routing key."""
+    column = _plain(column)
+    return column, routing_keys(column).to_numpy(zero_copy_only=False)
+
+
+def _ids_of_file(path: str, filesystem: Any, id_column: str) -> tuple[pa.Array, np.ndarray]:
+    """The non-null IDs of an ID file and their routing keys."""
     table = pq.read_table(path, columns=[id_column], filesystem=filesystem)
-    keys, valid = int_keys(table.column(0))
-    return keys if valid is None else keys[valid]
+    column = _plain(table.column(0))
+    if column.null_count:
+        column = column.drop_null()
+    return routed(column)
 
 
 def _split(keys: np.ndarray, boundaries: np.ndarray) -> List[np.ndarray]:
-    """``keys`` by shard: shard ``i`` holds keys in ``[boundaries[i-1],
+    """Row indices by shard: shard ``i`` takes keys in ``[boundaries[i-1],
     boundaries[i])``."""
     index = np.searchsorted(boundaries, keys, side="right")
     order = np.argsort(index, kind="stable")
     counts = np.bincount(index, minlength=len(boundaries) + 1)
-    return np.split(keys[order], np.cumsum(counts)[:-1])
+    return np.split(order, np.cumsum(counts)[:-1])
 
 
 def _memory_of_this_process() -> Dict[str, int]:
@@ -124,20 +122,20 @@ class ShardActor:
         if ray.get_runtime_context().was_current_actor_reconstructed:
             logger.warning("cairn: shard [%d, %s) restarted; reloading its range", low, high)
             for path in files:
-                keys = _keys_of_file(path, filesystem, id_column)
-                keys = keys[keys >= np.uint64(low)]
+                ids, keys = _ids_of_file(path, filesystem, id_column)
+                mine = keys >= np.uint64(low)
                 if high is not None:
-                    keys = keys[keys < np.uint64(high)]
-                self.add(keys)
+                    mine &= keys < np.uint64(high)
+                self.add(ids.filter(pa.array(mine)))
             self.seal()
 
-    def add(self, keys: np.ndarray) -> None:
-        """Adds keys of this shard's range. A shard restarted while it was
+    def add(self, ids: pa.Array) -> None:
+        """Adds IDs of this shard's range. A shard restarted while it was
         being loaded has reloaded its whole range already: the loader's
         retried calls add nothing."""
         if self._builder is None:
             return
-        self._builder.push(pa.array(keys, type=pa.uint64()))
+        self._builder.push(ids)
 
     def seal(self) -> Dict[str, int]:
         """Builds the shard's set: its size and this actor's memory."""
@@ -147,10 +145,9 @@ class ShardActor:
             self._builder = None
         return {"ids": len(self._set), "set_bytes": self._set.memory_bytes(), **self.memory()}
 
-    def committed(self, keys: np.ndarray) -> np.ndarray:
-        """For each key, whether its ID is committed."""
-        keep = self._set.uncommitted(pa.array(keys, type=pa.uint64()))
-        return ~keep.to_numpy(zero_copy_only=False)
+    def committed(self, ids: pa.Array) -> np.ndarray:
+        """For each ID, whether it is committed."""
+        return ~self._set.uncommitted(ids).to_numpy(zero_copy_only=False)
 
     def memory(self) -> Dict[str, int]:
         """This actor's resident and peak memory, and its peak growth since
@@ -167,28 +164,28 @@ def _load_into_shards(
     boundaries: np.ndarray,
     shards: Sequence[Any],
 ) -> int:
-    """Reads ``files`` and sends each shard the keys of its range; the
-    number of keys read."""
-    held: List[List[np.ndarray]] = [[] for _ in shards]
-    held_keys = [0] * len(shards)
+    """Reads ``files`` and sends each shard the IDs of its range; the
+    number of IDs read."""
+    held: List[List[pa.Array]] = [[] for _ in shards]
+    held_ids = [0] * len(shards)
     sent = []
     total = 0
 
     def send(i: int) -> None:
         if held[i]:
-            sent.append(shards[i].add.remote(np.concatenate(held[i])))
-            held[i], held_keys[i] = [], 0
+            sent.append(shards[i].add.remote(pa.concat_arrays(held[i])))
+            held[i], held_ids[i] = [], 0
 
     for path in files:
-        keys = _keys_of_file(path, filesystem, id_column)
-        total += len(keys)
-        for i, part in enumerate(_split(keys, boundaries)):
-            if len(part):
-                held[i].append(part)
-                held_keys[i] += len(part)
-                if held_keys[i] >= _KEYS_PER_CALL:
+        ids, keys = _ids_of_file(path, filesystem, id_column)
+        total += len(ids)
+        for i, rows in enumerate(_split(keys, boundaries)):
+            if len(rows):
+                held[i].append(ids.take(pa.array(rows)))
+                held_ids[i] += len(rows)
+                if held_ids[i] >= _IDS_PER_CALL:
                     send(i)
-        # Keys in flight to the shards are bounded: wait for what was sent.
+        # IDs in flight to the shards are bounded: wait for what was sent.
         if len(sent) > 2 * len(shards):
             ray.get(sent)
             sent.clear()
@@ -212,20 +209,22 @@ class ShardedSet:
 
     def committed(self, column: Any) -> np.ndarray:
         """For each row of the ID column ``column``, whether its ID is
-        committed (a null never is), asking each shard about its keys."""
-        keys, valid = int_keys(column)
+        committed (a null never is), asking each shard about its IDs."""
+        ids, keys = routed(column)
         index = np.searchsorted(self.boundaries, keys, side="right")
         answers = np.zeros(len(keys), dtype=bool)
         asked = []
         for shard in np.unique(index):
             rows = np.nonzero(index == shard)[0]
-            asked.append((rows, self.shards[shard].committed.remote(keys[rows])))
+            part = ids.take(pa.array(rows))
+            self.moved_bytes += part.nbytes
+            asked.append((rows, self.shards[shard].committed.remote(part)))
         for rows, answer in asked:
             got = ray.get(answer)
             answers[rows] = got
-            self.moved_bytes += 8 * len(rows) + got.nbytes
-        if valid is not None:
-            answers &= valid
+            self.moved_bytes += got.nbytes
+        if ids.null_count:
+            answers &= ids.is_valid().to_numpy(zero_copy_only=False)
         return answers
 
 
@@ -252,7 +251,7 @@ def build_sharded_set(
     step = max(1, len(files) // _SAMPLE_FILES)
     sample = np.sort(
         np.concatenate(
-            [_keys_of_file(p, filesystem, id_column) for p in files[::step][:_SAMPLE_FILES]]
+            [_ids_of_file(p, filesystem, id_column)[1] for p in files[::step][:_SAMPLE_FILES]]
         )
     )
     if len(sample) == 0:
