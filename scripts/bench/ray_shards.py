@@ -2,7 +2,8 @@
 shard actors (max_filter_memory=BUDGET) against one set on every filter
 node (max_filter_memory=None), same checkpoint, same run.
 
-    ray_shards.py make N FILES ROOT          N random int64 IDs committed in FILES
+    ray_shards.py make N FILES ROOT          N IDs (KIND in the environment: int64-random,
+                                             int64-sequential, string32) committed in FILES
                                              Ray-layout ID files (ray_resume.py's make)
     ray_shards.py measure IMPL N BUDGET ROOT one JSON line; IMPL is sharded or whole
 
@@ -34,7 +35,8 @@ import ray_resume  # noqa: E402
 
 BLOCK = 100_000
 SAMPLE = 10_000_000
-KIND = "int64-random"
+#: ray_resume.py's kinds: int64-random (the default), int64-sequential, string32.
+KIND = os.environ.get("KIND", "int64-random")
 
 
 class ShardLog(logging.Handler):
@@ -103,6 +105,7 @@ def measure(impl, n, budget, root):
     kept, spent, growth, moved = ray.get(FilterActor.remote().run.remote(config, [ref]))
     result = {
         "impl": impl,
+        "ids": KIND,
         "n": n,
         "budget_mib": round(budget / 2**20),
         "load_s": round(load, 1),

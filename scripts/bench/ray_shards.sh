@@ -7,7 +7,8 @@
 #     IDS     committed random int64 IDs (default 200000000)
 #     FILES   Ray-layout ID files (default 200)
 #     BUDGET_MIB  max_filter_memory for the sharded run (default 256)
-#   IMPLS="sharded whole"  LIMIT=3600  SKIP_BUILD=1  ROOT=target/ray_shards_bench
+#   KIND=int64-random (or int64-sequential, string32)  IMPLS="sharded whole"
+#   LIMIT=3600  SKIP_BUILD=1  ROOT=target/ray_shards_bench
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ids=${1:-200000000}
@@ -26,7 +27,8 @@ fi
 results=target/ray_shards.jsonl
 : >"$results"
 rm -rf "$root"
-echo "writing $ids random int64 IDs in $files files under $root" >&2
+export KIND=${KIND:-int64-random}
+echo "writing $ids $KIND IDs in $files files under $root" >&2
 "$py" scripts/bench/ray_shards.py make "$ids" "$files" "$root"
 for impl in $impls; do
   sleep 5
@@ -44,15 +46,15 @@ done
 rm -rf "$root"
 "$py" - "$results" <<'PY'
 import json, sys
-print("| set | IDs | shards | load s | driver peak MiB | largest shard's set MiB | its actor's growth MiB | filter actor's growth MiB | filter M rows/s | bytes moved per row |")
-print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+print("| set | IDs | kind | shards | load s | driver peak MiB | largest shard's set MiB | its actor's growth MiB | filter actor's growth MiB | filter M rows/s | bytes moved per row |")
+print("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
 for line in open(sys.argv[1]):
     r = json.loads(line)
     if "failed" in r:
-        print(f"| {r['impl']} | {r['failed']} | | | | | | | | |")
+        print(f"| {r['impl']} | {r['failed']} | | | | | | | | | |")
         continue
     sharded = "shards" in r
-    print(f"| {r['impl']} | {r['n']:,} | {r.get('shards', 1)} | {r['load_s']} | {r['driver_peak_mib']:,} | "
+    print(f"| {r['impl']} | {r['n']:,} | {r['ids']} | {r.get('shards', 1)} | {r['load_s']} | {r['driver_peak_mib']:,} | "
           f"{r.get('shard_set_mib', '')} | {r.get('shard_growth_mib', '')} | {r['filter_growth_mib']:,} | "
           f"{r['filter_rows_per_s']/1e6:.2f} | {r.get('moved_bytes_per_row', 0)} |")
 PY
