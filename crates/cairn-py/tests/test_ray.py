@@ -170,31 +170,14 @@ def test_a_worker_node_lost_mid_job_on_a_cluster_ends_exactly_once(s3, id_column
     assert committed_units(oracle, f"{base}/ckpt") == []
 
 
-def test_a_killed_driver_on_a_cluster_resumes_exactly_once(s3):
+def test_a_killed_driver_then_a_killed_shard_on_a_cluster_end_exactly_once(s3):
     """The driver and the cluster it started SIGKILLed once 3 units are
-    committed; the job run again on a fresh cluster."""
-    spec, oracle, base = job_spec(s3, "cluster-driver", "uid", sleep=2.0, cluster=True)
-
-    def some_committed():
-        return len(committed_units(oracle, f"{base}/ckpt")) >= 3
-
-    code, first = run_job(spec, kill_when=some_committed, timeout=420)
-    assert code == -signal.SIGKILL, f"the job was not killed (exit {code}):\n{first[-3000:]}"
-    assert len(committed_units(oracle, f"{base}/ckpt")) < FILES
-    spec["sleep"] = 0
-    code, out = run_job(spec, timeout=420)
-    assert code == 0 and "JOB DONE" in out, out[-5000:]
-    assert_exactly_once(oracle, base, first, out)
-    assert committed_units(oracle, f"{base}/ckpt") == []
-
-
-def test_a_shard_killed_mid_filter_on_a_cluster_ends_exactly_once(s3):
-    """The driver killed once 3 units are committed; the rerun's committed
+    committed; the job run again on a fresh cluster, where the committed
     set is over max_filter_memory (a few KiB here), so it is split over
     shard actors on the worker nodes, and one of them is SIGKILLed while the
     filter asks them (a unit later): Ray restarts it, it reloads its range,
     and the job ends with every uid once."""
-    spec, oracle, base = job_spec(s3, "shard-kill", "uid", sleep=1.0, cluster=True)
+    spec, oracle, base = job_spec(s3, "cluster-driver", "uid", sleep=1.0, cluster=True)
 
     def some_committed():
         return len(committed_units(oracle, f"{base}/ckpt")) >= 3
@@ -207,6 +190,7 @@ def test_a_shard_killed_mid_filter_on_a_cluster_ends_exactly_once(s3):
     assert code == 0 and "JOB DONE" in out, out[-5000:]
     assert "shards of at most 2048 bytes" in out and "SHARD KILLED" in out, out[-5000:]
     assert_exactly_once(oracle, base, first, out)
+    assert committed_units(oracle, f"{base}/ckpt") == []
 
 
 def kill_and_resume(s3, id_column, sink="parquet", bare_output=False):
