@@ -26,7 +26,7 @@ import cairn.ray  # noqa: E402
 FILES = 20
 ROWS_PER_FILE = 10_000
 COMMITTED_FILES = 15
-BUDGET = 256 * 1024
+BUDGET = 512 * 1024
 
 
 @pytest.fixture(scope="module")
