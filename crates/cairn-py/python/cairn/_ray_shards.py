@@ -13,8 +13,8 @@ A shard actor that dies (its node lost) is restarted by Ray and reloads its
 range itself, reading every ID file and keeping its keys; calls made to it
 meanwhile are retried. IDs are placed by their routing key
 (:func:`cairn._native.routing_keys`: an integer's bit pattern, a string's
-fingerprint's high 64 bits) and travel as they are (Arrow arrays), so
-integer and string IDs shard alike.
+fingerprint's high 64 bits); integer IDs travel as their keys (NumPy),
+string IDs as they are (Arrow), so both shard alike.
 """
 
 from __future__ import annotations
@@ -68,9 +68,39 @@ def _plain(column: Any) -> pa.Array:
 
 
 def routed(column: Any) -> tuple[pa.Array, np.ndarray]:
-    """An ID column as one plain array and each row's routing key."""
+    """An ID column as one plain array and each row's routing key: an
+    integer ID's key in the set (its bit pattern as ``uint64``: signed IDs
+    widened to ``int64`` and viewed, so no copy for ``int64``), a string's
+    from Rust (its fingerprint's high half). 0 for a null."""
     column = _plain(column)
+    kind = column.type
+    if pa.types.is_signed_integer(kind):
+        wide = (
+            column.cast(pa.int64()).fill_null(0) if column.null_count else column.cast(pa.int64())
+        )
+        return column, wide.to_numpy(zero_copy_only=False).view(np.uint64)
+    if pa.types.is_unsigned_integer(kind):
+        wide = (
+            column.cast(pa.uint64()).fill_null(0) if column.null_count else column.cast(pa.uint64())
+        )
+        return column, wide.to_numpy(zero_copy_only=False)
     return column, routing_keys(column).to_numpy(zero_copy_only=False)
+
+
+def _sendable(ids: pa.Array, keys: np.ndarray, rows: np.ndarray) -> Any:
+    """The IDs at ``rows`` as a shard is sent them: an integer ID's routing
+    key is its key in the set, so integers travel as a NumPy ``uint64``
+    array (cheaper to take and to ship); strings as Arrow."""
+    if pa.types.is_integer(ids.type):
+        return keys[rows]
+    return ids.take(pa.array(rows))
+
+
+def _as_ids(ids: Any) -> pa.Array:
+    """What a shard was sent, as an Arrow array of IDs (keys as ``uint64``)."""
+    if isinstance(ids, np.ndarray):
+        return pa.array(ids, type=pa.uint64())
+    return ids
 
 
 def _ids_of_file(path: str, filesystem: Any, id_column: str) -> tuple[pa.Array, np.ndarray]:
@@ -126,16 +156,16 @@ class ShardActor:
                 mine = keys >= np.uint64(low)
                 if high is not None:
                     mine &= keys < np.uint64(high)
-                self.add(ids.filter(pa.array(mine)))
+                self.add(_sendable(ids, keys, np.nonzero(mine)[0]))
             self.seal()
 
-    def add(self, ids: pa.Array) -> None:
+    def add(self, ids: Any) -> None:
         """Adds IDs of this shard's range. A shard restarted while it was
         being loaded has reloaded its whole range already: the loader's
         retried calls add nothing."""
         if self._builder is None:
             return
-        self._builder.push(ids)
+        self._builder.push(_as_ids(ids))
 
     def seal(self) -> Dict[str, int]:
         """Builds the shard's set: its size and this actor's memory."""
@@ -145,9 +175,9 @@ class ShardActor:
             self._builder = None
         return {"ids": len(self._set), "set_bytes": self._set.memory_bytes(), **self.memory()}
 
-    def committed(self, ids: pa.Array) -> np.ndarray:
+    def committed(self, ids: Any) -> np.ndarray:
         """For each ID, whether it is committed."""
-        return ~self._set.uncommitted(ids).to_numpy(zero_copy_only=False)
+        return ~self._set.uncommitted(_as_ids(ids)).to_numpy(zero_copy_only=False)
 
     def memory(self) -> Dict[str, int]:
         """This actor's resident and peak memory, and its peak growth since
@@ -166,14 +196,20 @@ def _load_into_shards(
 ) -> int:
     """Reads ``files`` and sends each shard the IDs of its range; the
     number of IDs read."""
-    held: List[List[pa.Array]] = [[] for _ in shards]
+    held: List[List[Any]] = [[] for _ in shards]
     held_ids = [0] * len(shards)
     sent = []
     total = 0
 
     def send(i: int) -> None:
         if held[i]:
-            sent.append(shards[i].add.remote(pa.concat_arrays(held[i])))
+            parts = held[i]
+            joined = (
+                np.concatenate(parts)
+                if isinstance(parts[0], np.ndarray)
+                else pa.concat_arrays(parts)
+            )
+            sent.append(shards[i].add.remote(joined))
             held[i], held_ids[i] = [], 0
 
     for path in files:
@@ -181,7 +217,7 @@ def _load_into_shards(
         total += len(ids)
         for i, rows in enumerate(_split(keys, boundaries)):
             if len(rows):
-                held[i].append(ids.take(pa.array(rows)))
+                held[i].append(_sendable(ids, keys, rows))
                 held_ids[i] += len(rows)
                 if held_ids[i] >= _IDS_PER_CALL:
                     send(i)
@@ -216,7 +252,7 @@ class ShardedSet:
         asked = []
         for shard in np.unique(index):
             rows = np.nonzero(index == shard)[0]
-            part = ids.take(pa.array(rows))
+            part = _sendable(ids, keys, rows)
             self.moved_bytes += part.nbytes
             asked.append((rows, self.shards[shard].committed.remote(part)))
         for rows, answer in asked:
