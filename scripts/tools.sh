@@ -15,6 +15,8 @@ MATURIN_VERSION="1.16.0"
 PYTEST_VERSION="8.4.2"
 RUFF_VERSION="0.14.0"
 RAY_VERSION="2.60.0"
+# Debian 12's prometheus package.
+PROMETHEUS_VERSION="2.42.0"
 GARAGE_BIN="$CAIRN_TOOLS/garage/bin/garage"
 VENV="$CAIRN_TOOLS/venv"
 # Ray gets its own virtualenv: it pins its own pyarrow, numpy and pandas.
@@ -58,16 +60,35 @@ install_ray() {
   if [ ! -x "$RAY_VENV/bin/python" ]; then
     python3 -m venv "$RAY_VENV"
   fi
+  # ray[default] for its metrics export (the test of cairn.ray.report_metrics
+  # reads a node's Prometheus endpoint); prometheus_client comes with it.
   if grep -q "^Version: $RAY_VERSION$" <<<"$("$RAY_VENV/bin/pip" show ray 2>/dev/null || true)" \
-      && grep -q "^Version: $PYTEST_VERSION$" <<<"$("$RAY_VENV/bin/pip" show pytest 2>/dev/null || true)"; then
+      && grep -q "^Version: $PYTEST_VERSION$" <<<"$("$RAY_VENV/bin/pip" show pytest 2>/dev/null || true)" \
+      && "$RAY_VENV/bin/pip" show prometheus_client aiohttp opencensus >/dev/null 2>&1; then
     echo "ray $RAY_VERSION already installed in $RAY_VENV"
   else
     # pytest too: the Ray tests of the Python package run in this virtualenv.
-    echo "installing ray[data]==$RAY_VERSION into $RAY_VENV (about 30 s)..."
-    "$RAY_VENV/bin/pip" install -q "ray[data]==$RAY_VERSION" "pytest==$PYTEST_VERSION"
+    echo "installing ray[data,default]==$RAY_VERSION into $RAY_VENV (about 40 s)..."
+    "$RAY_VENV/bin/pip" install -q "ray[data,default]==$RAY_VERSION" "pytest==$PYTEST_VERSION"
+  fi
+}
+
+# Debian's Prometheus server: tests/metrics.rs scrapes a running job with it.
+install_prometheus() {
+  if grep -q "version $PROMETHEUS_VERSION" <<<"$(prometheus --version 2>/dev/null || true)"; then
+    echo "prometheus $PROMETHEUS_VERSION already installed"
+    return
+  fi
+  local sudo=""
+  if [ "$(id -u)" != 0 ]; then sudo="sudo"; fi
+  echo "installing Debian's prometheus package ($PROMETHEUS_VERSION) with apt-get (about 30 s)..."
+  if ! DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends prometheus; then
+    $sudo apt-get update -q
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends prometheus
   fi
 }
 
 install_garage
 install_python
 install_ray
+install_prometheus

@@ -14,7 +14,9 @@ use cairn_fs::{ErrorKind, FileInfo, FileSystem, FileType, WriteMode};
 use futures::AsyncReadExt;
 
 pub use scenarios::{COPY_SCENARIOS, CopyScenario, SOURCE_TREE, Src};
-pub use target::{OPT_OUT, S3Settings, Target, ray_python, s3_server, tools_python};
+pub use target::{
+    OPT_OUT, S3Settings, Target, prometheus_binary, ray_python, s3_server, tools_python,
+};
 pub use tclake::{Catalog, TCLAKE_SID, TCLAKE_SK, tclake_catalog};
 
 /// Generates one `#[tokio::test]` per conformance body. `$make` maps a test

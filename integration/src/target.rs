@@ -338,6 +338,27 @@ pub fn ray_python(test: &str) -> Option<String> {
     venv_python("CAIRN_RAY_PYTHON", "ray-venv", "Ray Data 2.60", test)
 }
 
+/// The Prometheus server `scripts/tools.sh` installs (`CAIRN_PROMETHEUS`,
+/// else `prometheus` on the PATH); as [`tools_python`] when missing.
+pub fn prometheus_binary(test: &str) -> Option<String> {
+    let found = std::env::var("CAIRN_PROMETHEUS").ok().or_else(|| {
+        std::env::var_os("PATH").and_then(|path| {
+            std::env::split_paths(&path)
+                .map(|dir| dir.join("prometheus"))
+                .find(|p| p.is_file())
+                .map(|p| p.display().to_string())
+        })
+    });
+    if found.is_none() {
+        if std::env::var_os(OPT_OUT).is_some() {
+            eprintln!("SKIPPED {test}: no prometheus and {OPT_OUT} set");
+            return None;
+        }
+        panic!("{test} needs a Prometheus server: run scripts/tools.sh or set CAIRN_PROMETHEUS");
+    }
+    found
+}
+
 fn venv_python(variable: &str, venv: &str, what: &str, test: &str) -> Option<String> {
     let found = std::env::var(variable).ok().or_else(|| {
         let home = std::env::var("HOME").ok()?;

@@ -426,3 +426,70 @@ async fn an_outage_inside_the_retry_budget_is_ridden_out_and_a_longer_one_names_
         .await
         .unwrap();
 }
+
+/// The sum of cairn's metric samples named `name` whose labels include
+/// `labels`.
+fn metric(name: &str, labels: &[(&str, &str)]) -> f64 {
+    cairn_fs::metrics::samples()
+        .into_iter()
+        .filter(|s| s.name == name && labels.iter().all(|(k, v)| s.label(k) == Some(*v)))
+        .map(|s| s.value)
+        .sum()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the Garage server: scripts/test.sh runs it"]
+async fn retries_and_failed_requests_are_counted_by_cause_in_the_metrics() {
+    let Some((_, s3)) = s3_server("GARAGE", "faults") else {
+        return;
+    };
+    // Each fault kind behind its own proxy: its endpoint is its series.
+    let cases = [
+        (Fault::SlowDown, "throttled", "503"),
+        (Fault::InternalError, "server_error", "500"),
+        (Fault::ResetAfterForward, "connection", "connection"),
+        (Fault::Stall, "timeout", "abandoned"),
+    ];
+    for (fault, cause, error) in cases {
+        let mut plan = FaultPlan::new(seed(), 1.0, &[fault]);
+        plan.max_faults = Some(2);
+        plan.stall = Duration::from_millis(2500);
+        let proxy = FaultProxy::start(&s3.endpoint, plan);
+        let (fs, root) = through(
+            &proxy,
+            &s3,
+            json!({"config_kwargs": {"read_timeout": 1, "retries": {"total_max_attempts": 6}}}),
+            "metrics",
+        );
+        let endpoint = proxy.endpoint();
+        let endpoint = endpoint.trim_end_matches('/');
+        fs.pipe(&format!("{root}/a"), payload(1, 100), WriteMode::Overwrite)
+            .await
+            .unwrap_or_else(|e| panic!("{fault:?}: {e}"));
+        let at = [("endpoint", endpoint)];
+        let retries = metric("cairn_store_retries_total", &at);
+        let by_cause = metric(
+            "cairn_store_retries_total",
+            &[("endpoint", endpoint), ("cause", cause)],
+        );
+        let errors = metric(
+            "cairn_store_errors_total",
+            &[("endpoint", endpoint), ("kind", error)],
+        );
+        let puts = metric(
+            "cairn_store_requests_total",
+            &[("endpoint", endpoint), ("op", "put")],
+        );
+        eprintln!(
+            "{fault:?}: {retries} retries ({by_cause} {cause}), {errors} errors {error}, {puts} PUTs"
+        );
+        assert_eq!(retries, 2.0, "{fault:?}: two faults, two retries");
+        assert_eq!(by_cause, 2.0, "{fault:?}: retried as {cause}");
+        assert_eq!(errors, 2.0, "{fault:?}: failed requests counted as {error}");
+        assert_eq!(puts, 3.0, "{fault:?}: the PUT was sent three times");
+        assert_eq!(fs.retried_requests(), 2);
+        fs.rm_with(&root, cairn_fs::TreeOptions::new().recursive(true))
+            .await
+            .unwrap();
+    }
+}

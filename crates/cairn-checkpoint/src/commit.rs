@@ -104,7 +104,11 @@ impl CheckpointDir {
             .await
         {
             Err(e) if e.kind() == ErrorKind::AlreadyExists => Ok(()),
-            other => Ok(other?),
+            Err(e) => Err(e.into()),
+            Ok(()) => {
+                crate::metrics::metrics().unit_committed();
+                Ok(())
+            }
         }
     }
 

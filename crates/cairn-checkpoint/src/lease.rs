@@ -518,6 +518,12 @@ impl CheckpointDir {
     /// [`Error::LeaseLost`] if another run took a newer generation (this run
     /// must stop).
     pub async fn renew_lease(&self, lease: &mut Lease) -> Result<()> {
+        let renewed = self.renew(lease).await;
+        crate::metrics::metrics().lease_renewed(renewed.is_ok());
+        renewed
+    }
+
+    async fn renew(&self, lease: &mut Lease) -> Result<()> {
         let started = Instant::now();
         self.check_lease(&lease.record).await?;
         let mut record = lease.record.clone();

@@ -20,6 +20,7 @@ mod job;
 mod layout;
 mod lease;
 mod load;
+mod metrics;
 mod recover;
 mod verify;
 
@@ -40,5 +41,6 @@ pub use layout::{
 };
 pub use lease::{Lease, LeaseKeeper, LeaseRecord};
 pub use load::{CommittedState, infer_id_column, list_committed, load_committed};
+pub use metrics::register_metrics;
 pub use recover::RecoveryReport;
 pub use verify::{DataCheck, data_file_owner};

@@ -91,6 +91,7 @@ impl CheckpointDir {
         // Listed as files: deleted without a stat each.
         output_fs.rm_files(&paths).await?;
         self.fs.rm_file(&self.file(&unit.pending_file())).await?;
+        crate::metrics::metrics().unit_rolled_back();
         Ok(paths.len())
     }
 }

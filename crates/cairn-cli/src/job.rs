@@ -81,81 +81,105 @@ impl Format {
     }
 }
 
+/// The flags of `cairn job run`.
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub input: InputArgs,
+    /// Add a `path` column naming each row's input file.
+    #[arg(long)]
+    pub include_paths: bool,
+    /// Output directory URL.
+    #[arg(long)]
+    pub output: String,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "parquet")]
+    pub output_format: Format,
+    /// Existing output: error (default; resuming a checkpoint is fine),
+    /// append, or overwrite.
+    #[arg(long, value_enum, default_value = "error")]
+    pub mode: Mode,
+    /// Checkpoint directory URL (or absolute path); without it the job
+    /// is not resumable.
+    #[arg(long, requires = "id_column")]
+    pub checkpoint: Option<String>,
+    /// The column that identifies each input row.
+    #[arg(long)]
+    pub id_column: Option<String>,
+    /// Rows per batch read and sent to each transform.
+    #[arg(long, default_value_t = cairn_dataset::DEFAULT_BATCH_SIZE,
+          value_parser = at_least_one)]
+    pub batch_size: usize,
+    /// Units in flight at once (default: one per core).
+    #[arg(long, value_parser = at_least_one)]
+    pub workers: Option<usize>,
+    /// The most IDs the duplicate-ID check holds in memory (about 40
+    /// bytes each; a dense integer range uses a bitmap instead).
+    #[arg(long, default_value_t = cairn_dataset::DEFAULT_DUPLICATE_CHECK_MAX_IDS)]
+    pub duplicate_check_max_ids: u64,
+    /// Commit a unit after this many input rows.
+    #[arg(long, default_value_t = cairn_checkpoint::DEFAULT_COMMIT_ROWS)]
+    pub commit_every_rows: usize,
+    /// ... or after this many seconds, whichever comes first.
+    #[arg(long, default_value_t = cairn_checkpoint::DEFAULT_COMMIT_INTERVAL.as_secs_f64())]
+    pub commit_every_secs: f64,
+    /// Keep the checkpoint after a successful run.
+    #[arg(long)]
+    pub keep_checkpoint: bool,
+    /// A transform command (run with `sh -c`, one process per worker)
+    /// that reads Arrow IPC stream batches on stdin and writes one
+    /// batch on stdout per batch read; repeatable, applied in order.
+    #[arg(long = "map-cmd", value_name = "COMMAND")]
+    pub map_cmds: Vec<String>,
+    /// Seconds a transform may take over one batch; past it the process
+    /// (and what it started) is killed and the job stops (committed
+    /// units are kept). Default: no limit.
+    #[arg(long = "map-timeout", value_name = "SECS", value_parser = map_timeout_seconds)]
+    pub map_timeout: Option<Duration>,
+    /// Lifetime of the checkpoint's lease in seconds (renewed every
+    /// third of it; another run may take the checkpoint over once it
+    /// ends unrenewed). Raise it for stores far away, where a request
+    /// can take longer than a quarter of it.
+    #[arg(long = "lease-ttl", value_name = "SECS", value_parser = lease_ttl_seconds,
+          default_value = "120")]
+    pub lease_ttl: Duration,
+    /// Keep only these columns (comma-separated), after the transforms.
+    #[arg(long, value_delimiter = ',')]
+    pub select: Vec<String>,
+    /// Print the summary as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// No progress bar.
+    #[arg(long)]
+    pub quiet: bool,
+    /// Serve the job's metrics (requests, bytes, latency, retries and
+    /// errors per store and operation; rows; units; lease renewals) as
+    /// OpenMetrics text on http://HOST:PORT/metrics while it runs, for
+    /// Prometheus to scrape. Port 0 picks a free port; the address is
+    /// printed on stderr.
+    #[arg(long = "metrics-addr", value_name = "HOST:PORT")]
+    pub metrics_addr: Option<String>,
+    /// Keep serving --metrics-addr this many seconds after the job
+    /// ends, so that the last scrape sees the final counts.
+    #[arg(
+        long = "metrics-linger",
+        value_name = "SECS",
+        default_value_t = 0.0,
+        requires = "metrics_addr"
+    )]
+    pub metrics_linger: f64,
+    /// Write the same metrics to this local file when the job ends
+    /// (succeeded, failed or interrupted).
+    #[arg(long = "metrics-file", value_name = "PATH")]
+    pub metrics_file: Option<std::path::PathBuf>,
+}
+
 /// The `cairn job` subcommands.
 #[derive(Subcommand, Debug)]
 pub enum JobCommand {
     /// Read, transform, write; with --checkpoint, re-running the same command
     /// after a failure skips the rows already written.
-    Run {
-        #[command(flatten)]
-        input: InputArgs,
-        /// Add a `path` column naming each row's input file.
-        #[arg(long)]
-        include_paths: bool,
-        /// Output directory URL.
-        #[arg(long)]
-        output: String,
-        /// Output format.
-        #[arg(long, value_enum, default_value = "parquet")]
-        output_format: Format,
-        /// Existing output: error (default; resuming a checkpoint is fine),
-        /// append, or overwrite.
-        #[arg(long, value_enum, default_value = "error")]
-        mode: Mode,
-        /// Checkpoint directory URL (or absolute path); without it the job
-        /// is not resumable.
-        #[arg(long, requires = "id_column")]
-        checkpoint: Option<String>,
-        /// The column that identifies each input row.
-        #[arg(long)]
-        id_column: Option<String>,
-        /// Rows per batch read and sent to each transform.
-        #[arg(long, default_value_t = cairn_dataset::DEFAULT_BATCH_SIZE,
-              value_parser = at_least_one)]
-        batch_size: usize,
-        /// Units in flight at once (default: one per core).
-        #[arg(long, value_parser = at_least_one)]
-        workers: Option<usize>,
-        /// The most IDs the duplicate-ID check holds in memory (about 40
-        /// bytes each; a dense integer range uses a bitmap instead).
-        #[arg(long, default_value_t = cairn_dataset::DEFAULT_DUPLICATE_CHECK_MAX_IDS)]
-        duplicate_check_max_ids: u64,
-        /// Commit a unit after this many input rows.
-        #[arg(long, default_value_t = cairn_checkpoint::DEFAULT_COMMIT_ROWS)]
-        commit_every_rows: usize,
-        /// ... or after this many seconds, whichever comes first.
-        #[arg(long, default_value_t = cairn_checkpoint::DEFAULT_COMMIT_INTERVAL.as_secs_f64())]
-        commit_every_secs: f64,
-        /// Keep the checkpoint after a successful run.
-        #[arg(long)]
-        keep_checkpoint: bool,
-        /// A transform command (run with `sh -c`, one process per worker)
-        /// that reads Arrow IPC stream batches on stdin and writes one
-        /// batch on stdout per batch read; repeatable, applied in order.
-        #[arg(long = "map-cmd", value_name = "COMMAND")]
-        map_cmds: Vec<String>,
-        /// Seconds a transform may take over one batch; past it the process
-        /// (and what it started) is killed and the job stops (committed
-        /// units are kept). Default: no limit.
-        #[arg(long = "map-timeout", value_name = "SECS", value_parser = map_timeout_seconds)]
-        map_timeout: Option<Duration>,
-        /// Lifetime of the checkpoint's lease in seconds (renewed every
-        /// third of it; another run may take the checkpoint over once it
-        /// ends unrenewed). Raise it for stores far away, where a request
-        /// can take longer than a quarter of it.
-        #[arg(long = "lease-ttl", value_name = "SECS", value_parser = lease_ttl_seconds,
-              default_value = "120")]
-        lease_ttl: Duration,
-        /// Keep only these columns (comma-separated), after the transforms.
-        #[arg(long, value_delimiter = ',')]
-        select: Vec<String>,
-        /// Print the summary as JSON on stdout.
-        #[arg(long)]
-        json: bool,
-        /// No progress bar.
-        #[arg(long)]
-        quiet: bool,
-    },
+    Run(Box<RunArgs>),
     /// Write sample Parquet input: `uid` (int64, 0..rows) and `text`.
     Sample {
         /// Output directory URL.
@@ -194,87 +218,7 @@ pub enum JobCommand {
 /// Runs one `cairn job` subcommand; returns the process exit code.
 pub async fn run(command: JobCommand, options: &StorageOptions) -> CliResult<u8> {
     match command {
-        JobCommand::Run {
-            input,
-            include_paths,
-            output,
-            output_format,
-            mode,
-            checkpoint,
-            id_column,
-            batch_size,
-            workers,
-            duplicate_check_max_ids,
-            commit_every_rows,
-            commit_every_secs,
-            keep_checkpoint,
-            map_cmds,
-            map_timeout,
-            lease_ttl,
-            select,
-            json,
-            quiet,
-        } => {
-            let mut source = input.source()?;
-            if include_paths {
-                source = source.with_paths();
-            }
-            let mut dataset = Dataset::from_source(source);
-            for command in &map_cmds {
-                dataset = match map_timeout {
-                    Some(timeout) => dataset.map_command_with_timeout(command, timeout),
-                    None => dataset.map_command(command),
-                };
-            }
-            if !select.is_empty() {
-                dataset = dataset.select_columns(select);
-            }
-            let mut ctx = JobContext::new()
-                .storage_options(options.clone())
-                .batch_size(batch_size);
-            ctx.duplicate_check_max_ids = duplicate_check_max_ids;
-            if let Some(n) = workers {
-                ctx = ctx.workers(n);
-            }
-            if let Some(path) = checkpoint {
-                let id = id_column.expect("clap requires --id-column with --checkpoint");
-                let mut config = CheckpointConfig::new(&id, &path);
-                config.storage_options = options.clone();
-                config.commit_rows = commit_every_rows;
-                config.commit_interval = Duration::try_from_secs_f64(commit_every_secs)
-                    .map_err(|_| "--commit-every-secs must be a positive number of seconds")?;
-                config.delete_checkpoint_on_success = !keep_checkpoint;
-                config.lease_ttl = lease_ttl;
-                ctx = ctx.checkpoint(config);
-            } else if id_column.is_some() {
-                return Err("--id-column only matters with --checkpoint; add --checkpoint URL to make the job resumable".into());
-            }
-            let sink = match output_format {
-                Format::Parquet => Sink::parquet(&output),
-                Format::Json => Sink::json(&output),
-            }
-            .mode(match mode {
-                Mode::Error => SaveMode::ErrorIfExists,
-                Mode::Append => SaveMode::Append,
-                Mode::Overwrite => SaveMode::Overwrite,
-            });
-            let bar = (!quiet && std::io::stderr().is_terminal()).then(|| progress_bar(&ctx));
-            let signals = crate::interrupt::on_signals(ctx.interrupt.clone());
-            let result = dataset.write(&ctx, sink).await;
-            if let Some((bar, ticker)) = bar {
-                ticker.abort();
-                bar.finish_and_clear();
-            }
-            let summary = match result {
-                Err(e @ cairn_dataset::Error::Interrupted { .. }) => {
-                    eprintln!("cairn: {e}");
-                    return Ok(signals.exit_code());
-                }
-                other => other?,
-            };
-            report(&summary, json, ctx.checkpoint.as_ref())?;
-            Ok(0)
-        }
+        JobCommand::Run(args) => run_with_metrics(*args, options).await,
         JobCommand::Sample {
             output,
             rows,
@@ -412,6 +356,126 @@ fn progress_bar(ctx: &JobContext) -> (ProgressBar, tokio::task::JoinHandle<()>) 
         }
     });
     (bar, ticker)
+}
+
+/// Runs the job with its metrics served (`--metrics-addr`, kept up
+/// `--metrics-linger` after the end) and written (`--metrics-file`) however
+/// it ends; the job's own error comes first.
+async fn run_with_metrics(args: RunArgs, options: &StorageOptions) -> CliResult<u8> {
+    let linger = Duration::try_from_secs_f64(args.metrics_linger)
+        .map_err(|_| "--metrics-linger must be a number of seconds, 0 or more")?;
+    // Written once before the job too: a path that cannot be written is
+    // refused before anything is read or written.
+    if let Some(path) = &args.metrics_file {
+        crate::metrics_export::write_file(path)?;
+    }
+    let server = match &args.metrics_addr {
+        Some(addr) => {
+            let server = crate::metrics_export::serve(addr).await?;
+            eprintln!("cairn: metrics on http://{}/metrics", server.addr);
+            Some(server)
+        }
+        None => None,
+    };
+    let metrics_file = args.metrics_file.clone();
+    let result = Box::pin(run_job(args, options)).await;
+    if let Some(path) = &metrics_file
+        && let Err(e) = crate::metrics_export::write_file(path)
+    {
+        if result.is_ok() {
+            return Err(e);
+        }
+        eprintln!("cairn: {e}");
+    }
+    if server.is_some() && !linger.is_zero() {
+        tokio::time::sleep(linger).await;
+    }
+    result
+}
+
+/// Runs the job `run` describes and reports it; returns the exit code.
+async fn run_job(run: RunArgs, options: &StorageOptions) -> CliResult<u8> {
+    let RunArgs {
+        input,
+        include_paths,
+        output,
+        output_format,
+        mode,
+        checkpoint,
+        id_column,
+        batch_size,
+        workers,
+        duplicate_check_max_ids,
+        commit_every_rows,
+        commit_every_secs,
+        keep_checkpoint,
+        map_cmds,
+        map_timeout,
+        lease_ttl,
+        select,
+        json,
+        quiet,
+        ..
+    } = run;
+    let mut source = input.source()?;
+    if include_paths {
+        source = source.with_paths();
+    }
+    let mut dataset = Dataset::from_source(source);
+    for command in &map_cmds {
+        dataset = match map_timeout {
+            Some(timeout) => dataset.map_command_with_timeout(command, timeout),
+            None => dataset.map_command(command),
+        };
+    }
+    if !select.is_empty() {
+        dataset = dataset.select_columns(select);
+    }
+    let mut ctx = JobContext::new()
+        .storage_options(options.clone())
+        .batch_size(batch_size);
+    ctx.duplicate_check_max_ids = duplicate_check_max_ids;
+    if let Some(n) = workers {
+        ctx = ctx.workers(n);
+    }
+    if let Some(path) = checkpoint {
+        let id = id_column.expect("clap requires --id-column with --checkpoint");
+        let mut config = CheckpointConfig::new(&id, &path);
+        config.storage_options = options.clone();
+        config.commit_rows = commit_every_rows;
+        config.commit_interval = Duration::try_from_secs_f64(commit_every_secs)
+            .map_err(|_| "--commit-every-secs must be a positive number of seconds")?;
+        config.delete_checkpoint_on_success = !keep_checkpoint;
+        config.lease_ttl = lease_ttl;
+        ctx = ctx.checkpoint(config);
+    } else if id_column.is_some() {
+        return Err("--id-column only matters with --checkpoint; add --checkpoint URL to make the job resumable".into());
+    }
+    let sink = match output_format {
+        Format::Parquet => Sink::parquet(&output),
+        Format::Json => Sink::json(&output),
+    }
+    .mode(match mode {
+        Mode::Error => SaveMode::ErrorIfExists,
+        Mode::Append => SaveMode::Append,
+        Mode::Overwrite => SaveMode::Overwrite,
+    });
+    let bar = (!quiet && std::io::stderr().is_terminal()).then(|| progress_bar(&ctx));
+    let signals = crate::interrupt::on_signals(ctx.interrupt.clone());
+    let result = dataset.write(&ctx, sink).await;
+    if let Some((bar, ticker)) = bar {
+        ticker.abort();
+        bar.finish_and_clear();
+    }
+    let summary = match result {
+        Err(e @ cairn_dataset::Error::Interrupted { .. }) => {
+            eprintln!("cairn: {e}");
+            return Ok(signals.exit_code());
+        }
+        other => other?,
+    };
+    report(&summary, json, ctx.checkpoint.as_ref())?;
+    Ok(0)
 }
 
 /// The end-of-run summary (invariant 10: say what happened).

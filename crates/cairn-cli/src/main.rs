@@ -6,6 +6,7 @@ use std::process::ExitCode;
 mod ckpt;
 mod interrupt;
 mod job;
+mod metrics_export;
 mod transfer;
 
 use cairn_fs::{FileInfo, FileSystem, StorageOptions};

@@ -635,6 +635,25 @@ fn every_bad_input_is_refused_with_its_fix_and_loses_nothing() {
             ),
             &["--map-cmd", &no_id],
         ),
+        // Where the metrics go.
+        with(
+            job_case(
+                "metrics address that cannot be listened on",
+                &f("in"),
+                &out("o40"),
+                &["--metrics-addr 999.0.0.1:9", "free HOST:PORT"],
+            ),
+            &["--metrics-addr", "999.0.0.1:9"],
+        ),
+        with(
+            job_case(
+                "metrics file in a missing directory",
+                &f("in"),
+                &out("o41"),
+                &["--metrics-file", "a directory that exists"],
+            ),
+            &["--metrics-file", &out("missing/job.prom")],
+        ),
         // Where the output goes.
         job_case(
             "output to an S3 store that is full",
@@ -728,6 +747,12 @@ fn every_bad_input_is_refused_with_its_fix_and_loses_nothing() {
         table.push_str(&format!("| {} | {} |\n", case.name, shown));
     }
     println!("{table}");
+    for refused_up_front in ["o40", "o41"] {
+        assert!(
+            !scratch.join(refused_up_front).exists(),
+            "{refused_up_front}: a metrics flag refused after the job had written"
+        );
+    }
     assert_eq!(
         std::fs::read(scratch.join("o20-ckpt/notes.parquet")).unwrap(),
         b"my notes",

@@ -94,6 +94,7 @@ struct Unit {
 
 pub(crate) async fn run(plan: Plan, ctx: &JobContext, sink: Sink) -> Result<JobSummary> {
     let started = Instant::now();
+    crate::metrics::register_metrics();
     let requests_before = cairn_fs::request_counts();
     // What every way out of the run records: its wall time and requests.
     let stamp = |summary: &mut JobSummary| {
@@ -258,6 +259,10 @@ async fn prepare_and_run(
     summary.files_skipped = planned.files_skipped;
     ctx.progress.set_total(planned.total_rows);
     ctx.progress.add_done(planned.rows_skipped_unread);
+    if let Some(total) = planned.total_rows {
+        crate::metrics::metrics().input_rows(total);
+    }
+    crate::metrics::metrics().rows_skipped(planned.rows_skipped_unread);
 
     let (unit_rows, unit_interval) = match &checkpoint {
         Some(c) => (c.config.commit_rows, Some(c.config.commit_interval)),
@@ -414,6 +419,7 @@ async fn work(shared: &Arc<Shared>) -> Result<()> {
             let mut batch = batch?;
             let rows = batch.num_rows() as u64;
             shared.counts.rows_read.fetch_add(rows, Ordering::Relaxed);
+            crate::metrics::metrics().rows_read(rows);
             shared.progress.add_done(rows);
             if let Some(index) = id_index {
                 batch = drop_committed(shared, batch, index, &label)?;
@@ -498,6 +504,7 @@ fn drop_committed(
         .counts
         .rows_skipped
         .fetch_add(skipped as u64, Ordering::Relaxed);
+    crate::metrics::metrics().rows_skipped(skipped as u64);
     let keep = BooleanArray::new(!committed.values(), None);
     arrow_select::filter::filter_record_batch(&batch, &keep).map_err(|e| Error::Input {
         file: label.to_string(),
@@ -590,6 +597,7 @@ async fn flush(shared: &Shared, unit: &mut Unit) -> Result<()> {
         .counts
         .rows_written
         .fetch_add(out_rows as u64, Ordering::Relaxed);
+    crate::metrics::metrics().rows_written(out_rows as u64);
     shared
         .counts
         .bytes_written

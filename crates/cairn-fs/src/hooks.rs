@@ -237,17 +237,21 @@ pub(crate) struct HookedTransport {
     pub inner: opendal_http_transport_reqwest::ReqwestTransport,
     pub hooks: Vec<Arc<dyn RequestHook>>,
     pub answered: std::sync::atomic::AtomicBool,
+    /// The store's name in metrics (its endpoint, or its protocol).
+    pub endpoint_label: String,
 }
 
 impl HookedTransport {
     pub(crate) fn new(
         inner: opendal_http_transport_reqwest::ReqwestTransport,
         hooks: Vec<Arc<dyn RequestHook>>,
+        endpoint_label: String,
     ) -> Self {
         Self {
             inner,
             hooks,
             answered: std::sync::atomic::AtomicBool::new(false),
+            endpoint_label,
         }
     }
 }
@@ -310,7 +314,16 @@ impl HttpTransport for HookedTransport {
         );
         let (method, path) = (request.method().clone(), request.uri().path().to_string());
         crate::request_counts::count(&method);
-        match self.inner.fetch(request).await {
+        let mut watch = RequestWatch::start(&request, &self.endpoint_label);
+        let result = self.inner.fetch(request).await;
+        let result = match result {
+            Ok(response) => Ok(watch.answered(response)),
+            Err(e) => {
+                watch.failed(&e);
+                Err(e)
+            }
+        };
+        match result {
             Ok(response) => {
                 self.answered.store(true, Ordering::Relaxed);
                 read_error_answer(&method, &path, response).await
@@ -349,6 +362,87 @@ impl HttpTransport for HookedTransport {
                 .set_source(e))
             }
             Err(e) => Err(e),
+        }
+    }
+}
+
+/// Records one request in the store metrics: counted and its body's bytes
+/// when sent, its latency and status when answered, the answer body's bytes
+/// as they are read; a request dropped before its answer (a timeout, a lost
+/// lease) counts as `abandoned`.
+struct RequestWatch {
+    labels: crate::metrics::store_labels::RequestLabels,
+    started: std::time::Instant,
+    done: bool,
+}
+
+impl RequestWatch {
+    fn start(request: &http::Request<Buffer>, endpoint: &str) -> RequestWatch {
+        let metrics = crate::metrics::store();
+        let labels = crate::metrics::store_labels::RequestLabels {
+            op: crate::metrics::OpKind::of(request),
+            endpoint: endpoint.to_string(),
+        };
+        metrics.requests.get_or_create(&labels).inc();
+        let sent = request.body().len() as u64;
+        if sent > 0 {
+            metrics.sent_bytes.get_or_create(&labels).inc_by(sent);
+        }
+        RequestWatch {
+            labels,
+            started: std::time::Instant::now(),
+            done: false,
+        }
+    }
+
+    fn answered(&mut self, response: http::Response<HttpBody>) -> http::Response<HttpBody> {
+        self.done = true;
+        let metrics = crate::metrics::store();
+        metrics
+            .duration
+            .get_or_create(&self.labels)
+            .observe(self.started.elapsed().as_secs_f64());
+        let status = response.status().as_u16();
+        if status >= 400 {
+            self.error(status.to_string());
+        }
+        let received = metrics.received_bytes.get_or_create_owned(&self.labels);
+        let (parts, body) = response.into_parts();
+        let body = body.map_inner(|stream| {
+            use futures::StreamExt;
+            Box::new(stream.inspect(move |chunk| {
+                if let Ok(chunk) = chunk {
+                    received.inc_by(chunk.len() as u64);
+                }
+            }))
+        });
+        http::Response::from_parts(parts, body)
+    }
+
+    fn failed(&mut self, err: &opendal::Error) {
+        self.done = true;
+        let kind = match crate::metrics::RetryCause::of(err) {
+            crate::metrics::RetryCause::Timeout => "timeout",
+            crate::metrics::RetryCause::Connection => "connection",
+            _ => "transport",
+        };
+        self.error(kind.to_string());
+    }
+
+    fn error(&self, kind: String) {
+        let labels = crate::metrics::store_labels::ErrorLabels {
+            op: self.labels.op,
+            endpoint: self.labels.endpoint.clone(),
+            kind,
+        };
+        crate::metrics::store().errors.get_or_create(&labels).inc();
+    }
+}
+
+impl Drop for RequestWatch {
+    fn drop(&mut self) {
+        if !self.done {
+            self.error("abandoned".to_string());
         }
     }
 }

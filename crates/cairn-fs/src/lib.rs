@@ -23,6 +23,7 @@ mod filesystem;
 mod fsspec_env;
 pub mod hooks;
 mod http;
+pub mod metrics;
 mod options;
 mod registry;
 mod request_counts;

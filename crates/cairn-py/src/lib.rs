@@ -8,6 +8,7 @@
 mod checkpoint;
 mod errors;
 mod filesystem;
+mod metrics;
 mod row_hash;
 mod runtime;
 mod writer;
@@ -24,6 +25,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(checkpoint::open_checkpoint, m)?)?;
     m.add_function(wrap_pyfunction!(checkpoint::load_ids, m)?)?;
     m.add_function(wrap_pyfunction!(checkpoint::routing_keys, m)?)?;
+    m.add_function(wrap_pyfunction!(metrics::metric_samples, m)?)?;
+    m.add_function(wrap_pyfunction!(metrics::metrics_text, m)?)?;
     m.add(
         "CheckpointError",
         m.py().get_type::<errors::CheckpointError>(),

@@ -188,6 +188,7 @@ impl<'a> FileSystemBuilder<'a> {
         hooks.extend(self.hooks);
         let uploads = Arc::new(crate::hooks::CompletedUploads::default());
         hooks.push(uploads.clone());
+        let endpoint_label = metrics_endpoint_label(backend.endpoint(), factory.protocol());
         Ok(FileSystem {
             inner: Arc::new(Inner {
                 protocol: factory.protocol().to_string(),
@@ -201,10 +202,26 @@ impl<'a> FileSystemBuilder<'a> {
                 http_client: self.http_client,
                 hooks,
                 uploads,
-                retries: layers::RetryCounter::default(),
+                retries: layers::RetryCounter::new(&endpoint_label),
+                endpoint_label,
                 transfer,
             }),
         })
+    }
+}
+
+/// A store's name in metrics: its endpoint URL without any user part, or
+/// its protocol when it has no endpoint of its own (gcs, local disk).
+fn metrics_endpoint_label(endpoint: Option<String>, protocol: &str) -> String {
+    match endpoint {
+        Some(url) if !url.is_empty() => match url.split_once("://") {
+            Some((scheme, rest)) => {
+                let host = rest.rsplit_once('@').map_or(rest, |(_, host)| host);
+                format!("{scheme}://{}", host.trim_end_matches('/'))
+            }
+            None => url,
+        },
+        _ => protocol.to_string(),
     }
 }
 

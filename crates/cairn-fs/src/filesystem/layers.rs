@@ -13,19 +13,37 @@ use crate::backend::IoPolicy;
 /// Counts the retries of one filesystem's operators and logs each at debug
 /// level (OpenDAL's own interceptor warns on every retry, which floods the
 /// log of a long job on a throttling store).
+/// Each retry is also counted in the store metrics, by cause.
 #[derive(Debug, Default, Clone)]
-pub(crate) struct RetryCounter(Arc<AtomicU64>);
+pub(crate) struct RetryCounter {
+    count: Arc<AtomicU64>,
+    /// The store's name in metrics (its endpoint, or its protocol).
+    endpoint_label: Arc<str>,
+}
 
 impl RetryCounter {
+    pub(crate) fn new(endpoint_label: &str) -> RetryCounter {
+        RetryCounter {
+            count: Arc::default(),
+            endpoint_label: endpoint_label.into(),
+        }
+    }
+
     /// Retries made so far.
     pub(crate) fn get(&self) -> u64 {
-        self.0.load(Ordering::Relaxed)
+        self.count.load(Ordering::Relaxed)
     }
 }
 
 impl RetryInterceptor for RetryCounter {
     fn intercept(&self, event: RetryEvent<'_>) {
-        self.0.fetch_add(1, Ordering::Relaxed);
+        self.count.fetch_add(1, Ordering::Relaxed);
+        let labels = crate::metrics::store_labels::RetryLabels {
+            op: crate::metrics::OpKind::of_operation(event.op),
+            endpoint: self.endpoint_label.to_string(),
+            cause: crate::metrics::RetryCause::of(event.err),
+        };
+        crate::metrics::store().retries.get_or_create(&labels).inc();
         tracing::debug!(
             op = ?event.op,
             attempt = event.attempt,

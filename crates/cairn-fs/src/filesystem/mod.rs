@@ -82,6 +82,8 @@ struct Inner {
     /// against it.
     uploads: Arc<crate::hooks::CompletedUploads>,
     retries: layers::RetryCounter,
+    /// The store's name in metrics (its endpoint, or its protocol).
+    endpoint_label: String,
     transfer: TransferConfig,
 }
 

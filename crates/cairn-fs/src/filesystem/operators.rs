@@ -62,6 +62,7 @@ impl FileSystem {
             let transport = HookedTransport::new(
                 opendal_http_transport_reqwest::ReqwestTransport::new(client),
                 self.inner.hooks.clone(),
+                self.inner.endpoint_label.clone(),
             );
             let ctx = op
                 .context()

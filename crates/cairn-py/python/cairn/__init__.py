@@ -10,13 +10,23 @@ and pyarrow filesystems for Ray Data checkpoints.
 
 from __future__ import annotations
 
+import os
+import sys
 from typing import Any, Mapping, Optional
 
 from . import fsspec
+from ._metrics import metrics, metrics_text
 from ._native import CheckpointError
 from .fsspec import CairnFileSystem
 
-__all__ = ["CairnFileSystem", "CheckpointError", "build_checkpoint_filesystem", "fsspec"]
+__all__ = [
+    "CairnFileSystem",
+    "CheckpointError",
+    "build_checkpoint_filesystem",
+    "fsspec",
+    "metrics",
+    "metrics_text",
+]
 
 _PROTOCOLS = {"s3", "s3a", "cos", "oss", "gcs", "gs", "tclake", "file", "local", "memory"}
 
@@ -56,3 +66,11 @@ def build_checkpoint_filesystem(
         options = picked
     fs = CairnFileSystem(protocol=protocol, checkpoint=True, **options)
     return pafs.PyFileSystem(pafs.FSSpecHandler(fs))
+
+
+# A Ray worker of a job whose runtime environment asks for it reports
+# cairn's metrics to Ray (cairn.ray.report_metrics).
+if os.environ.get("CAIRN_RAY_METRICS_INTERVAL_S") and "ray" in sys.modules:
+    from ._ray_metrics import start_from_environment
+
+    start_from_environment()

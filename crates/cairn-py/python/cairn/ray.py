@@ -43,6 +43,7 @@ from ray.data.checkpoint.checkpoint_filter import CheckpointManager as _RayManag
 
 from . import _protocol_of, build_checkpoint_filesystem
 from ._native import NativeIdSet, load_ids, open_checkpoint
+from ._ray_metrics import flush_metrics, report_metrics
 from ._ray_read import SkippingParquetDatasource, offer_committed, read_parquet
 from ._ray_shards import (
     DEFAULT_MAX_FILTER_MEMORY,
@@ -60,7 +61,9 @@ __all__ = [
     "ShardedSet",
     "SkippingParquetDatasource",
     "checkpoint_config",
+    "flush_metrics",
     "read_parquet",
+    "report_metrics",
 ]
 
 logger = logging.getLogger(__name__)
