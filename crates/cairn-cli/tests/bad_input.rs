@@ -641,9 +641,9 @@ fn every_bad_input_is_refused_with_its_fix_and_loses_nothing() {
                 "metrics address that cannot be listened on",
                 &f("in"),
                 &out("o40"),
-                &["--metrics-addr 999.0.0.1:9", "free HOST:PORT"],
+                &["--metrics-addr 198.51.100.7:9", "free HOST:PORT"],
             ),
-            &["--metrics-addr", "999.0.0.1:9"],
+            &["--metrics-addr", "198.51.100.7:9"],
         ),
         with(
             job_case(

@@ -48,10 +48,12 @@ fn documented_commands_run_as_written() {
     std::env::set_current_dir(&top).expect("cd to the repository's top");
     let cairn = env!("CARGO_BIN_EXE_cairn");
     let timeout = on_path("timeout").expect("coreutils' `timeout` (docs/jobs.md uses it)");
+    let grep = on_path("grep").expect("`grep` (docs/jobs.md reads a metrics file with it)");
     let bins = [
         ("cairn", PathBuf::from(cairn)),
         ("scripts/demo.sh", top.join("scripts/demo.sh")),
         ("timeout", timeout),
+        ("grep", grep),
     ];
     for doc in DOCS {
         let commands = documented_programs(&top.join(doc));

@@ -14,6 +14,27 @@ import pytest
 os.environ.setdefault("RAY_ADDRESS", "local")
 
 
+@pytest.fixture(scope="module")
+def local_ray():
+    """A local Ray instance in the test process (2 CPUs, no dashboard),
+    shared by the tests of one module."""
+    import ray
+
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
+@pytest.fixture
+def no_checkpoint():
+    """Ray's current DataContext, its checkpoint_config reset after the test."""
+    from ray.data import DataContext
+
+    context = DataContext.get_current()
+    yield context
+    context.checkpoint_config = None
+
+
 def garage_options():
     needed = [
         "CAIRN_TEST_GARAGE_ENDPOINT",

@@ -20,7 +20,6 @@ import numpy as np  # noqa: E402
 import pyarrow as pa  # noqa: E402
 import pyarrow.compute as pc  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
-from ray.data import DataContext  # noqa: E402
 
 import cairn.ray  # noqa: E402
 
@@ -50,20 +49,6 @@ def test_the_test_row_hash_matches_the_reference_vectors():
     assert row_hashes("my-bucket/input/part-0001.parquet", 1000000, 1).tolist() == [
         12895775054419180647
     ]
-
-
-@pytest.fixture(scope="module")
-def local_ray():
-    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield
-    ray.shutdown()
-
-
-@pytest.fixture
-def no_checkpoint():
-    context = DataContext.get_current()
-    yield context
-    context.checkpoint_config = None
 
 
 def write_input(root):

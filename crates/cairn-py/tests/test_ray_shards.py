@@ -19,7 +19,6 @@ ray = pytest.importorskip("ray", reason="needs Ray 2.60: scripts/test.sh runs th
 import numpy as np  # noqa: E402
 import pyarrow as pa  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
-from ray.data import DataContext  # noqa: E402
 
 import cairn.ray  # noqa: E402
 
@@ -27,20 +26,6 @@ FILES = 20
 ROWS_PER_FILE = 10_000
 COMMITTED_FILES = 15
 BUDGET = 512 * 1024
-
-
-@pytest.fixture(scope="module")
-def local_ray():
-    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield
-    ray.shutdown()
-
-
-@pytest.fixture
-def context():
-    context = DataContext.get_current()
-    yield context
-    context.checkpoint_config = None
 
 
 def random_uids(kind="int"):
@@ -82,14 +67,14 @@ def assert_exactly_once(out, uids):
 
 @pytest.mark.parametrize("kind,budget", [("int", BUDGET), ("string", 3 * BUDGET)])
 def test_a_set_over_the_budget_is_split_over_shards(
-    local_ray, context, tmp_path, caplog, kind, budget
+    local_ray, no_checkpoint, tmp_path, caplog, kind, budget
 ):
     """Integer IDs by their bit pattern, string IDs by their fingerprint
     (their ID files are larger: a larger budget keeps the shard count, and
     the test's worker processes, down)."""
     root = str(tmp_path)
     uids = write_job(root, kind)
-    context.checkpoint_config = cairn.ray.checkpoint_config(
+    no_checkpoint.checkpoint_config = cairn.ray.checkpoint_config(
         "uid", f"{root}/ckpt", max_filter_memory=budget
     )
     with caplog.at_level(logging.INFO, logger="cairn.ray"):
@@ -102,12 +87,12 @@ def test_a_set_over_the_budget_is_split_over_shards(
     assert_exactly_once(f"{root}/out", uids)
 
 
-def test_an_unsharded_set_stays_on_the_filter_nodes(local_ray, context, tmp_path, caplog):
+def test_an_unsharded_set_stays_on_the_filter_nodes(local_ray, no_checkpoint, tmp_path, caplog):
     """Under the budget (or with max_filter_memory=None), the set is loaded
     on the driver and shared with the filter actors, as before."""
     root = str(tmp_path)
     uids = write_job(root)
-    context.checkpoint_config = cairn.ray.checkpoint_config(
+    no_checkpoint.checkpoint_config = cairn.ray.checkpoint_config(
         "uid", f"{root}/ckpt", max_filter_memory=None
     )
     with caplog.at_level(logging.INFO, logger="cairn.ray"):
@@ -145,14 +130,14 @@ class _Loaded(logging.Handler):
             self.event.set()
 
 
-def test_a_shard_killed_mid_filter_is_rebuilt(local_ray, context, tmp_path):
+def test_a_shard_killed_mid_filter_is_rebuilt(local_ray, no_checkpoint, tmp_path):
     """A shard actor's process SIGKILLed as soon as the shards are loaded,
     when the filter starts asking them: Ray restarts it, it reloads its
     range from the ID files, the filter's calls are retried, and the job
     ends exactly once."""
     root = str(tmp_path)
     uids = write_job(root)
-    context.checkpoint_config = cairn.ray.checkpoint_config(
+    no_checkpoint.checkpoint_config = cairn.ray.checkpoint_config(
         "uid", f"{root}/ckpt", max_filter_memory=BUDGET
     )
     loaded = _Loaded()
