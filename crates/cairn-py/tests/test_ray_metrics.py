@@ -3,7 +3,8 @@ checkpoint on Garage, its workers told to report by the job's runtime
 environment; Ray's Prometheus endpoint (the node's metrics export port)
 then serves ray_cairn_* counters that cover what the job did, counted by
 pyarrow alone. Needs ray[default] (Ray exports metrics only with it);
-runs in the Ray virtualenv (scripts/test.sh), elsewhere shows as skipped."""
+scripts/test.sh runs it in its ray-metrics-venv; elsewhere it shows as
+skipped."""
 
 import os
 import socket
@@ -15,7 +16,9 @@ import pytest
 
 ray = pytest.importorskip("ray", reason="needs Ray 2.60: scripts/test.sh runs this in its ray-venv")
 parser = pytest.importorskip(
-    "prometheus_client.parser", reason="needs ray[default] (Ray exports metrics only with it)"
+    "prometheus_client.parser",
+    reason="needs ray[default] (Ray exports metrics only with it): scripts/test.sh runs this "
+    "in its ray-metrics-venv",
 )
 
 from ray.data import DataContext  # noqa: E402
