@@ -60,12 +60,24 @@ impl Prometheus {
         prometheus
     }
 
-    /// The sum of `promql`'s instant vector now (`None`: no series yet).
-    fn sum(&self, promql: &str) -> Option<f64> {
+    /// The sum of `selector`'s instant vector now (`None`: no series yet).
+    fn sum(&self, selector: &str) -> Option<f64> {
+        self.query(&format!("sum({selector})"))
+    }
+
+    /// The sum of the last values `selector`'s series had in the past
+    /// 5 minutes: what a job that has ended last reported (once its target
+    /// is down, Prometheus marks the series stale and an instant query
+    /// finds nothing).
+    fn last_sum(&self, selector: &str) -> Option<f64> {
+        self.query(&format!("sum(last_over_time({selector}[5m]))"))
+    }
+
+    fn query(&self, promql: &str) -> Option<f64> {
         let url = format!(
             "{}/api/v1/query?query={}",
             self.base,
-            percent_encode(&format!("sum({promql})"))
+            percent_encode(promql)
         );
         let answer: serde_json::Value = serde_json::from_str(&get(&url)?).unwrap();
         assert_eq!(answer["status"], "success", "{url}: {answer}");
@@ -242,16 +254,28 @@ fn a_job_scraped_by_prometheus_reports_counts_that_add_up_with_its_summary() {
     );
 
     // After it: the last scrape (the job served 3 s more) has the final
-    // counts, equal to the summary's.
+    // counts, equal to the summary's. Read 2 s after the job exited, when a
+    // failed scrape has marked its series stale, as a dashboard reads a
+    // finished job.
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(
+        prometheus.sum("cairn_job_rows_total"),
+        None,
+        "the ended job's series are stale"
+    );
     let deadline = Instant::now() + Duration::from_secs(20);
-    while prometheus.sum("cairn_job_rows_total{state=\"written\"}") != Some(written) {
+    while prometheus.last_sum("cairn_job_rows_total{state=\"written\"}") != Some(written) {
         assert!(
             Instant::now() < deadline,
             "Prometheus never saw the final rows"
         );
         std::thread::sleep(Duration::from_millis(250));
     }
-    let scraped = |q: &str| prometheus.sum(q).unwrap();
+    let scraped = |q: &str| {
+        prometheus
+            .last_sum(q)
+            .unwrap_or_else(|| panic!("Prometheus has no {q}"))
+    };
     assert_eq!(
         scraped("cairn_job_rows_total{state=\"read\"}"),
         summary["rows_read"].as_f64().unwrap()
@@ -278,7 +302,7 @@ fn a_job_scraped_by_prometheus_reports_counts_that_add_up_with_its_summary() {
             >= summary["bytes_written"].as_f64().unwrap()
     );
     let endpoint = prometheus
-        .sum(&format!(
+        .last_sum(&format!(
             "cairn_store_requests_total{{endpoint=\"{}\"}}",
             s3.endpoint
         ))
