@@ -78,6 +78,10 @@ pub fn encode() -> String {
 }
 
 /// The content type of [`encode`]'s text, for an HTTP answer.
+///
+/// ```
+/// assert!(cairn_fs::metrics::CONTENT_TYPE.starts_with("application/openmetrics-text"));
+/// ```
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 /// Every sample of every cairn metric of this process (a histogram gives
