@@ -13,12 +13,15 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 old_rev=${1:-118d448}
 work=$(mktemp -d /tmp/cairn-metrics-ab-XXXX)
-trap 'git worktree remove --force "$work/old" 2>/dev/null || true; rm -rf "$work"' EXIT
+# (scripts/bench/on_garage.sh sets its own EXIT trap, so the worktree goes
+# as soon as the old build is copied out.)
+trap 'rm -rf "$work"' EXIT
 echo "building cairn at $old_rev and at this tree (release; shared target directory)..."
 git worktree add -q --detach "$work/old" "$old_rev"
 target="$PWD/target"
 (cd "$work/old" && CARGO_TARGET_DIR="$target" cargo build -q --release -p cairn-cli)
 cp "$target/release/cairn" "$work/cairn-old"
+git worktree remove --force "$work/old"
 cargo build -q --release -p cairn-cli
 old="$work/cairn-old" new="$target/release/cairn"
 
