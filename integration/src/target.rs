@@ -349,14 +349,7 @@ pub fn prometheus_binary(test: &str) -> Option<String> {
                 .map(|p| p.display().to_string())
         })
     });
-    if found.is_none() {
-        if std::env::var_os(OPT_OUT).is_some() {
-            eprintln!("SKIPPED {test}: no prometheus and {OPT_OUT} set");
-            return None;
-        }
-        panic!("{test} needs a Prometheus server: run scripts/tools.sh or set CAIRN_PROMETHEUS");
-    }
-    found
+    found_or_skip(found, test, "a Prometheus server", "CAIRN_PROMETHEUS")
 }
 
 fn venv_python(variable: &str, venv: &str, what: &str, test: &str) -> Option<String> {
@@ -366,12 +359,19 @@ fn venv_python(variable: &str, venv: &str, what: &str, test: &str) -> Option<Str
         let python = format!("{tools}/{venv}/bin/python");
         std::path::Path::new(&python).exists().then_some(python)
     });
+    found_or_skip(found, test, &format!("Python with {what}"), variable)
+}
+
+/// A tool `scripts/tools.sh` installs, as `found`; when it was not found,
+/// the test fails saying how to get it (`variable` names it instead),
+/// unless [`OPT_OUT`] is set (then `None`, and the test says it skipped).
+fn found_or_skip(found: Option<String>, test: &str, what: &str, variable: &str) -> Option<String> {
     if found.is_none() {
         if std::env::var_os(OPT_OUT).is_some() {
-            eprintln!("SKIPPED {test}: no Python with {what} and {OPT_OUT} set");
+            eprintln!("SKIPPED {test}: no {what} and {OPT_OUT} set");
             return None;
         }
-        panic!("{test} needs Python with {what}: run scripts/tools.sh or set {variable}");
+        panic!("{test} needs {what}: run scripts/tools.sh or set {variable}");
     }
     found
 }
