@@ -10,8 +10,8 @@ use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use cairn_conformance::{prometheus_binary, s3_server};
-use common::{cairn_on, run_ok};
+use cairn_conformance::prometheus_binary;
+use common::place::Place;
 
 /// A Prometheus server scraping `target` every second, stopped on drop.
 struct Prometheus {
@@ -128,36 +128,12 @@ fn free_port() -> u16 {
 #[ignore = "needs the Garage server and Prometheus: scripts/test.sh runs it"]
 fn a_job_scraped_by_prometheus_reports_counts_that_add_up_with_its_summary() {
     let test = "a_job_scraped_by_prometheus_reports_counts_that_add_up_with_its_summary";
-    let Some((_, s3)) = s3_server("GARAGE", test) else {
-        return;
-    };
     let Some(prometheus_bin) = prometheus_binary(test) else {
         return;
     };
-    let prefix = format!(
-        "s3://{}/metrics-{}",
-        s3.bucket,
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos()
-    );
-    let (input, output, checkpoint) = (
-        format!("{prefix}/in"),
-        format!("{prefix}/out"),
-        format!("{prefix}/ckpt"),
-    );
-    run_ok(cairn_on(&s3, &s3.endpoint).args([
-        "job",
-        "sample",
-        &input,
-        "--rows",
-        "40000",
-        "--files",
-        "4",
-        "--row-group-rows",
-        "1000",
-    ]));
+    let place = Place::s3("GARAGE", test);
+    let (input, output, checkpoint) = (place.url("in"), place.url("out"), place.url("ckpt"));
+    place.sample("in", 40_000, 4);
 
     let job_port = free_port();
     let prometheus = Prometheus::start(&prometheus_bin, &format!("127.0.0.1:{job_port}"));
@@ -165,8 +141,8 @@ fn a_job_scraped_by_prometheus_reports_counts_that_add_up_with_its_summary() {
     let metrics_file = files.path().join("job.prom");
     // 20 units of 2,000 rows, each held 400 ms after its commit: the job
     // runs about 8 s, scraped every second.
-    let mut job = cairn_on(&s3, &s3.endpoint)
-        .args([
+    let mut job = place
+        .cairn(&[
             "job",
             "run",
             "--input",
@@ -304,7 +280,7 @@ fn a_job_scraped_by_prometheus_reports_counts_that_add_up_with_its_summary() {
     let endpoint = prometheus
         .last_sum(&format!(
             "cairn_store_requests_total{{endpoint=\"{}\"}}",
-            s3.endpoint
+            place.s3.as_ref().expect("an S3 place").endpoint
         ))
         .unwrap();
     assert_eq!(
