@@ -168,8 +168,9 @@ pub struct RunArgs {
         requires = "metrics_addr"
     )]
     pub metrics_linger: f64,
-    /// Write the same metrics to this local file when the job ends
-    /// (succeeded, failed or interrupted).
+    /// Write the same metrics to this local file at the start (zeros: a
+    /// path that cannot be written is refused before the job reads a row)
+    /// and when the job ends (succeeded, failed or interrupted).
     #[arg(long = "metrics-file", value_name = "PATH")]
     pub metrics_file: Option<std::path::PathBuf>,
 }
