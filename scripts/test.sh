@@ -28,8 +28,9 @@ if [ -z "${CAIRN_TEST_SKIP_SERVERS:-}" ]; then
   # servers shows them as ignored) run here: exactly-once and no data loss on S3, the s3 wire
   # check, the docs examples (tests/docs.rs), cairn-fs and jobs under
   # injected faults (tests/faults.rs, tests/job_faults.rs), the bad-input
-  # matrix (tests/bad_input.rs), a job scraped by Prometheus (tests/metrics.rs).
-  cargo test --workspace --test exactly_once --test no_data_loss --test s3_wire --test docs --test faults --test job_faults --test bad_input --test metrics "$@" -- --ignored 2>&1 | tee -a target/test.log
+  # matrix (tests/bad_input.rs), a job scraped by Prometheus (tests/metrics.rs),
+  # partitioned jobs on Garage (tests/partitioned.rs).
+  cargo test --workspace --test exactly_once --test no_data_loss --test s3_wire --test docs --test faults --test job_faults --test bad_input --test metrics --test partitioned "$@" -- --ignored 2>&1 | tee -a target/test.log
   [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 fi
 set -e

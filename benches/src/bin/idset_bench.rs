@@ -3,8 +3,8 @@
 //!
 //! Usage:
 //!   idset_bench random-u64|sequential-i64|strings-32 COUNT
-//!   idset_bench write-files random-u64|sequential-i64 COUNT DIR
-//!   idset_bench load-files random-u64|sequential-i64 COUNT DIR
+//!   idset_bench write-files random-u64|sequential-i64|strings-32 COUNT DIR
+//!   idset_bench load-files random-u64|sequential-i64|strings-32 COUNT DIR
 //! Run one case per process (scripts/bench/idset_bench.sh does) so the peak
 //! resident set (VmHWM) belongs to that case alone. In the first form IDs
 //! arrive as Arrow arrays of 1M rows and each is dropped once added. The file
@@ -42,6 +42,7 @@ fn file_ids(kind: &str, file: u64, count: u64) -> ArrayRef {
     match kind {
         "random-u64" => Arc::new(UInt64Array::from_iter_values(ids.map(mix))),
         "sequential-i64" => Arc::new(Int64Array::from_iter_values(ids.map(|i| i as i64))),
+        "strings-32" => Arc::new(StringArray::from_iter_values(ids.map(string_id))),
         other => panic!("unknown kind {other}"),
     }
 }

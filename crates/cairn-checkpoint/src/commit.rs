@@ -7,8 +7,8 @@ use arrow_array::ArrayRef;
 use cairn_fs::{ErrorKind, FileSystem, WriteMode};
 
 use crate::error::Result;
-use crate::idfile::{encode_ids, encode_unit_ids};
-use crate::layout::UnitName;
+use crate::idfile::encode_unit_ids;
+use crate::layout::{OutputLayout, UnitName};
 
 /// A checkpoint directory on a cairn filesystem (use a checkpoint filesystem:
 /// see `cairn_fs::build_checkpoint_filesystem`).
@@ -34,6 +34,7 @@ pub struct CheckpointDir {
     pub(crate) fs: FileSystem,
     pub(crate) dir: String,
     pub(crate) id_column: String,
+    pub(crate) layout: OutputLayout,
 }
 
 impl CheckpointDir {
@@ -44,7 +45,27 @@ impl CheckpointDir {
             fs,
             dir: dir.trim_end_matches('/').to_string(),
             id_column: id_column.to_string(),
+            layout: OutputLayout::Flat,
         }
+    }
+
+    /// The same directory, for an output whose data files sit as `layout`
+    /// says (flat by default).
+    ///
+    /// ```
+    /// use cairn_checkpoint::{CheckpointDir, OutputLayout};
+    /// let (fs, _) = cairn_fs::build_checkpoint_filesystem("memory:///doc-layout", &Default::default()).unwrap();
+    /// let ckpt = CheckpointDir::new(fs, "memory:///doc-layout", "id").with_layout(OutputLayout::Partitioned);
+    /// assert_eq!(ckpt.layout(), OutputLayout::Partitioned);
+    /// ```
+    pub fn with_layout(mut self, layout: OutputLayout) -> Self {
+        self.layout = layout;
+        self
+    }
+
+    /// Where the job's data files sit under its output.
+    pub fn layout(&self) -> OutputLayout {
+        self.layout
     }
 
     /// The filesystem the directory is on.
@@ -70,7 +91,35 @@ impl CheckpointDir {
 
     /// Step 1: records that `unit`, holding `ids`, is in flight.
     pub async fn write_pending(&self, unit: &UnitName, ids: ArrayRef) -> Result<()> {
-        let bytes = encode_ids(&self.id_column, ids)?;
+        self.write_pending_in(unit, ids, &[]).await
+    }
+
+    /// Step 1 for a unit whose data files go into the partition
+    /// directories `partitions` (paths relative to the output, such as
+    /// `source=web/date=2026-11-30`; none: the output itself). The record
+    /// names them, so rolling the unit back lists only those directories.
+    ///
+    /// ```
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// use std::sync::Arc;
+    /// use cairn_checkpoint::{CheckpointDir, RunId, UnitName};
+    /// let (fs, _) = cairn_fs::build_checkpoint_filesystem("memory:///doc-parts", &Default::default()).unwrap();
+    /// let ckpt = CheckpointDir::new(fs.clone(), "memory:///doc-parts", "id");
+    /// let unit = UnitName::new(&RunId::new(), 0);
+    /// let ids: arrow_array::ArrayRef = Arc::new(arrow_array::Int64Array::from(vec![1, 2]));
+    /// ckpt.write_pending_in(&unit, ids, &["source=web".into()]).await.unwrap();
+    /// let record = fs.cat(&format!("memory:///doc-parts/{}", unit.pending_file())).await.unwrap();
+    /// let dirs = cairn_checkpoint::recorded_partitions("pending", record).unwrap();
+    /// assert_eq!(dirs, Some(vec!["source=web".to_string()]));
+    /// # })
+    /// ```
+    pub async fn write_pending_in(
+        &self,
+        unit: &UnitName,
+        ids: ArrayRef,
+        partitions: &[String],
+    ) -> Result<()> {
+        let bytes = encode_unit_ids(&self.id_column, ids, None, partitions)?;
         self.fs
             .pipe(
                 &self.file(&unit.pending_file()),
@@ -97,7 +146,7 @@ impl CheckpointDir {
         ids: ArrayRef,
         data_files: Option<usize>,
     ) -> Result<()> {
-        let bytes = encode_unit_ids(&self.id_column, ids, data_files)?;
+        let bytes = encode_unit_ids(&self.id_column, ids, data_files, &[])?;
         match self
             .fs
             .pipe(&self.file(&unit.committed_file()), bytes, WriteMode::Create)

@@ -9,7 +9,7 @@ use crate::commit::CheckpointDir;
 use crate::error::{Error, Result};
 use crate::idset::StringMode;
 use crate::job::JobRecord;
-use crate::layout::RunId;
+use crate::layout::{OutputLayout, RunId};
 use crate::lease::LeaseKeeper;
 use crate::load::CommittedState;
 use crate::recover::RecoveryReport;
@@ -55,6 +55,10 @@ pub struct CheckpointConfig {
     /// state (false: units and sizes only, an empty set, for a caller that
     /// loads the IDs elsewhere, such as shards spread over a cluster).
     pub read_ids: bool,
+    /// Where the job's data files sit under its output: flat, or in
+    /// partition directories (which recovery and `require_data` then
+    /// search at any depth).
+    pub output_layout: OutputLayout,
 }
 
 impl CheckpointConfig {
@@ -72,6 +76,7 @@ impl CheckpointConfig {
             string_mode: StringMode::default(),
             lease_ttl: DEFAULT_LEASE_TTL,
             read_ids: true,
+            output_layout: OutputLayout::Flat,
         }
     }
 
@@ -115,11 +120,10 @@ impl CheckpointConfig {
             Some(fs) => fs.clone(),
             None => build_checkpoint_filesystem(&self.checkpoint_path, &self.storage_options)?.0,
         };
-        Ok(CheckpointDir::new(
-            fs,
-            &self.checkpoint_path,
-            &self.id_column,
-        ))
+        Ok(
+            CheckpointDir::new(fs, &self.checkpoint_path, &self.id_column)
+                .with_layout(self.output_layout),
+        )
     }
 
     /// Opens the checkpoint for a run that writes to `output_dir` on
@@ -145,7 +149,7 @@ impl CheckpointConfig {
             .and_then(|opened| keeper.check().map(|()| opened));
         match opened {
             Ok((state, recovery, job, fresh)) => Ok(OpenCheckpoint {
-                dir,
+                dir: dir.with_layout(self.layout_of(&job)),
                 run,
                 keeper,
                 state,
@@ -164,6 +168,17 @@ impl CheckpointConfig {
                 }
                 Err(e)
             }
+        }
+    }
+
+    /// The layout a run on the checkpoint of `job` settles and checks: a
+    /// job recorded as partitioned is partitioned whatever this run says
+    /// (its units may have files in any partition directory; the job
+    /// runner refuses the mismatch after recovery).
+    fn layout_of(&self, job: &JobRecord) -> OutputLayout {
+        match job.layout() {
+            OutputLayout::Flat => self.output_layout,
+            OutputLayout::Partitioned => OutputLayout::Partitioned,
         }
     }
 
@@ -212,13 +227,18 @@ impl CheckpointConfig {
                 Some(job) => Some(FileSystem::from_url(&job.output, &self.storage_options)?),
                 None => None,
             };
-            dir.clean_up_keeping(
-                previous_output
-                    .as_ref()
-                    .map(|(fs, path)| (fs, path.as_str())),
-                Some(keeper.record().generation),
-            )
-            .await?;
+            let previous_layout = finished_job
+                .as_ref()
+                .map_or(self.output_layout, JobRecord::layout);
+            dir.clone()
+                .with_layout(previous_layout)
+                .clean_up_keeping(
+                    previous_output
+                        .as_ref()
+                        .map(|(fs, path)| (fs, path.as_str())),
+                    Some(keeper.record().generation),
+                )
+                .await?;
             state = self.load_state(dir).await?;
         }
         let recorded = dir.check_output(output_url).await?;
@@ -244,7 +264,11 @@ impl CheckpointConfig {
             }
         };
         keeper.check()?;
-        let recovery = dir.recover(output_fs, output_dir, &state).await?;
+        let recovery = dir
+            .clone()
+            .with_layout(self.layout_of(&job))
+            .recover(output_fs, output_dir, &state)
+            .await?;
         // Recovery only removes pending records and uncommitted data; the
         // committed IDs it leaves are the ones just loaded.
         state.pending.clear();

@@ -26,7 +26,7 @@ use crate::idset::{MAX_RUNS, id_runs};
 /// assert_eq!(back.iter().map(|a| a.len()).sum::<usize>(), 3);
 /// ```
 pub fn encode_ids(id_column: &str, ids: ArrayRef) -> Result<Bytes> {
-    encode_unit_ids(id_column, ids, None)
+    encode_unit_ids(id_column, ids, None, &[])
 }
 
 /// The key, in an ID file's Parquet key-value metadata, under which cairn
@@ -40,13 +40,21 @@ pub const DATA_FILES_KEY: &str = "cairn.data_files";
 /// decimal), so a resume can add the runs without decoding the column.
 pub const ID_RUNS_KEY: &str = "cairn.id_runs";
 
+/// The key, in a pending record's Parquet key-value metadata, under which
+/// cairn lists the partition directories (relative to the output, as a JSON
+/// array of strings) its unit writes into, so that rolling the unit back
+/// lists those directories and nothing else.
+pub const PARTITIONS_KEY: &str = "cairn.partitions";
+
 /// [`encode_ids`], recording that the unit wrote `data_files` data files
 /// (0 when a filter dropped all of its rows), so `cairn ckpt verify` can
-/// tell a unit without output from one whose data is missing.
+/// tell a unit without output from one whose data is missing, and the
+/// partition directories it writes into (none: the output itself).
 pub(crate) fn encode_unit_ids(
     id_column: &str,
     ids: ArrayRef,
     data_files: Option<usize>,
+    partitions: &[String],
 ) -> Result<Bytes> {
     let schema = Arc::new(Schema::new(vec![Field::new(
         id_column,
@@ -56,6 +64,10 @@ pub(crate) fn encode_unit_ids(
     let mut metadata = Vec::new();
     if let Some(n) = data_files {
         metadata.push(KeyValue::new(DATA_FILES_KEY.to_string(), n.to_string()));
+    }
+    if !partitions.is_empty() {
+        let list = serde_json::to_string(partitions).expect("strings serialize");
+        metadata.push(KeyValue::new(PARTITIONS_KEY.to_string(), list));
     }
     if let Some(runs) = id_runs(ids.as_ref()) {
         let text: Vec<String> = runs.iter().map(|(a, b)| format!("{a}-{b}")).collect();
@@ -98,6 +110,53 @@ pub(crate) fn encode_unit_ids(
 /// Parquet decoder panics is an error naming it, like any other damage.
 pub fn decode_ids(file: &str, bytes: Bytes, id_column: &str) -> Result<Vec<ArrayRef>> {
     decode_unit_ids(file, bytes, id_column, false).map(|ids| ids.arrays)
+}
+
+/// The partition directories a pending record lists ([`PARTITIONS_KEY`]):
+/// `Ok(None)` when it lists none (a flat unit's record, or Ray's); an
+/// error when the file is not a readable Parquet file or a listed
+/// directory is not a plain relative path under the output (empty,
+/// absolute, or with a `.` or `..` segment), so that a damaged record can
+/// never send a roll-back outside the output.
+///
+/// ```
+/// use std::sync::Arc;
+/// let ids: arrow_array::ArrayRef = Arc::new(arrow_array::Int64Array::from(vec![1]));
+/// let bytes = cairn_checkpoint::encode_ids("id", ids).unwrap();
+/// assert_eq!(cairn_checkpoint::recorded_partitions("u.pending.parquet", bytes).unwrap(), None);
+/// ```
+pub fn recorded_partitions(file: &str, bytes: Bytes) -> Result<Option<Vec<String>>> {
+    let corrupt = |reason: String| Error::CorruptIdFile {
+        file: file.to_string(),
+        reason,
+    };
+    let metadata = parquet::file::metadata::ParquetMetaDataReader::new()
+        .parse_and_finish(&bytes)
+        .map_err(|e| corrupt(format!("not a readable Parquet file ({e})")))?;
+    let Some(list) = metadata
+        .file_metadata()
+        .key_value_metadata()
+        .and_then(|kv| kv.iter().find(|e| e.key == PARTITIONS_KEY))
+        .and_then(|e| e.value.as_deref())
+    else {
+        return Ok(None);
+    };
+    let dirs: Vec<String> = serde_json::from_str(list)
+        .map_err(|e| corrupt(format!("its {PARTITIONS_KEY} is not a list of paths ({e})")))?;
+    if let Some(bad) = dirs.iter().find(|d| !is_relative_dir(d)) {
+        return Err(corrupt(format!(
+            "its {PARTITIONS_KEY} names {bad:?}, which is not a directory under the output"
+        )));
+    }
+    Ok(Some(dirs))
+}
+
+/// A relative directory path of plain segments (`a=1/b=2`).
+fn is_relative_dir(dir: &str) -> bool {
+    !dir.is_empty()
+        && dir
+            .split('/')
+            .all(|segment| !segment.is_empty() && segment != "." && segment != "..")
 }
 
 /// The IDs of a unit's ID file.
@@ -233,7 +292,7 @@ mod tests {
     #[test]
     fn runs_of_ids_are_recorded_and_read_without_decoding() {
         let ids: ArrayRef = Arc::new(Int64Array::from_iter_values(-3..1_000));
-        let bytes = encode_unit_ids("id", ids, Some(1)).unwrap();
+        let bytes = encode_unit_ids("id", ids, Some(1), &[]).unwrap();
         let read = decode_unit_ids("f", bytes, "id", true).unwrap();
         // -3..0 then 0..1000 wrap in key space: two runs of keys.
         let runs = vec![(-3i64 as u64, u64::MAX), (0, 999)];
@@ -245,7 +304,7 @@ mod tests {
         let ids: ArrayRef = Arc::new(Int64Array::from_iter_values(
             (10..1_010).chain(5_000..5_100),
         ));
-        let bytes = encode_unit_ids("id", ids, None).unwrap();
+        let bytes = encode_unit_ids("id", ids, None, &[]).unwrap();
         let fast = decode_unit_ids("f", bytes.clone(), "id", true).unwrap();
         assert_eq!(
             (fast.runs, fast.arrays.len()),
@@ -280,7 +339,12 @@ mod tests {
         }
         // String IDs never record a run.
         let ids: ArrayRef = Arc::new(StringArray::from(vec!["a", "b"]));
-        let read = decode_unit_ids("f", encode_unit_ids("id", ids, None).unwrap(), "id", true);
+        let read = decode_unit_ids(
+            "f",
+            encode_unit_ids("id", ids, None, &[]).unwrap(),
+            "id",
+            true,
+        );
         assert!(read.unwrap().runs.is_none());
     }
 }

@@ -32,6 +32,10 @@ pub struct JobRecord {
     /// path and row positions, so a changed input file changes them).
     #[serde(default)]
     pub row_hash: bool,
+    /// The columns the output is partitioned by (hive-style directories),
+    /// once a job runner recorded them; empty for a flat output.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub partition_by: Vec<String>,
     /// Every input file runs on this checkpoint have read.
     #[serde(default)]
     pub inputs: Vec<InputFingerprint>,
@@ -104,6 +108,7 @@ impl JobRecord {
             id_column: id_column.to_string(),
             format: None,
             row_hash: false,
+            partition_by: Vec::new(),
             inputs: Vec::new(),
         }
     }
@@ -113,9 +118,15 @@ impl JobRecord {
         trimmed(&self.output) == trimmed(output)
     }
 
-    /// Checks a run that writes `format` with `row_hash` IDs (or not) from
-    /// the input files `inputs` against this record, and returns the record
-    /// to write back (the new inputs added). With `row_hash` IDs a recorded
+    /// Where the recorded job's data files sit under its output.
+    pub fn layout(&self) -> crate::OutputLayout {
+        crate::OutputLayout::for_partition_columns(&self.partition_by)
+    }
+
+    /// Checks a run that writes `format` partitioned by `partition_by`
+    /// (none: flat) with `row_hash` IDs (or not) from the input files
+    /// `inputs` against this record, and returns the record to write back
+    /// (the new inputs added). With `row_hash` IDs a recorded
     /// file that is gone or changed is refused: its rows' hashes no longer
     /// match what was committed. New files are fine; with a real ID column
     /// any input change is.
@@ -123,6 +134,7 @@ impl JobRecord {
         &self,
         checkpoint: &str,
         format: &str,
+        partition_by: &[String],
         row_hash: bool,
         inputs: &[InputFingerprint],
     ) -> Result<JobRecord> {
@@ -136,6 +148,17 @@ impl JobRecord {
             && recorded != format
         {
             return Err(mismatch("output format", recorded.clone(), format.into()));
+        }
+        if self.format.is_some() && self.partition_by != partition_by {
+            let describe = |columns: &[String]| match columns {
+                [] => "none (a flat output)".to_string(),
+                columns => columns.join(","),
+            };
+            return Err(mismatch(
+                "partition columns",
+                describe(&self.partition_by),
+                describe(partition_by),
+            ));
         }
         if self.format.is_some() && self.row_hash != row_hash {
             return Err(mismatch(
@@ -163,6 +186,7 @@ impl JobRecord {
         }
         let mut next = self.clone();
         next.format = Some(format.to_string());
+        next.partition_by = partition_by.to_vec();
         next.row_hash = row_hash;
         let known: std::collections::HashSet<String> =
             self.inputs.iter().map(|f| f.url.clone()).collect();

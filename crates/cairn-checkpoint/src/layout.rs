@@ -47,6 +47,41 @@ pub const DATA_DELIMITER: char = '_';
 /// (`write_images`: `<unit>_<block>_<row>.<ext>`) use `_`.
 pub const DATA_DELIMITERS: [char; 3] = ['_', '-', '.'];
 
+/// Where a job's data files sit under its output directory, which decides
+/// where recovery looks for an unfinished unit's files and where
+/// `require_data` and `cairn ckpt verify` look for a committed unit's.
+///
+/// ```
+/// use cairn_checkpoint::OutputLayout;
+/// assert_eq!(OutputLayout::default(), OutputLayout::Flat);
+/// assert_eq!(OutputLayout::for_partition_columns(&["source".into()]), OutputLayout::Partitioned);
+/// assert_eq!(OutputLayout::for_partition_columns(&[]), OutputLayout::Flat);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OutputLayout {
+    /// Every data file directly in the output directory.
+    #[default]
+    Flat,
+    /// Data files in partition directories under the output, at any depth
+    /// (`out/source=web/date=2026-11-30/<unit>_0.parquet`, hive style).
+    /// A unit's pending record written by cairn names its partition
+    /// directories, so rolling it back lists only those; a record that
+    /// names none (Ray's) is matched against one recursive listing of the
+    /// output, shared by every unit being rolled back.
+    Partitioned,
+}
+
+impl OutputLayout {
+    /// The layout of a job partitioned by `columns` (none: flat).
+    pub fn for_partition_columns(columns: &[String]) -> Self {
+        if columns.is_empty() {
+            OutputLayout::Flat
+        } else {
+            OutputLayout::Partitioned
+        }
+    }
+}
+
 /// A unit's name: cairn makes `<run>_<seq>` (32 hex digits, then 10 digits);
 /// names read from a directory (Ray's `<uuid>_<uuid>_<nnnnnn>`) are kept as
 /// they are.

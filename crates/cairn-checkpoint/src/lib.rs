@@ -31,16 +31,16 @@ pub use config::{
     OpenCheckpoint,
 };
 pub use error::{Error, Result};
-pub use idfile::{decode_ids, encode_ids};
+pub use idfile::{decode_ids, encode_ids, recorded_partitions};
 pub use idset::{IdSet, IdSetBuilder, IntIdSet, StringIdSet, StringMode};
 pub use job::{InputFingerprint, JobRecord, paths_overlap, refuse_overlap};
 pub use layout::{
     COMMITTED_SUFFIX, COMPLETE_FILE, CheckpointFile, DATA_DELIMITER, DATA_DELIMITERS, JOB_FILE,
-    LEASE_FILE, LEASE_PREFIX, PENDING_SUFFIX, RunId, UnitName, classify, lease_file,
+    LEASE_FILE, LEASE_PREFIX, OutputLayout, PENDING_SUFFIX, RunId, UnitName, classify, lease_file,
     lease_generation,
 };
 pub use lease::{Lease, LeaseKeeper, LeaseRecord};
 pub use load::{CommittedState, infer_id_column, list_committed, load_committed};
 pub use metrics::register_metrics;
 pub use recover::RecoveryReport;
-pub use verify::{DataCheck, data_file_owner};
+pub use verify::{DataCheck, data_file_owner, found_layout};

@@ -7,11 +7,11 @@
 use std::collections::{BTreeSet, HashSet};
 
 use cairn_fs::{ErrorKind, FileSystem};
-use futures::TryStreamExt;
+use futures::{StreamExt, TryStreamExt};
 
 use crate::commit::CheckpointDir;
 use crate::error::{Error, Result};
-use crate::layout::{DATA_DELIMITERS, UnitName};
+use crate::layout::{DATA_DELIMITERS, OutputLayout, UnitName};
 use crate::load::CommittedState;
 
 /// What the output holds of the committed units.
@@ -45,9 +45,42 @@ pub fn data_file_owner<'a>(units: &HashSet<&'a str>, base: &str) -> Option<&'a s
         .find_map(|(at, _)| units.get(&base[..at]).copied())
 }
 
+/// The layout an output shows: partitioned when its directory holds
+/// directories (a unit's files sit in them), else flat. For a checkpoint
+/// whose job did not record its partition columns (Ray Data's writes).
+///
+/// ```
+/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+/// use cairn_checkpoint::{OutputLayout, found_layout};
+/// let fs = cairn_fs::FileSystem::new("memory", &Default::default()).unwrap();
+/// assert_eq!(found_layout(&fs, "/doc-out").await.unwrap(), OutputLayout::Flat);
+/// fs.pipe("/doc-out/a_0.parquet", "x".into(), cairn_fs::WriteMode::Overwrite).await.unwrap();
+/// assert_eq!(found_layout(&fs, "/doc-out").await.unwrap(), OutputLayout::Flat);
+/// fs.pipe("/doc-out/k=1/b_0.parquet", "x".into(), cairn_fs::WriteMode::Overwrite).await.unwrap();
+/// assert_eq!(found_layout(&fs, "/doc-out").await.unwrap(), OutputLayout::Partitioned);
+/// # })
+/// ```
+pub async fn found_layout(output_fs: &FileSystem, output_dir: &str) -> Result<OutputLayout> {
+    let mut entries = match output_fs.ls_stream(output_dir).await {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(OutputLayout::Flat),
+        Err(e) => return Err(e.into()),
+    };
+    loop {
+        match entries.try_next().await {
+            Ok(Some(entry)) if entry.is_dir() => return Ok(OutputLayout::Partitioned),
+            Ok(Some(_)) => {}
+            Ok(None) => return Ok(OutputLayout::Flat),
+            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(OutputLayout::Flat),
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
 impl CheckpointDir {
-    /// Lists `output_dir` once and matches its files to the committed units
-    /// of `state`.
+    /// Lists `output_dir` once (with its partition directories, at any
+    /// depth, under a partitioned [`OutputLayout`]) and matches its files
+    /// to the committed units of `state`.
     pub async fn check_data(
         &self,
         state: &CommittedState,
@@ -58,9 +91,15 @@ impl CheckpointDir {
         let mut with_data: BTreeSet<&str> = BTreeSet::new();
         let mut check = DataCheck::default();
         // Streamed: a large output directory costs one listing page.
-        let mut files = output_fs
-            .find_stream(output_dir, cairn_fs::FindOptions::new().max_depth(1))
-            .await?;
+        let depth = match self.layout {
+            OutputLayout::Flat => cairn_fs::FindOptions::new().max_depth(1),
+            OutputLayout::Partitioned => cairn_fs::FindOptions::new(),
+        };
+        let mut files = match output_fs.find_stream(output_dir, depth).await {
+            Ok(files) => files,
+            Err(e) if e.kind() == ErrorKind::NotFound => futures::stream::empty().boxed(),
+            Err(e) => return Err(e.into()),
+        };
         loop {
             let f = match files.try_next().await {
                 Ok(Some(f)) => f,

@@ -5,7 +5,8 @@ use std::io::Write;
 use arrow_array::Array;
 use arrow_array::cast::AsArray;
 use cairn_checkpoint::{
-    CheckpointDir, RunId, StringMode, UnitName, classify, decode_ids, infer_id_column,
+    CheckpointDir, OutputLayout, RunId, StringMode, UnitName, classify, decode_ids, found_layout,
+    infer_id_column,
 };
 use cairn_fs::{FileSystem, StorageOptions, build_checkpoint_filesystem};
 use clap::Subcommand;
@@ -69,6 +70,25 @@ async fn open(
     Ok((fs, dir, column))
 }
 
+/// `dir` with the layout of its job's output `out_path`: partitioned when
+/// the job record names partition columns or the output holds directories
+/// (a Ray Data write with `partition_cols` records none).
+async fn with_output_layout(
+    dir: CheckpointDir,
+    out_fs: &FileSystem,
+    out_path: &str,
+) -> CliResult<CheckpointDir> {
+    let recorded = dir
+        .read_job_record()
+        .await?
+        .map_or(OutputLayout::Flat, |job| job.layout());
+    let layout = match recorded {
+        OutputLayout::Partitioned => OutputLayout::Partitioned,
+        OutputLayout::Flat => found_layout(out_fs, out_path).await?,
+    };
+    Ok(dir.with_layout(layout))
+}
+
 /// Runs one `cairn ckpt` subcommand; returns the process exit code.
 pub async fn run(command: CkptCommand, options: &StorageOptions) -> CliResult<u8> {
     let mut out = std::io::stdout().lock();
@@ -123,6 +143,7 @@ pub async fn run(command: CkptCommand, options: &StorageOptions) -> CliResult<u8
             let (_, dir, _) = open(&path, options).await?;
             let (out_fs, out_path) = FileSystem::from_url(&output, options)?;
             dir.check_output(&out_fs.url(&out_path)).await?;
+            let dir = with_output_layout(dir, &out_fs, &out_path).await?;
             let state = dir.load(StringMode::default()).await?;
             let check = dir.check_data(&state, &out_fs, &out_path).await?;
             let missing: Vec<String> = check.missing.iter().map(|u| u.to_string()).collect();
@@ -164,6 +185,7 @@ pub async fn run(command: CkptCommand, options: &StorageOptions) -> CliResult<u8
             // Refused before the lease is taken: a wrong output would roll
             // back pending records while their data stays in the real one.
             dir.check_output(&out_fs.url(&out_path)).await?;
+            let dir = with_output_layout(dir, &out_fs, &out_path).await?;
             let lease = dir
                 .acquire_lease(&RunId::new(), std::time::Duration::from_secs(120))
                 .await?;

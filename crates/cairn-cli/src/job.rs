@@ -99,6 +99,17 @@ pub struct RunArgs {
     /// append, or overwrite.
     #[arg(long, value_enum, default_value = "error")]
     pub mode: Mode,
+    /// Partition the output by these columns (outermost first), in
+    /// hive-style directories `COL=VALUE/...` as pyarrow's `write_dataset`
+    /// lays them out; the columns leave the files. Text, integer, boolean
+    /// or date columns.
+    #[arg(long = "partition-by", value_name = "COL[,COL]", value_delimiter = ',')]
+    pub partition_by: Vec<String>,
+    /// The most files one unit writes at once (a unit writes one file per
+    /// partition its rows fall in).
+    #[arg(long = "max-open-files", value_name = "N", requires = "partition_by",
+          default_value_t = cairn_dataset::DEFAULT_MAX_OPEN_FILES, value_parser = at_least_one)]
+    pub max_open_files: usize,
     /// Checkpoint directory URL (or absolute path); without it the job
     /// is not resumable.
     #[arg(long, requires = "id_column")]
@@ -181,7 +192,8 @@ pub enum JobCommand {
     /// Read, transform, write; with --checkpoint, re-running the same command
     /// after a failure skips the rows already written.
     Run(Box<RunArgs>),
-    /// Write sample Parquet input: `uid` (int64, 0..rows) and `text`.
+    /// Write sample Parquet input: `uid` (int64, 0..rows) and `text`
+    /// (and `source` with --sources).
     Sample {
         /// Output directory URL.
         output: String,
@@ -194,6 +206,10 @@ pub enum JobCommand {
         /// Rows per Parquet row group.
         #[arg(long, default_value_t = 10_000)]
         row_group_rows: usize,
+        /// Add a `source` column of this many values (`source-<uid % N>`),
+        /// to partition by.
+        #[arg(long, value_name = "N", value_parser = at_least_one)]
+        sources: Option<usize>,
     },
     /// Check that OUTPUT holds every ID of INPUT exactly once (for 1:1 jobs);
     /// exits 1 when rows are missing, duplicated or unknown.
@@ -225,8 +241,15 @@ pub async fn run(command: JobCommand, options: &StorageOptions) -> CliResult<u8>
             rows,
             files,
             row_group_rows,
+            sources,
         } => {
-            write_sample(&output, rows, files, row_group_rows, options).await?;
+            let shape = SampleShape {
+                rows,
+                files,
+                row_group_rows,
+                sources,
+            };
+            write_sample(&output, &shape, options).await?;
             println!("wrote {rows} rows in {files} Parquet files under {output}");
             Ok(0)
         }
@@ -402,6 +425,8 @@ async fn run_job(run: RunArgs, options: &StorageOptions) -> CliResult<u8> {
         output,
         output_format,
         mode,
+        partition_by,
+        max_open_files,
         checkpoint,
         id_column,
         batch_size,
@@ -460,7 +485,9 @@ async fn run_job(run: RunArgs, options: &StorageOptions) -> CliResult<u8> {
         Mode::Error => SaveMode::ErrorIfExists,
         Mode::Append => SaveMode::Append,
         Mode::Overwrite => SaveMode::Overwrite,
-    });
+    })
+    .partition_by(partition_by)
+    .max_open_files(max_open_files);
     let bar = (!quiet && std::io::stderr().is_terminal()).then(|| progress_bar(&ctx));
     let signals = crate::interrupt::on_signals(ctx.interrupt.clone());
     let result = dataset.write(&ctx, sink).await;
@@ -551,13 +578,27 @@ fn report(
 }
 
 /// `rows` rows of `uid` and `text` in `files` Parquet files.
-async fn write_sample(
-    output: &str,
+/// What `cairn job sample` writes.
+#[derive(Clone, Copy)]
+struct SampleShape {
     rows: usize,
     files: usize,
     row_group_rows: usize,
+    /// Values of the `source` column, if it is written.
+    sources: Option<usize>,
+}
+
+async fn write_sample(
+    output: &str,
+    shape: &SampleShape,
     options: &StorageOptions,
 ) -> CliResult<()> {
+    let SampleShape {
+        rows,
+        files,
+        row_group_rows,
+        sources,
+    } = *shape;
     if files == 0 {
         return Err("--files must be at least 1".into());
     }
@@ -587,10 +628,16 @@ async fn write_sample(
             (start..end)
                 .map(|i| format!("sample row {i}: the quick brown fox jumps over the lazy dog")),
         );
-        let batch = RecordBatch::try_from_iter([
+        let mut columns = vec![
             ("uid", Arc::new(uid) as ArrayRef),
             ("text", Arc::new(text) as ArrayRef),
-        ])?;
+        ];
+        if let Some(n) = sources {
+            let source =
+                StringArray::from_iter_values((start..end).map(|i| format!("source-{}", i % n)));
+            columns.push(("source", Arc::new(source) as ArrayRef));
+        }
+        let batch = RecordBatch::try_from_iter(columns)?;
         let props = WriterProperties::builder()
             .set_max_row_group_row_count(Some(row_group_rows.max(1)))
             .set_compression(parquet::basic::Compression::SNAPPY)

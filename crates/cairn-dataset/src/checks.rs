@@ -193,10 +193,18 @@ async fn empty_output(fs: &FileSystem, dir: &str, inputs: &[InputFingerprint]) -
 /// 1,000 keys).
 const OVERWRITE_DELETE_BATCH: usize = 1000;
 
-/// The name of some file under `dir`, if it holds any.
+/// The name of some file under `dir` at any depth, if it holds any. Empty
+/// directories do not count: a partitioned run killed before its first
+/// commit leaves its partition directories behind on local disk, empty once
+/// recovery has rolled its files back.
 async fn first_file(fs: &FileSystem, dir: &str) -> Result<Option<String>> {
-    match fs.ls(dir).await {
-        Ok(entries) => Ok(entries.into_iter().next().map(|e| e.name)),
+    let mut files = match fs.find_stream(dir, cairn_fs::FindOptions::new()).await {
+        Ok(files) => files,
+        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    match files.try_next().await {
+        Ok(first) => Ok(first.map(|f| f.name)),
         Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
         Err(e) => Err(e.into()),
     }

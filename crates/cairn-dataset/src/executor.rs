@@ -15,7 +15,9 @@ use std::time::{Duration, Instant};
 use arrow_array::{Array, ArrayRef, BooleanArray, RecordBatch};
 use arrow_schema::SchemaRef;
 use cairn_checkpoint::failpoint::crash_point;
-use cairn_checkpoint::{CheckpointDir, IdSet, JobRecord, LeaseKeeper, RunId, UnitName};
+use cairn_checkpoint::{
+    CheckpointDir, IdSet, JobRecord, LeaseKeeper, OutputLayout, RunId, UnitName,
+};
 use cairn_fs::{ErrorKind, FileSystem, WriteMode};
 use futures::StreamExt;
 
@@ -60,6 +62,10 @@ struct Shared {
     out_fs: FileSystem,
     out_dir: String,
     format: OutputFormat,
+    /// Partition columns (empty: flat output) and how many of a unit's
+    /// files are written at once.
+    partition_by: Vec<String>,
+    max_open_files: usize,
     unit_rows: usize,
     unit_interval: Option<Duration>,
     output_schema: OnceLock<SchemaRef>,
@@ -113,6 +119,7 @@ pub(crate) async fn run(plan: Plan, ctx: &JobContext, sink: Sink) -> Result<JobS
     let (out_fs, out_dir) = FileSystem::from_url(&sink.url, &ctx.storage_options)?;
     checks::output_apart_from_inputs(&source, &out_fs, &out_dir, &ctx.storage_options)?;
     let id_column = ctx.checkpoint.as_ref().map(|c| c.id_column.clone());
+    crate::partition::check_partition_columns(&sink.partition_by, id_column.as_deref())?;
 
     // Checkpoint: lease, recovery, committed IDs (before planning, so the
     // plan can skip committed row groups).
@@ -121,6 +128,7 @@ pub(crate) async fn run(plan: Plan, ctx: &JobContext, sink: Sink) -> Result<JobS
     let mut checkpoint = None;
     if let Some(config) = &ctx.checkpoint {
         let mut config = config.clone();
+        config.output_layout = OutputLayout::for_partition_columns(&sink.partition_by);
         if config.storage_options.is_empty() {
             config.storage_options = ctx.storage_options.clone();
         }
@@ -200,6 +208,11 @@ async fn prepare_and_run(
             checks::id_column(&planned.schema, id)?;
         }
         validate_plan(&ops, &planned.schema, id_column.as_deref())?;
+        if ops.is_empty() && !sink.partition_by.is_empty() {
+            // The rows are the input's: a partition column they lack, or
+            // one that cannot name a directory, is refused before any write.
+            crate::partition::file_schema(&planned.schema, &sink.partition_by, &sink.url)?;
+        }
         if let Some(c) = &checkpoint {
             // The checkpoint's record of this job: refuses changed inputs
             // under row_hash IDs, then records what this run reads.
@@ -207,6 +220,7 @@ async fn prepare_and_run(
             let record = c.job.check_run(
                 &c.dir.url()?,
                 sink.format.extension(),
+                &sink.partition_by,
                 uses_row_hash,
                 &planned.inputs,
             )?;
@@ -295,6 +309,8 @@ async fn prepare_and_run(
         out_fs,
         out_dir,
         format: sink.format,
+        partition_by: sink.partition_by.clone(),
+        max_open_files: sink.max_open_files.max(1),
         unit_rows,
         unit_interval,
         output_schema: OnceLock::new(),
@@ -512,7 +528,7 @@ fn drop_committed(
     })
 }
 
-/// Writes the unit's data and commits it: pending record, data file,
+/// Writes the unit's data and commits it: pending record, data file(s),
 /// committed record, pending record released (docs/checkpoint-protocol.md).
 async fn flush(shared: &Shared, unit: &mut Unit) -> Result<()> {
     let unit = std::mem::take(unit);
@@ -531,55 +547,14 @@ async fn flush(shared: &Shared, unit: &mut Unit) -> Result<()> {
             )
         }
     };
-    let file = format!(
-        "{}/{}_0.{}",
-        shared.out_dir,
-        name.as_str(),
-        shared.format.extension()
-    );
-    let file_url = shared.out_fs.url(&file);
     let out_rows: usize = unit.outputs.iter().map(RecordBatch::num_rows).sum();
-    // Encoding (CPU) overlaps the pending record's write (I/O); the data
-    // file is written only once the pending record is durable.
-    let encoding = if out_rows > 0 {
-        let schema = output_schema(shared, &unit.outputs, &file_url)?;
-        let format = shared.format;
-        let outputs = unit.outputs;
-        let url = file_url.clone();
-        let id_column = shared.id_column.clone();
-        Some(tokio::task::spawn_blocking(move || {
-            encode(format, &schema, &outputs, &url, id_column.as_deref())
-        }))
+    let written = if shared.partition_by.is_empty() {
+        write_flat(shared, &name, ids.as_ref(), unit.outputs).await?
     } else {
-        None
+        write_partitioned(shared, &name, ids.as_ref(), unit.outputs).await?
     };
-    if let (Some((dir, keeper)), Some(ids)) = (&shared.checkpoint, &ids) {
-        keeper.fenced(dir.write_pending(&name, ids.clone())).await?;
-        crash_point("unit-after-pending");
-    }
-    let mut bytes_written = 0;
-    let mut data_files = 0;
-    if let Some(encoding) = encoding {
-        let encoded = encoding.await.map_err(|e| Error::Output {
-            file: file_url.clone(),
-            reason: format!("encoding panicked: {e}"),
-        })??;
-        if let Some(bytes) = encoded {
-            bytes_written = bytes.len() as u64;
-            let write = shared.out_fs.pipe(&file, bytes, WriteMode::Overwrite);
-            match &shared.checkpoint {
-                // Fenced like the commit: no request of this unit leaves
-                // after the lease's deadline.
-                Some((_, keeper)) => keeper.fenced(write).await?,
-                None => write.await?,
-            }
-            shared.counts.files_written.fetch_add(1, Ordering::Relaxed);
-            data_files += 1;
-            crash_point("unit-after-data");
-        }
-    }
     if let (Some((dir, keeper)), Some(ids)) = (&shared.checkpoint, ids) {
-        dir.commit_fenced(keeper, &name, ids, data_files).await?;
+        dir.commit_fenced(keeper, &name, ids, written.files).await?;
         crash_point("unit-after-commit");
         if let Err(e) = dir.release_pending(&name).await {
             // The unit is committed; a leftover pending record is settled
@@ -601,10 +576,148 @@ async fn flush(shared: &Shared, unit: &mut Unit) -> Result<()> {
     shared
         .counts
         .bytes_written
-        .fetch_add(bytes_written, Ordering::Relaxed);
+        .fetch_add(written.bytes, Ordering::Relaxed);
     shared.counts.units.fetch_add(1, Ordering::Relaxed);
-    shared.progress.add_unit(out_rows as u64, bytes_written);
+    shared.progress.add_unit(out_rows as u64, written.bytes);
     Ok(())
+}
+
+/// What a unit's data files came to.
+#[derive(Default)]
+struct Written {
+    files: usize,
+    bytes: u64,
+}
+
+/// The pending record and the data file of a unit of a flat output:
+/// `<out>/<unit>_0.<ext>`.
+async fn write_flat(
+    shared: &Shared,
+    name: &UnitName,
+    ids: Option<&ArrayRef>,
+    outputs: Vec<RecordBatch>,
+) -> Result<Written> {
+    let file = format!(
+        "{}/{}_0.{}",
+        shared.out_dir,
+        name.as_str(),
+        shared.format.extension()
+    );
+    let file_url = shared.out_fs.url(&file);
+    let out_rows: usize = outputs.iter().map(RecordBatch::num_rows).sum();
+    // Encoding (CPU) overlaps the pending record's write (I/O); the data
+    // file is written only once the pending record is durable.
+    let encoding = if out_rows > 0 {
+        let schema = output_schema(shared, &outputs, &file_url)?;
+        Some(spawn_encode(shared, schema, outputs, file_url.clone()))
+    } else {
+        None
+    };
+    if let (Some((dir, keeper)), Some(ids)) = (&shared.checkpoint, ids) {
+        keeper.fenced(dir.write_pending(name, ids.clone())).await?;
+        crash_point("unit-after-pending");
+    }
+    let mut written = Written::default();
+    if let Some(encoding) = encoding {
+        written.bytes = write_encoded(shared, &file, encoding).await?;
+        written.files = usize::from(written.bytes > 0);
+        crash_point("unit-after-data");
+    }
+    Ok(written)
+}
+
+/// The pending record (naming the unit's partition directories) and one
+/// data file per partition the unit's rows fall in:
+/// `<out>/<col>=<value>/.../<unit>_0.<ext>`, at most
+/// `max_open_files` encoded and sent at once. The unit commits only after
+/// every one of them is written, so it commits all of its partitions or
+/// none.
+async fn write_partitioned(
+    shared: &Shared,
+    name: &UnitName,
+    ids: Option<&ArrayRef>,
+    outputs: Vec<RecordBatch>,
+) -> Result<Written> {
+    let base = format!("{}_0.{}", name.as_str(), shared.format.extension());
+    let label = shared.out_fs.url(&format!("{}/{base}", shared.out_dir));
+    let partitions = if outputs.iter().any(|b| b.num_rows() > 0) {
+        let schema = output_schema(shared, &outputs, &label)?;
+        let file_schema = crate::partition::file_schema(&schema, &shared.partition_by, &label)?;
+        let split = crate::partition::split(&outputs, &shared.partition_by, &file_schema, &label)?;
+        drop(outputs);
+        split
+            .into_iter()
+            .map(|p| (p.dir, file_schema.clone(), p.batches))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    if let (Some((dir, keeper)), Some(ids)) = (&shared.checkpoint, ids) {
+        let dirs: Vec<String> = partitions.iter().map(|(d, _, _)| d.clone()).collect();
+        keeper
+            .fenced(dir.write_pending_in(name, ids.clone(), &dirs))
+            .await?;
+        crash_point("unit-after-pending");
+    }
+    let count = partitions.len();
+    let mut writes = futures::stream::iter(partitions)
+        .map(|(dir, schema, batches)| {
+            let file = format!("{}/{dir}/{base}", shared.out_dir);
+            let encoding = spawn_encode(shared, schema, batches, shared.out_fs.url(&file));
+            async move { write_encoded(shared, &file, encoding).await }
+        })
+        .buffer_unordered(shared.max_open_files);
+    let mut written = Written::default();
+    while let Some(bytes) = writes.next().await {
+        written.bytes += bytes?;
+        written.files += 1;
+        if written.files < count {
+            // Some of the unit's partitions written, others not yet.
+            crash_point("unit-after-partition-file");
+        }
+    }
+    crash_point("unit-after-data");
+    Ok(written)
+}
+
+/// Encodes `batches` into a file's bytes on the blocking pool.
+fn spawn_encode(
+    shared: &Shared,
+    schema: SchemaRef,
+    batches: Vec<RecordBatch>,
+    url: String,
+) -> tokio::task::JoinHandle<Result<Option<bytes::Bytes>>> {
+    let format = shared.format;
+    let id_column = shared.id_column.clone();
+    tokio::task::spawn_blocking(move || {
+        encode(format, &schema, &batches, &url, id_column.as_deref())
+    })
+}
+
+/// Writes what `encoding` gives to `file` (fenced by the lease when the
+/// job is checkpointed); the bytes written (0 for no rows).
+async fn write_encoded(
+    shared: &Shared,
+    file: &str,
+    encoding: tokio::task::JoinHandle<Result<Option<bytes::Bytes>>>,
+) -> Result<u64> {
+    let encoded = encoding.await.map_err(|e| Error::Output {
+        file: shared.out_fs.url(file),
+        reason: format!("encoding panicked: {e}"),
+    })??;
+    let Some(bytes) = encoded else {
+        return Ok(0);
+    };
+    let size = bytes.len() as u64;
+    let write = shared.out_fs.pipe(file, bytes, WriteMode::Overwrite);
+    match &shared.checkpoint {
+        // Fenced like the commit: no request of this unit leaves after the
+        // lease's deadline.
+        Some((_, keeper)) => keeper.fenced(write).await?,
+        None => write.await?,
+    }
+    shared.counts.files_written.fetch_add(1, Ordering::Relaxed);
+    Ok(size)
 }
 
 /// The job's output schema (the first unit's), which every unit must keep.

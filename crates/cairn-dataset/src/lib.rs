@@ -17,6 +17,7 @@ mod executor;
 mod interrupt;
 mod metrics;
 mod ops;
+mod partition;
 mod plan;
 mod progress;
 mod row_hash;
@@ -34,9 +35,10 @@ pub use executor::UNIT_MAX_BYTES;
 pub use interrupt::Interrupt;
 pub use metrics::register_metrics;
 pub use ops::{BoxError, Row};
+pub use partition::{NULL_PARTITION, escape_partition_value};
 pub use progress::{JobSummary, Progress, ProgressSnapshot};
 pub use row_hash::{ROW_HASH_COLUMN, row_hash, row_hash_column, row_hash_seed};
-pub use sink::{OutputFormat, SaveMode, Sink};
+pub use sink::{DEFAULT_MAX_OPEN_FILES, OutputFormat, SaveMode, Sink};
 pub use source::{PATH_COLUMN, Source};
 
 /// The Rust examples of docs/jobs.md, compiled as doc tests.

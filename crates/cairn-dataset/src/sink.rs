@@ -1,6 +1,8 @@
 //! Where a job's rows go: Parquet or JSON-lines files under one directory
 //! URL, one data file per unit, named `<unit>_0.<ext>` so that recovery can
-//! find a unit's files by prefix.
+//! find a unit's files by prefix; or, partitioned, one file per unit in
+//! each hive-style partition directory its rows fall in
+//! (`<col>=<value>/.../<unit>_0.<ext>`).
 
 use arrow_array::RecordBatch;
 use arrow_schema::SchemaRef;
@@ -51,6 +53,8 @@ pub enum SaveMode {
 /// ```
 /// let sink = cairn_dataset::Sink::parquet("s3://bucket/out/");
 /// assert_eq!(sink.format, cairn_dataset::OutputFormat::Parquet);
+/// let partitioned = sink.partition_by(["source", "date"]).max_open_files(16);
+/// assert_eq!(partitioned.partition_by, ["source", "date"]);
 /// ```
 #[derive(Debug, Clone)]
 pub struct Sink {
@@ -60,7 +64,17 @@ pub struct Sink {
     pub format: OutputFormat,
     /// What to do with existing files.
     pub mode: SaveMode,
+    /// Columns whose values name the hive-style directories the rows go
+    /// into, outermost first (empty: every file directly in `url`).
+    pub partition_by: Vec<String>,
+    /// The most files one unit writes at once (each is encoded in memory
+    /// and sent whole), so a unit spanning many partitions holds at most
+    /// this many encoded files besides its rows.
+    pub max_open_files: usize,
 }
+
+/// The default [`Sink::max_open_files`].
+pub const DEFAULT_MAX_OPEN_FILES: usize = 64;
 
 impl Sink {
     /// Parquet files under `url`.
@@ -69,6 +83,8 @@ impl Sink {
             url: url.trim_end_matches('/').to_string(),
             format: OutputFormat::Parquet,
             mode: SaveMode::ErrorIfExists,
+            partition_by: Vec::new(),
+            max_open_files: DEFAULT_MAX_OPEN_FILES,
         }
     }
 
@@ -83,6 +99,21 @@ impl Sink {
     /// With a save mode.
     pub fn mode(mut self, mode: SaveMode) -> Self {
         self.mode = mode;
+        self
+    }
+
+    /// Partitioned by `columns` (hive style, outermost first), as pyarrow's
+    /// `write_dataset(partitioning=columns, partitioning_flavor="hive")`
+    /// lays out its files. The columns must be text, integers, booleans
+    /// or dates; they are left out of the files.
+    pub fn partition_by<S: Into<String>>(mut self, columns: impl IntoIterator<Item = S>) -> Self {
+        self.partition_by = columns.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// At most `files` files of one unit written at once (at least 1).
+    pub fn max_open_files(mut self, files: usize) -> Self {
+        self.max_open_files = files.max(1);
         self
     }
 }

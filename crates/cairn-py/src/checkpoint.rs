@@ -8,7 +8,6 @@ use arrow_data::ArrayData;
 use arrow_pyarrow::PyArrowType;
 use bytes::Bytes;
 use cairn_checkpoint::{CheckpointConfig, IdSet, IdSetBuilder, StringMode};
-use cairn_fs::ErrorKind;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyMemoryView};
@@ -230,21 +229,14 @@ pub(crate) fn open_checkpoint<'py>(
         (Some(output_fs), Some(output_dir)) => {
             let output = output_fs.fs();
             let (state, recovery) = wait(py, async {
-                let subdirs = match output.ls(output_dir).await {
-                    Ok(entries) => entries.into_iter().filter(|e| e.is_dir()).count(),
-                    Err(e) if e.kind() == ErrorKind::NotFound => 0,
-                    Err(e) => return Err(cairn_checkpoint::Error::from(e)),
-                };
-                if subdirs > 0 {
-                    return Err(cairn_checkpoint::Error::InvalidConfig {
-                        reason: format!(
-                            "the output {} holds directories: cairn's checkpoint manager settles units whose data files sit directly in the output (no partition_cols); write unpartitioned, or use Ray's own manager",
-                            output.url(&output.strip(output_dir)?)
-                        ),
-                    });
-                }
+                // Ray records no partition columns: an output holding
+                // directories (partition_cols) is searched at any depth.
+                config.output_layout = cairn_checkpoint::found_layout(&output, output_dir).await?;
                 let open = config.open(&output, output_dir).await?;
-                let checked = open.dir.require_data(&open.state, &output, output_dir).await;
+                let checked = open
+                    .dir
+                    .require_data(&open.state, &output, output_dir)
+                    .await;
                 // A lease lost or expired while opening is an error: another
                 // run may own the checkpoint now.
                 let released = match open.keeper.stop().await {

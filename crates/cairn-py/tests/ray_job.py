@@ -24,6 +24,9 @@ by test_ray.py so the test can kill it with SIGKILL. One JSON argument:
                                 its ID files are larger)
     kill_shard_after_units      once this many units are committed, SIGKILL one shard
                                 actor's process (prints "SHARD KILLED")
+    partition_cols              with the parquet sink: the transform adds `source` (one of
+                                PARTITION_SOURCES by uid % 4) and `write_parquet` partitions
+                                by these columns (hive-style directories)
 """
 
 import json
@@ -40,6 +43,11 @@ from ray.data.checkpoint import CheckpointConfig
 
 import cairn
 import cairn.ray
+
+
+# Partition values that need escaping in a directory name ('/', '=', '%',
+# a space, non-ASCII) beside a plain one.
+PARTITION_SOURCES = ["web", "a/b=c", "100%", "é x"]
 
 
 def start_cluster():
@@ -158,9 +166,13 @@ def main() -> None:
     )
     pause = float(spec.get("sleep", 0))
 
+    partition_cols = spec.get("partition_cols")
+
     def transform(batch):
         time.sleep(pause)
         batch["text"] = [t.upper() for t in batch["text"]]
+        if partition_cols:
+            batch["source"] = [PARTITION_SOURCES[u % len(PARTITION_SOURCES)] for u in batch["uid"]]
         return batch
 
     ds = ds.map_batches(transform, batch_format="numpy", batch_size=None)
@@ -170,6 +182,8 @@ def main() -> None:
     sink = spec.get("sink", "parquet")
     if sink == "numpy":
         ds.write_numpy(output, column="uid", filesystem=data_fs)
+    elif partition_cols:
+        ds.write_parquet(output, filesystem=data_fs, partition_cols=partition_cols)
     else:
         getattr(ds, f"write_{sink}")(output, filesystem=data_fs)
     print("JOB DONE", flush=True)

@@ -225,6 +225,39 @@ def kill_and_resume(s3, id_column, sink="parquet", bare_output=False):
 
 
 @pytest.mark.parametrize("id_column", ["uid", "row_hash"])
+def test_a_partitioned_write_killed_and_resumed_ends_exactly_once(s3, id_column):
+    """`write_parquet(partition_cols=["source"])` with cairn's manager: the
+    driver killed once 3 units are committed (their files spread over the
+    partition directories, with unfinished units' files beside them), then
+    run again. pyarrow's hive-partitioned reader finds every input row
+    once, under its own partition value (escaped as pyarrow escapes it)."""
+    import pyarrow.dataset as pads
+
+    sources = ["web", "a/b=c", "100%", "é x"]
+    spec, oracle, base = job_spec(s3, "partitioned", id_column, sleep=1.0, partition_cols=["source"])
+
+    def some_committed():
+        return len(committed_units(oracle, f"{base}/ckpt")) >= 3
+
+    code, first = run_job(spec, kill_when=some_committed)
+    assert code == -signal.SIGKILL, f"the job was not killed (exit {code}):\n{first[-3000:]}"
+    spec["sleep"] = 0
+    code, out = run_job(spec)
+    assert code == 0 and "JOB DONE" in out, out[-5000:]
+    assert_exactly_once(oracle, base, first, out)
+    table = pads.dataset(f"{base}/out", filesystem=oracle, partitioning="hive").to_table(
+        columns=["uid", "source"]
+    )
+    misplaced = [
+        row for row in table.to_pylist() if row["source"] != sources[row["uid"] % len(sources)]
+    ]
+    assert table.num_rows == FILES * ROWS_PER_FILE and not misplaced, misplaced[:5]
+    directories = {p.split("/out/", 1)[1].split("/", 1)[0] for p in files(oracle, f"{base}/out")}
+    assert directories == {"source=web", "source=a%2Fb%3Dc", "source=100%25", "source=%C3%A9%20x"}
+    assert committed_units(oracle, f"{base}/ckpt") == []
+
+
+@pytest.mark.parametrize("id_column", ["uid", "row_hash"])
 def test_a_resume_with_cairns_reader_reads_only_what_is_not_committed(s3, id_column):
     """A first job commits 15 of the 16 input files (the checkpoint kept);
     the same job over the whole input with

@@ -128,7 +128,10 @@ class CheckpointManager(_RayManager):
     Every Ray 2.60 file sink's data-file names are known: Parquet's
     ``<unit>-<n>.parquet``, the block-based sinks' ``<unit>.<ext>``
     (``write_json``, ``write_csv``, ``write_numpy``, ...), the row-based
-    sinks' ``<unit>_<block>_<row>.<ext>``.
+    sinks' ``<unit>_<block>_<row>.<ext>``. A partitioned write
+    (``partition_cols``) is settled in every partition directory: when the
+    output holds directories, an unfinished unit's files are found by one
+    recursive listing of the output.
     """
 
     def __init__(self, checkpoint_config: CheckpointConfig, data_context: Any):
@@ -149,9 +152,10 @@ class CheckpointManager(_RayManager):
         started = time.monotonic()
         if self.checkpoint_path_partition_filter is not None:
             raise ValueError(
-                "cairn.ray.CheckpointManager reads every committed unit; "
-                "checkpoint_path_partition_filter is not supported (leave it unset, or use "
-                "Ray's own manager)"
+                "cairn.ray.CheckpointManager reads every committed unit of a flat checkpoint "
+                "directory; checkpoint_path_partition_filter (which selects partitions of a "
+                "hive-partitioned checkpoint directory) is not supported: leave it unset, or use "
+                "Ray's own manager"
             )
         checkpoint_fs = _cairn_of(self.filesystem)
         if checkpoint_fs is None:
