@@ -47,15 +47,16 @@ measure() { # label, files-counting output URL, then the command
     per_unit=$("$python" -c '
 import json, sys
 s = json.load(open(sys.argv[1]))
+units = max(1, s["units_committed"])
 req = s.get("requests", {})
 total = sum(req.values()) if isinstance(req, dict) else req
-print(f"{total / max(1, s[\"units_committed\"]):.0f} ({s[\"units_committed\"]} units)")' "$work/stdout.txt")
+print("%d units; %.0f files, %.0f requests per unit" % (s["units_committed"], s["files_written"] / units, total / units))' "$work/stdout.txt")
   fi
   printf '| %s | %s | %s | %.1f | %d | %s | %s |\n' "$label" "$ROWS" "$PARTITIONS" \
     "$(echo "$end - $start" | bc)" $((kib / 1024)) "$files" "$per_unit"
 }
 
-echo "| writer ($WHERE) | rows | partitions | wall s | peak RSS MiB | files | requests per unit |"
+echo "| writer ($WHERE) | rows | partitions | wall s | peak RSS MiB | files | units |"
 echo "|---|---:|---:|---:|---:|---:|---|"
 measure "pyarrow write_dataset" "$root/out-pyarrow" "$python" -c '
 import os, sys

@@ -13,6 +13,7 @@ use arrow_array::{Array, ArrayRef, RecordBatch, StringArray, UInt32Array};
 use arrow_schema::{DataType, Schema, SchemaRef};
 
 use crate::error::{Error, Result};
+use crate::ops::column_names;
 
 /// The directory name of a null partition value (Hive's, pyarrow's and
 /// Spark's).
@@ -110,12 +111,7 @@ pub(crate) fn file_schema(schema: &Schema, columns: &[String], file: &str) -> Re
             file: file.to_string(),
             reason: format!(
                 "the rows have no partition column {column:?} (columns: {}); name one of them in --partition-by",
-                schema
-                    .fields()
-                    .iter()
-                    .map(|f| f.name().as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                column_names(schema)
             ),
         })?;
         if !partitionable(field.data_type()) {
