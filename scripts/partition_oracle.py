@@ -36,7 +36,10 @@ def filesystem(url):
         fs = s3fs.S3FileSystem(
             key=os.environ["ORACLE_S3_KEY"],
             secret=os.environ["ORACLE_S3_SECRET"],
-            client_kwargs={"endpoint_url": os.environ["ORACLE_S3_ENDPOINT"], "region_name": "us-east-1"},
+            client_kwargs={
+                "endpoint_url": os.environ["ORACLE_S3_ENDPOINT"],
+                "region_name": "us-east-1",
+            },
         )
         return fs, url[len("s3://") :]
     import fsspec
@@ -53,7 +56,9 @@ def make(url, rows, files):
         table = pa.table(
             {
                 "uid": pa.array(uids, pa.int64()),
-                "source": pa.array([SOURCES[u % len(SOURCES)] for u in uids], pa.string()),
+                "source": pa.array(
+                    [SOURCES[u % len(SOURCES)] for u in uids], pa.string()
+                ),
                 "bucket": pa.array([u % 4 for u in uids], pa.int64()),
                 "text": pa.array([f"row {u}" for u in uids], pa.string()),
             }
@@ -72,7 +77,10 @@ def check(input_url, output_url, fmt):
     want = {}
     for name in sorted(in_fs.find(in_path)):
         if name.endswith(".parquet"):
-            table = pq.read_table(pa.BufferReader(in_fs.cat_file(name)), columns=["uid", "source", "bucket"])
+            table = pq.read_table(
+                pa.BufferReader(in_fs.cat_file(name)),
+                columns=["uid", "source", "bucket"],
+            )
             for row in table.to_pylist():
                 want[row["uid"]] = key(row["source"], row["bucket"])
     out_fs, out_path = filesystem(output_url)

@@ -234,7 +234,9 @@ def test_a_partitioned_write_killed_and_resumed_ends_exactly_once(s3, id_column)
     import pyarrow.dataset as pads
 
     sources = ["web", "a/b=c", "100%", "é x"]
-    spec, oracle, base = job_spec(s3, "partitioned", id_column, sleep=1.0, partition_cols=["source"])
+    spec, oracle, base = job_spec(
+        s3, "partitioned", id_column, sleep=1.0, partition_cols=["source"]
+    )
 
     def some_committed():
         return len(committed_units(oracle, f"{base}/ckpt")) >= 3
