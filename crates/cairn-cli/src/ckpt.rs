@@ -5,8 +5,7 @@ use std::io::Write;
 use arrow_array::Array;
 use arrow_array::cast::AsArray;
 use cairn_checkpoint::{
-    CheckpointDir, OutputLayout, RunId, StringMode, UnitName, classify, decode_ids, found_layout,
-    infer_id_column,
+    CheckpointDir, RunId, StringMode, UnitName, classify, decode_ids, found_layout, infer_id_column,
 };
 use cairn_fs::{FileSystem, StorageOptions, build_checkpoint_filesystem};
 use clap::Subcommand;
@@ -70,21 +69,18 @@ async fn open(
     Ok((fs, dir, column))
 }
 
-/// `dir` with the layout of its job's output `out_path`: partitioned when
-/// the job record names partition columns or the output holds directories
-/// (a Ray Data write with `partition_cols` records none).
+/// `dir` with the layout of its job's output `out_path`: as the job record
+/// says when `cairn job run` completed it (it records the partition
+/// columns, none for a flat output); otherwise (a Ray Data write, which
+/// records none) partitioned when the output holds directories.
 async fn with_output_layout(
     dir: CheckpointDir,
     out_fs: &FileSystem,
     out_path: &str,
 ) -> CliResult<CheckpointDir> {
-    let recorded = dir
-        .read_job_record()
-        .await?
-        .map_or(OutputLayout::Flat, |job| job.layout());
-    let layout = match recorded {
-        OutputLayout::Partitioned => OutputLayout::Partitioned,
-        OutputLayout::Flat => found_layout(out_fs, out_path).await?,
+    let layout = match dir.read_job_record().await? {
+        Some(job) if job.format.is_some() || !job.partition_by.is_empty() => job.layout(),
+        _ => found_layout(out_fs, out_path).await?,
     };
     Ok(dir.with_layout(layout))
 }

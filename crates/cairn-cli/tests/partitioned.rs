@@ -224,7 +224,7 @@ fn kill9_and_resume(place: &Place, rows: usize, kills: usize, max_delay_ms: u64)
 
 #[test]
 fn a_partitioned_job_killed_at_random_ends_exactly_once_on_local_disk() {
-    kill9_and_resume(&Place::local(), 20_000, 10, 400);
+    kill9_and_resume(&Place::local(), 40_000, 10, 300);
 }
 
 #[test]
