@@ -19,6 +19,7 @@ pub mod idset;
 mod job;
 mod layout;
 mod lease;
+mod listing;
 mod load;
 mod metrics;
 mod recover;

@@ -10,6 +10,7 @@ use crate::commit::CheckpointDir;
 use crate::error::{Error, Result};
 use crate::idfile::recorded_partitions;
 use crate::layout::{OutputLayout, TEMP_MARKER, UnitName};
+use crate::listing::missing_as_empty;
 use crate::load::CommittedState;
 use crate::verify::data_file_owner;
 
@@ -139,18 +140,9 @@ impl CheckpointDir {
         }
         if !anywhere.is_empty() {
             // Streamed: only the units' own files are kept.
-            let mut listed = match output_fs.find_stream(output_dir, FindOptions::new()).await {
-                Ok(listed) => Some(listed),
-                Err(e) if e.kind() == ErrorKind::NotFound => None,
-                Err(e) => return Err(e.into()),
-            };
-            while let Some(listing) = listed.as_mut() {
-                let file = match listing.try_next().await {
-                    Ok(Some(file)) => file,
-                    Ok(None) => break,
-                    Err(e) if e.kind() == ErrorKind::NotFound => break,
-                    Err(e) => return Err(e.into()),
-                };
+            let mut listed =
+                missing_as_empty(output_fs.find_stream(output_dir, FindOptions::new()).await)?;
+            while let Some(file) = listed.try_next().await? {
                 let base = file.name.rsplit('/').next().unwrap_or(&file.name);
                 if let Some(owner) = owner_of(&anywhere, base) {
                     found

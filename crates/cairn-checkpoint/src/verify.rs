@@ -6,12 +6,13 @@
 
 use std::collections::{BTreeSet, HashSet};
 
-use cairn_fs::{ErrorKind, FileSystem};
-use futures::{StreamExt, TryStreamExt};
+use cairn_fs::FileSystem;
+use futures::TryStreamExt;
 
 use crate::commit::CheckpointDir;
 use crate::error::{Error, Result};
 use crate::layout::{DATA_DELIMITERS, OutputLayout, UnitName};
+use crate::listing::missing_as_empty;
 use crate::load::CommittedState;
 
 /// What the output holds of the committed units.
@@ -61,20 +62,13 @@ pub fn data_file_owner<'a>(units: &HashSet<&'a str>, base: &str) -> Option<&'a s
 /// # })
 /// ```
 pub async fn found_layout(output_fs: &FileSystem, output_dir: &str) -> Result<OutputLayout> {
-    let mut entries = match output_fs.ls_stream(output_dir).await {
-        Ok(entries) => entries,
-        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(OutputLayout::Flat),
-        Err(e) => return Err(e.into()),
-    };
-    loop {
-        match entries.try_next().await {
-            Ok(Some(entry)) if entry.is_dir() => return Ok(OutputLayout::Partitioned),
-            Ok(Some(_)) => {}
-            Ok(None) => return Ok(OutputLayout::Flat),
-            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(OutputLayout::Flat),
-            Err(e) => return Err(e.into()),
+    let mut entries = missing_as_empty(output_fs.ls_stream(output_dir).await)?;
+    while let Some(entry) = entries.try_next().await? {
+        if entry.is_dir() {
+            return Ok(OutputLayout::Partitioned);
         }
     }
+    Ok(OutputLayout::Flat)
 }
 
 impl CheckpointDir {
@@ -95,18 +89,8 @@ impl CheckpointDir {
             OutputLayout::Flat => cairn_fs::FindOptions::new().max_depth(1),
             OutputLayout::Partitioned => cairn_fs::FindOptions::new(),
         };
-        let mut files = match output_fs.find_stream(output_dir, depth).await {
-            Ok(files) => files,
-            Err(e) if e.kind() == ErrorKind::NotFound => futures::stream::empty().boxed(),
-            Err(e) => return Err(e.into()),
-        };
-        loop {
-            let f = match files.try_next().await {
-                Ok(Some(f)) => f,
-                Ok(None) => break,
-                Err(e) if e.kind() == ErrorKind::NotFound => break,
-                Err(e) => return Err(e.into()),
-            };
+        let mut files = missing_as_empty(output_fs.find_stream(output_dir, depth).await)?;
+        while let Some(f) = files.try_next().await? {
             let base = f.name.rsplit('/').next().unwrap_or(&f.name);
             match data_file_owner(&units, base) {
                 Some(unit) => {

@@ -5,7 +5,8 @@ use std::io::Write;
 use arrow_array::Array;
 use arrow_array::cast::AsArray;
 use cairn_checkpoint::{
-    CheckpointDir, RunId, StringMode, UnitName, classify, decode_ids, found_layout, infer_id_column,
+    CheckpointDir, JobRecord, RunId, StringMode, UnitName, classify, decode_ids, found_layout,
+    infer_id_column,
 };
 use cairn_fs::{FileSystem, StorageOptions, build_checkpoint_filesystem};
 use clap::Subcommand;
@@ -70,15 +71,16 @@ async fn open(
 }
 
 /// `dir` with the layout of its job's output `out_path`: as the job record
-/// says when `cairn job run` completed it (it records the partition
+/// `job` says when `cairn job run` completed it (it records the partition
 /// columns, none for a flat output); otherwise (a Ray Data write, which
 /// records none) partitioned when the output holds directories.
 async fn with_output_layout(
     dir: CheckpointDir,
+    job: Option<&JobRecord>,
     out_fs: &FileSystem,
     out_path: &str,
 ) -> CliResult<CheckpointDir> {
-    let layout = match dir.read_job_record().await? {
+    let layout = match job {
         Some(job) if job.format.is_some() || !job.partition_by.is_empty() => job.layout(),
         _ => found_layout(out_fs, out_path).await?,
     };
@@ -138,8 +140,8 @@ pub async fn run(command: CkptCommand, options: &StorageOptions) -> CliResult<u8
         CkptCommand::Verify { path, output, json } => {
             let (_, dir, _) = open(&path, options).await?;
             let (out_fs, out_path) = FileSystem::from_url(&output, options)?;
-            dir.check_output(&out_fs.url(&out_path)).await?;
-            let dir = with_output_layout(dir, &out_fs, &out_path).await?;
+            let job = dir.check_output(&out_fs.url(&out_path)).await?;
+            let dir = with_output_layout(dir, job.as_ref(), &out_fs, &out_path).await?;
             let state = dir.load(StringMode::default()).await?;
             let check = dir.check_data(&state, &out_fs, &out_path).await?;
             let missing: Vec<String> = check.missing.iter().map(|u| u.to_string()).collect();
@@ -180,8 +182,8 @@ pub async fn run(command: CkptCommand, options: &StorageOptions) -> CliResult<u8
             cairn_checkpoint::refuse_overlap(dir.fs(), &path, &out_fs, &out_path, "output")?;
             // Refused before the lease is taken: a wrong output would roll
             // back pending records while their data stays in the real one.
-            dir.check_output(&out_fs.url(&out_path)).await?;
-            let dir = with_output_layout(dir, &out_fs, &out_path).await?;
+            let job = dir.check_output(&out_fs.url(&out_path)).await?;
+            let dir = with_output_layout(dir, job.as_ref(), &out_fs, &out_path).await?;
             let lease = dir
                 .acquire_lease(&RunId::new(), std::time::Duration::from_secs(120))
                 .await?;

@@ -165,9 +165,9 @@ pub(crate) fn split(
                     .clone())
             })
             .collect::<Result<_>>()?;
-        // Rows of each partition of this batch, in order.
+        // This batch's rows of each partition (by its index in
+        // `partitions`), in order.
         let mut rows: Vec<Vec<u32>> = Vec::new();
-        let mut local: HashMap<usize, usize> = HashMap::new();
         let mut dir = String::new();
         for row in 0..batch.num_rows() {
             dir.clear();
@@ -183,7 +183,7 @@ pub(crate) fn split(
                     dir.push_str(&escape_partition_value(text.value(row)));
                 }
             }
-            let global = match index.get(dir.as_str()) {
+            let at = match index.get(dir.as_str()) {
                 Some(&at) => at,
                 None => {
                     index.insert(dir.clone(), partitions.len());
@@ -194,21 +194,21 @@ pub(crate) fn split(
                     partitions.len() - 1
                 }
             };
-            let slot = *local.entry(global).or_insert_with(|| {
-                rows.push(Vec::new());
-                rows.len() - 1
-            });
-            rows[slot].push(row as u32);
+            if rows.len() <= at {
+                rows.resize_with(at + 1, Vec::new);
+            }
+            rows[at].push(row as u32);
         }
         let kept: Vec<ArrayRef> = file_schema
             .fields()
             .iter()
             .map(|f| batch.column_by_name(f.name()).expect("same schema").clone())
             .collect();
-        let mut by_slot: Vec<(usize, usize)> = local.into_iter().collect();
-        by_slot.sort_by_key(|&(_, slot)| slot);
-        for (global, slot) in by_slot {
-            let taken = UInt32Array::from(std::mem::take(&mut rows[slot]));
+        for (at, taken) in rows.into_iter().enumerate() {
+            if taken.is_empty() {
+                continue;
+            }
+            let taken = UInt32Array::from(taken);
             let columns = kept
                 .iter()
                 .map(|c| arrow_select::take::take(c.as_ref(), &taken, None))
@@ -216,7 +216,7 @@ pub(crate) fn split(
                 .map_err(|e| fail(format!("cannot gather a partition's rows ({e})")))?;
             let part = RecordBatch::try_new(file_schema.clone(), columns)
                 .map_err(|e| fail(format!("cannot gather a partition's rows ({e})")))?;
-            partitions[global].batches.push(part);
+            partitions[at].batches.push(part);
         }
     }
     Ok(partitions)
