@@ -117,6 +117,28 @@ proptest! {
         }
     }
 
+    /// Loose keys sealed into many small runs (merged in groups side by
+    /// side when there are enough) build the same set as keys never sealed.
+    #[test]
+    fn sealed_runs_build_the_set_of_unsealed_keys(
+        ids in int_ids(),
+        randoms in prop::collection::vec(any::<u64>(), 0..3000),
+        file_rows in 1usize..700,
+        seal_every in 1usize..400,
+    ) {
+        let ids = [ids, randoms.clone(), randoms].concat();
+        let model: HashSet<u64> = ids.iter().copied().collect();
+        let mut sealed = IdSetBuilder::new(StringMode::default()).sealing_every(seal_every);
+        let mut unsealed = IdSetBuilder::new(StringMode::default());
+        for file in ids.chunks(file_rows) {
+            sealed.push_array(&UInt64Array::from(file.to_vec())).unwrap();
+            unsealed.push_array(&UInt64Array::from(file.to_vec())).unwrap();
+        }
+        let (sealed, unsealed) = (sealed.build(), unsealed.build());
+        prop_assert_eq!(sealed.len(), model.len() as u64);
+        prop_assert_eq!(&sealed, &unsealed);
+    }
+
     #[test]
     fn arrow_membership_with_nulls_and_parallel_merge(
         ids in prop::collection::vec(any::<i64>(), 1..300),

@@ -100,7 +100,9 @@ impl EliasFano {
         let mut written = 0;
         for start in (0..len).step_by(CHUNK_KEYS) {
             let end = (start + CHUNK_KEYS).min(len);
+            let (upper, lower) = chunk_words(&keys[start..end]);
             scratch.clear();
+            scratch.resize(upper + lower, 0);
             let chunk = encode_chunk(&keys[start..end], written, &mut scratch, &mut set.samples);
             let after = written + scratch.len();
             // A full chunk encodes in fewer words than it has keys (at most
@@ -124,6 +126,41 @@ impl EliasFano {
         set.samples.shrink_to_fit();
         set.firsts.shrink_to_fit();
         set.chunks.shrink_to_fit();
+        set
+    }
+
+    /// Encodes `keys`, which must be sorted and distinct, into memory of
+    /// exactly the encoded size, taken once: fresh zeroed pages, so the
+    /// chunks are written straight into them, with no copy and no
+    /// clearing pass.
+    pub(crate) fn from_sorted_slice(keys: &[u64]) -> Self {
+        debug_assert!(keys.windows(2).all(|w| w[0] < w[1]));
+        let sizes: Vec<usize> = keys
+            .chunks(CHUNK_KEYS)
+            .map(|chunk| {
+                let (upper, lower) = chunk_words(chunk);
+                upper + lower
+            })
+            .collect();
+        // vec! of zeros asks the allocator for zeroed memory: large
+        // blocks come from the system already zero.
+        let mut words = vec![0u64; sizes.iter().sum()];
+        let mut set = EliasFano {
+            len: keys.len(),
+            ..Self::default()
+        };
+        set.chunks.reserve_exact(sizes.len());
+        set.firsts.reserve_exact(sizes.len());
+        let mut base = 0;
+        for (chunk_keys, size) in keys.chunks(CHUNK_KEYS).zip(sizes) {
+            let out = &mut words[base..base + size];
+            let chunk = encode_chunk(chunk_keys, base, out, &mut set.samples);
+            set.firsts.push(chunk.first);
+            set.chunks.push(chunk);
+            base += size;
+        }
+        set.samples.shrink_to_fit();
+        set.words = words.into();
         set
     }
 
@@ -288,30 +325,9 @@ pub(crate) struct EliasFanoWriter {
     set: EliasFano,
     words: Vec<u64>,
     pending: Vec<u64>,
-    scratch: Vec<u64>,
 }
 
 impl EliasFanoWriter {
-    /// A writer for exactly `keys` (sorted, distinct), its memory taken
-    /// once at its final size.
-    pub(crate) fn with_capacity_for(keys: &[u64]) -> Self {
-        let words = keys
-            .chunks(CHUNK_KEYS)
-            .map(|chunk| {
-                let (upper, lower) = chunk_words(chunk);
-                upper + lower
-            })
-            .sum();
-        let chunks = keys.len().div_ceil(CHUNK_KEYS);
-        let mut writer = EliasFanoWriter {
-            words: Vec::with_capacity(words),
-            ..Self::default()
-        };
-        writer.set.chunks.reserve_exact(chunks);
-        writer.set.firsts.reserve_exact(chunks);
-        writer
-    }
-
     /// Adds `key`, larger than every key added before.
     pub(crate) fn push(&mut self, key: u64) {
         debug_assert!(self.pending.last().is_none_or(|&last| last < key));
@@ -325,15 +341,15 @@ impl EliasFanoWriter {
         if self.pending.is_empty() {
             return;
         }
-        self.scratch.clear();
         let base = self.words.len();
+        let (upper, lower) = chunk_words(&self.pending);
+        self.words.resize(base + upper + lower, 0);
         let chunk = encode_chunk(
             &self.pending,
             base,
-            &mut self.scratch,
+            &mut self.words[base..],
             &mut self.set.samples,
         );
-        self.words.extend_from_slice(&self.scratch);
         self.set.len += self.pending.len();
         self.set.firsts.push(chunk.first);
         self.set.chunks.push(chunk);
@@ -467,10 +483,11 @@ fn chunk_words(keys: &[u64]) -> (usize, usize) {
     )
 }
 
-/// Encodes one chunk of sorted, distinct `keys` into `out` (its unary part
-/// then its low bits; `base` is where `out` will lie in the set's words),
-/// appending its samples to `samples`.
-fn encode_chunk(keys: &[u64], base: usize, out: &mut Vec<u64>, samples: &mut Vec<u32>) -> Chunk {
+/// Encodes one chunk of sorted, distinct `keys` into `out`, zeroed words of
+/// exactly [`chunk_words`]' size (its unary part then its low bits; `base`
+/// is where `out` lies in the set's words), appending its samples to
+/// `samples`.
+fn encode_chunk(keys: &[u64], base: usize, out: &mut [u64], samples: &mut Vec<u32>) -> Chunk {
     let first = keys[0];
     let count = keys.len();
     let span = keys[count - 1] - first;
@@ -478,7 +495,8 @@ fn encode_chunk(keys: &[u64], base: usize, out: &mut Vec<u64>, samples: &mut Vec
     // span >> low_bits < 2 * count, so buckets fit in a u32.
     let buckets = (span >> low_bits) + 1;
     let (upper_words, lower_words) = chunk_words(keys);
-    out.resize(upper_words + lower_words, 0);
+    assert_eq!(out.len(), upper_words + lower_words, "a chunk's words");
+    debug_assert!(out.iter().all(|&w| w == 0), "a chunk is encoded into zeros");
     let chunk = Chunk {
         first,
         count: count as u32,

@@ -8,7 +8,7 @@
 //! `u64::MAX` are the same ID; a job's ID column has one type, so they never meet.
 
 use super::elias_fano::{EliasFano, EliasFanoWriter};
-use super::sealed::{SealedRun, merge};
+use super::sealed::{SealedRun, merge_runs};
 use super::sort::{sort_keys, threads};
 use super::wire::{Reader, Writer, corrupt};
 use crate::error::Result;
@@ -109,14 +109,15 @@ impl IntIdSet {
     pub(crate) fn from_sealed(runs: Vec<(u64, u64)>, sealed: Vec<SealedRun>) -> Self {
         let mut writer = IntSetWriter::new(runs);
         if threads() < 2 {
-            merge(sealed, |batch| {
+            merge_runs(sealed, 1, |batch| {
                 writer.push_sorted(&batch);
                 batch
             });
             return writer.finish();
         }
-        // Merging and writing take about as long as each other: one thread
-        // each, the batches going to the writer and back to be reused.
+        // The writer takes the merged batches on a thread of its own (and
+        // gives them back to be reused) while the runs are merged, in
+        // groups side by side when there are enough of them.
         let (to_writer, batches) = std::sync::mpsc::sync_channel::<Vec<u64>>(4);
         let (to_merger, spares) = std::sync::mpsc::channel::<Vec<u64>>();
         std::thread::scope(|scope| {
@@ -128,7 +129,7 @@ impl IntIdSet {
                 }
                 writer.finish()
             });
-            merge(sealed, |batch| {
+            merge_runs(sealed, threads(), |batch| {
                 to_writer
                     .send(batch)
                     .expect("the writer takes batches until they stop");

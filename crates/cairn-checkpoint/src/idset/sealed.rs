@@ -15,7 +15,7 @@
 
 use std::collections::VecDeque;
 
-use super::elias_fano::{EliasFano, EliasFanoWriter};
+use super::elias_fano::EliasFano;
 use super::sort::sort_keys;
 
 /// Loose keys gathered before they are sealed into a run (512 MiB).
@@ -35,7 +35,7 @@ impl SealedRun {
     pub(crate) fn seal(keys: &mut Vec<u64>, threads: usize) -> Self {
         sort_keys(keys, threads);
         keys.dedup();
-        let segments = keys.chunks(SEGMENT_KEYS).map(encode_segment).collect();
+        let segments = encode_segments(keys, threads);
         keys.clear();
         SealedRun { segments }
     }
@@ -53,55 +53,91 @@ impl SealedRun {
     }
 }
 
-/// One segment of sorted, distinct keys, written straight into memory of
-/// its encoded size.
-fn encode_segment(keys: &[u64]) -> EliasFano {
-    let mut writer = EliasFanoWriter::with_capacity_for(keys);
-    keys.iter().for_each(|&key| writer.push(key));
-    writer.finish()
+/// Sorted, distinct `keys` as segments of [`SEGMENT_KEYS`], encoded on up
+/// to `threads` threads (segments are independent of each other).
+fn encode_segments(keys: &[u64], threads: usize) -> VecDeque<EliasFano> {
+    let parts: Vec<&[u64]> = keys.chunks(SEGMENT_KEYS).collect();
+    let threads = threads.clamp(1, parts.len().max(1));
+    let mut encoded: Vec<Option<EliasFano>> = vec![None; parts.len()];
+    std::thread::scope(|scope| {
+        // Thread t encodes segments t, t + threads, ...: every thread gets
+        // full segments but maybe the last.
+        let mut slots: Vec<Vec<(usize, &mut Option<EliasFano>)>> =
+            (0..threads).map(|_| Vec::new()).collect();
+        for (i, slot) in encoded.iter_mut().enumerate() {
+            slots[i % threads].push((i, slot));
+        }
+        for mine in slots {
+            let parts = &parts;
+            scope.spawn(move || {
+                for (i, slot) in mine {
+                    *slot = Some(EliasFano::from_sorted_slice(parts[i]));
+                }
+            });
+        }
+    });
+    encoded
+        .into_iter()
+        .map(|segment| segment.expect("every segment is encoded"))
+        .collect()
 }
 
-/// Reads a run one chunk at a time, dropping each segment once read.
-struct Cursor {
-    run: SealedRun,
-    /// The next chunk of the front segment.
-    chunk: usize,
-    /// Decoded keys of the current chunk, from `at` on not yet taken.
+impl SealedRun {
+    /// The run's keys, one decoded chunk at a time, in order; each segment
+    /// is dropped once its last chunk is decoded.
+    pub(crate) fn into_chunks(self) -> impl Iterator<Item = Vec<u64>> + Send {
+        let mut segments = self.segments;
+        let mut chunk = 0;
+        std::iter::from_fn(move || {
+            while let Some(segment) = segments.front() {
+                if chunk < segment.chunk_count() {
+                    let mut keys = Vec::new();
+                    segment.append_chunk(chunk, &mut keys);
+                    chunk += 1;
+                    return Some(keys);
+                }
+                segments.pop_front();
+                chunk = 0;
+            }
+            None
+        })
+    }
+}
+
+/// One source being merged: its current chunk, from `at` on not yet taken.
+struct Cursor<S> {
+    source: S,
     keys: Vec<u64>,
     at: usize,
 }
 
-impl Cursor {
-    /// Decodes the next chunk once the current one is taken; false when
-    /// the run is done.
+impl<S: Iterator<Item = Vec<u64>>> Cursor<S> {
+    /// Takes the source's next non-empty chunk once the current one is
+    /// taken; false when the source is done.
     fn fill(&mut self) -> bool {
-        if self.at < self.keys.len() {
-            return true;
-        }
-        self.keys.clear();
-        self.at = 0;
-        while let Some(segment) = self.run.segments.front() {
-            if self.chunk < segment.chunk_count() {
-                segment.append_chunk(self.chunk, &mut self.keys);
-                self.chunk += 1;
-                return true;
+        while self.at >= self.keys.len() {
+            match self.source.next() {
+                Some(keys) => (self.keys, self.at) = (keys, 0),
+                None => return false,
             }
-            self.run.segments.pop_front();
-            self.chunk = 0;
         }
-        false
+        true
     }
 }
 
-/// Merges `runs`: hands `emit` batches of their keys, sorted and distinct
-/// across all batches, in increasing order; `emit` gives back a vector
-/// for the next batch (the one it was handed, or any other).
-pub(crate) fn merge(runs: Vec<SealedRun>, mut emit: impl FnMut(Vec<u64>) -> Vec<u64>) {
-    let mut cursors: Vec<Cursor> = runs
+/// Merges `sources`, each a stream of chunks of keys sorted and distinct
+/// across its chunks (a sealed run's, or another merge's batches): hands
+/// `emit` batches of their keys, sorted and distinct across all batches,
+/// in increasing order; `emit` gives back a vector for the next batch (the
+/// one it was handed, or any other).
+pub(crate) fn merge<S: Iterator<Item = Vec<u64>>>(
+    sources: Vec<S>,
+    mut emit: impl FnMut(Vec<u64>) -> Vec<u64>,
+) {
+    let mut cursors: Vec<Cursor<S>> = sources
         .into_iter()
-        .map(|run| Cursor {
-            run,
-            chunk: 0,
+        .map(|source| Cursor {
+            source,
             keys: Vec::new(),
             at: 0,
         })
@@ -109,7 +145,7 @@ pub(crate) fn merge(runs: Vec<SealedRun>, mut emit: impl FnMut(Vec<u64>) -> Vec<
     let mut batch = Vec::new();
     loop {
         cursors.retain_mut(Cursor::fill);
-        // Every key up to the smallest of the chunks' last keys is decoded
+        // Every key up to the smallest of the chunks' last keys is at hand
         // now, in some cursor; no key after them can be smaller.
         let Some(bound) = cursors.iter().map(|c| c.keys[c.keys.len() - 1]).min() else {
             break;
@@ -121,12 +157,53 @@ pub(crate) fn merge(runs: Vec<SealedRun>, mut emit: impl FnMut(Vec<u64>) -> Vec<
             batch.extend_from_slice(&rest[..take]);
             cursor.at += take;
         }
-        // The batch is one sorted stretch per run: the stable sort finds
-        // and merges them (n log runs), rather than sorting from scratch.
+        // The batch is one sorted stretch per source: the stable sort finds
+        // and merges them (n log sources), rather than sorting from scratch.
         batch.sort();
         batch.dedup();
         batch = emit(batch);
     }
+}
+
+/// Merges `runs` as [`merge`] does, on up to `threads` threads: with
+/// enough runs, they are split into groups merged on threads of their own,
+/// and the groups' batches are merged on the calling thread. A merge of k
+/// sources costs about log2(k) per key, so each group's thread does less
+/// than one merge of all would, and the groups run side by side.
+pub(crate) fn merge_runs(
+    runs: Vec<SealedRun>,
+    threads: usize,
+    emit: impl FnMut(Vec<u64>) -> Vec<u64>,
+) {
+    const MIN_GROUP_RUNS: usize = 2;
+    let groups = threads.min(runs.len() / MIN_GROUP_RUNS);
+    if groups < 2 {
+        let sources = runs.into_iter().map(SealedRun::into_chunks).collect();
+        return merge(sources, emit);
+    }
+    // Runs dealt round-robin: the groups get about as many keys each.
+    let mut dealt: Vec<Vec<SealedRun>> = (0..groups).map(|_| Vec::new()).collect();
+    for (i, run) in runs.into_iter().enumerate() {
+        dealt[i % groups].push(run);
+    }
+    std::thread::scope(|scope| {
+        let mut streams = Vec::with_capacity(groups);
+        for group in dealt {
+            // A few batches of read-ahead per group keep both sides busy.
+            let (to_final, batches) = std::sync::mpsc::sync_channel::<Vec<u64>>(4);
+            scope.spawn(move || {
+                let sources = group.into_iter().map(SealedRun::into_chunks).collect();
+                merge(sources, |batch| {
+                    // The final merge stops taking batches only by
+                    // panicking, which the scope passes on.
+                    let _ = to_final.send(batch);
+                    Vec::new()
+                });
+            });
+            streams.push(batches.into_iter());
+        }
+        merge(streams, emit);
+    });
 }
 
 #[cfg(test)]
@@ -148,16 +225,19 @@ mod tests {
         let mut model: Vec<u64> = parts.iter().flatten().copied().collect();
         model.sort_unstable();
         model.dedup();
-        let runs: Vec<SealedRun> = parts
-            .into_iter()
-            .map(|mut p| SealedRun::seal(&mut p, 2))
-            .collect();
-        let mut merged = Vec::new();
-        merge(runs, |batch| {
-            merged.extend_from_slice(&batch);
-            batch
-        });
-        assert_eq!(merged, model);
+        // One merge of all five runs, and two groups merged side by side.
+        for threads in [1, 2] {
+            let runs: Vec<SealedRun> = parts
+                .iter()
+                .map(|p| SealedRun::seal(&mut p.clone(), 2))
+                .collect();
+            let mut merged = Vec::new();
+            merge_runs(runs, threads, |batch| {
+                merged.extend_from_slice(&batch);
+                batch
+            });
+            assert_eq!(merged, model, "{threads} threads");
+        }
     }
 
     #[test]

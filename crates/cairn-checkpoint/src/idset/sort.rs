@@ -18,6 +18,8 @@ const PARALLEL_PARTITION_MIN: usize = 1 << 20;
 /// A part larger than this (skewed keys) is split again rather than
 /// holding its size again as scratch.
 const PART_MAX: usize = 1 << 23;
+/// Widest digit of the per-part passes.
+const MAX_DIGIT_BITS: u32 = 12;
 
 /// Threads a sort of a big set uses: the machine's cores, at most 8.
 pub(crate) fn threads() -> usize {
@@ -225,38 +227,58 @@ fn sort_low_bits<P: Copy + Default>(
         sort_small(keys, payload);
         return;
     }
-    let (scratch_keys, scratch_payload) = scratch;
-    scratch_keys.clear();
-    scratch_keys.resize(keys.len(), 0);
-    scratch_payload.clear();
-    scratch_payload.resize(keys.len(), P::default());
+    if bits == 0 {
+        return;
+    }
+    // Each pass writes every slot of the scratch before it is read, so it
+    // is only grown, never cleared: zeroing it for each part cost as much
+    // as a radix pass.
+    let n = keys.len();
+    if scratch.0.len() < n {
+        scratch.0.resize(n, 0);
+        scratch.1.resize(n, P::default());
+    }
+    let (scratch_keys, scratch_payload) = (&mut scratch.0[..n], &mut scratch.1[..n]);
     // Random keys are told apart by their high bits long before the last
-    // byte: the passes stop once the bits sorted outnumber the keys 64 to
+    // byte: the passes stop once the bits sorted outnumber the keys 32 to
     // one, and the rare keys that tie on them are sorted among themselves
     // after (each tie is a contiguous run by then).
-    let needed = usize::BITS - keys.len().leading_zeros() + 6;
-    let skip = bits.saturating_sub(needed) / 8 * 8;
+    let needed = usize::BITS - keys.len().leading_zeros() + 5;
+    let skip = bits.saturating_sub(needed);
+    // Digits of up to 12 bits (the counts stay in the first-level cache),
+    // and an even number of passes when there are several, so the keys end
+    // where they started, with no copy back from the scratch: a part of
+    // random keys takes two passes where bytes took four.
+    let span = bits - skip;
+    let mut passes = span.div_ceil(MAX_DIGIT_BITS).max(1);
+    if passes > 1 && passes % 2 == 1 {
+        passes += 1;
+    }
+    let width = span.div_ceil(passes);
+    let mask = (1u64 << width) - 1;
+    let mut counts = vec![0usize; 1 << width];
+    let mut next = vec![0usize; 1 << width];
     let mut in_scratch = false;
-    for shift in (skip..bits).step_by(8) {
+    for shift in (skip..bits).step_by(width as usize) {
         let (src, src_payload, dst, dst_payload): (&[u64], &[P], &mut [u64], &mut [P]) =
             if in_scratch {
-                (scratch_keys, scratch_payload, keys, payload)
+                (&*scratch_keys, &*scratch_payload, &mut *keys, &mut *payload)
             } else {
-                (keys, payload, scratch_keys, scratch_payload)
+                (&*keys, &*payload, &mut *scratch_keys, &mut *scratch_payload)
             };
-        let mut counts = [0usize; 256];
+        counts.fill(0);
         for &k in src {
-            counts[((k >> shift) & 0xFF) as usize] += 1;
+            counts[((k >> shift) & mask) as usize] += 1;
         }
         if counts.contains(&src.len()) {
             continue;
         }
-        let mut next = [0usize; 256];
-        for b in 1..256 {
+        next[0] = 0;
+        for b in 1..counts.len() {
             next[b] = next[b - 1] + counts[b - 1];
         }
         for (&k, &p) in src.iter().zip(src_payload) {
-            let d = ((k >> shift) & 0xFF) as usize;
+            let d = ((k >> shift) & mask) as usize;
             dst[next[d]] = k;
             dst_payload[next[d]] = p;
             next[d] += 1;
