@@ -177,8 +177,23 @@ impl NativeIdSet {
     /// Whether the Ray `row_hash` IDs of rows `first_row .. first_row +
     /// rows` of the file whose path seeds `seed` are all committed: a row
     /// group of it need not be read. Stops at the first row that is not.
-    fn covers_row_hashes(&self, py: Python<'_>, seed: u64, first_row: u64, rows: u64) -> bool {
-        py.detach(|| crate::row_hash::all_row_hashes_committed(&self.set, seed, first_row, rows))
+    /// With `low`/`high`, only the IDs whose keys lie in `[low, high)` are
+    /// asked about (`high` None: no upper end): a shard's part of the
+    /// question.
+    #[pyo3(signature = (seed, first_row, rows, low=0, high=None))]
+    fn covers_row_hashes(
+        &self,
+        py: Python<'_>,
+        seed: u64,
+        first_row: u64,
+        rows: u64,
+        low: u64,
+        high: Option<u64>,
+    ) -> bool {
+        let window = crate::row_hash::KeyWindow { low, high };
+        py.detach(|| {
+            crate::row_hash::all_row_hashes_committed(&self.set, seed, first_row, rows, window)
+        })
     }
 
     /// Pickles by its bytes (Ray ships it to its filter actors).

@@ -23,22 +23,50 @@ pub(crate) fn row_hash(seed: u64, position: u64) -> u64 {
     k ^ (k >> 31)
 }
 
+/// The keys a question is about: `low <= key < high` (`high` None: no
+/// upper end). A shard of a set answers for its own range only.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct KeyWindow {
+    pub(crate) low: u64,
+    pub(crate) high: Option<u64>,
+}
+
+impl KeyWindow {
+    fn holds(self, key: u64) -> bool {
+        key >= self.low && self.high.is_none_or(|high| key < high)
+    }
+}
+
 /// Whether the rows `first_row .. first_row + rows` of a file seeded `seed`
-/// all have committed `row_hash` IDs. Stops at the first row that is not
-/// committed; false for a set of string IDs; true for no rows.
-pub(crate) fn all_row_hashes_committed(set: &IdSet, seed: u64, first_row: u64, rows: u64) -> bool {
-    let IdSet::Int(_) = set else {
-        return rows == 0;
-    };
+/// all have committed `row_hash` IDs, of those whose IDs lie in `window`.
+/// Stops at the first row that is not committed; false for a set of string
+/// IDs; true for no rows.
+pub(crate) fn all_row_hashes_committed(
+    set: &IdSet,
+    seed: u64,
+    first_row: u64,
+    rows: u64,
+    window: KeyWindow,
+) -> bool {
+    let end = first_row.saturating_add(rows);
+    match set {
+        IdSet::Int(_) => {}
+        // No ID is committed: covered only when none is asked about.
+        IdSet::Empty => return !(first_row..end).any(|p| window.holds(row_hash(seed, p))),
+        IdSet::Str(_) => return rows == 0,
+    }
     let mut answers = vec![false; SLICE.min(rows) as usize];
     let mut keys = Vec::with_capacity(answers.len());
-    let end = first_row.saturating_add(rows);
     let mut start = first_row;
     while start < end {
         let len = SLICE.min(end - start);
         keys.clear();
-        keys.extend((start..start + len).map(|p| row_hash(seed, p)));
-        let answers = &mut answers[..len as usize];
+        keys.extend(
+            (start..start + len)
+                .map(|p| row_hash(seed, p))
+                .filter(|&key| window.holds(key)),
+        );
+        let answers = &mut answers[..keys.len()];
         set.contains_keys(&keys, answers);
         if answers.iter().any(|committed| !committed) {
             return false;
@@ -75,23 +103,79 @@ mod tests {
         builder.build()
     }
 
+    const ALL: KeyWindow = KeyWindow { low: 0, high: None };
+
     #[test]
     fn a_run_is_covered_only_when_every_row_is_committed() {
         let seed = 42;
         let rows = 3 * SLICE + 5;
         let set = set_of((0..rows).map(|p| row_hash(seed, p)));
-        assert!(all_row_hashes_committed(&set, seed, 0, rows));
-        assert!(all_row_hashes_committed(&set, seed, SLICE - 3, SLICE + 7));
-        assert!(all_row_hashes_committed(&set, seed, 7, 0));
-        assert!(!all_row_hashes_committed(&set, seed, 0, rows + 1));
+        assert!(all_row_hashes_committed(&set, seed, 0, rows, ALL));
+        assert!(all_row_hashes_committed(
+            &set,
+            seed,
+            SLICE - 3,
+            SLICE + 7,
+            ALL
+        ));
+        assert!(all_row_hashes_committed(&set, seed, 7, 0, ALL));
+        assert!(!all_row_hashes_committed(&set, seed, 0, rows + 1, ALL));
         // Another seed whose rows lie past this file's (seeds are positions apart).
-        assert!(!all_row_hashes_committed(&set, seed + rows, 0, 1));
+        assert!(!all_row_hashes_committed(&set, seed + rows, 0, 1, ALL));
         let holed = set_of(
             (0..rows)
                 .filter(|&p| p != 2 * SLICE + 1)
                 .map(|p| row_hash(seed, p)),
         );
-        assert!(!all_row_hashes_committed(&holed, seed, 0, rows));
-        assert!(all_row_hashes_committed(&holed, seed, 0, 2 * SLICE + 1));
+        assert!(!all_row_hashes_committed(&holed, seed, 0, rows, ALL));
+        assert!(all_row_hashes_committed(
+            &holed,
+            seed,
+            0,
+            2 * SLICE + 1,
+            ALL
+        ));
+    }
+
+    #[test]
+    fn a_window_asks_only_about_the_ids_inside_it() {
+        // A shard holding the row hashes below 2^63 of a file's rows.
+        let seed = 7;
+        let rows = 2 * SLICE + 11;
+        let half = 1u64 << 63;
+        let lower = set_of((0..rows).map(|p| row_hash(seed, p)).filter(|&k| k < half));
+        let mine = KeyWindow {
+            low: 0,
+            high: Some(half),
+        };
+        let theirs = KeyWindow {
+            low: half,
+            high: None,
+        };
+        assert!(all_row_hashes_committed(&lower, seed, 0, rows, mine));
+        assert!(!all_row_hashes_committed(&lower, seed, 0, rows, ALL));
+        assert!(!all_row_hashes_committed(&lower, seed, 0, rows, theirs));
+        // A missing row inside the window is seen; outside it, not.
+        let p = (0..rows).find(|&p| row_hash(seed, p) < half).unwrap();
+        let holed = set_of(
+            (0..rows)
+                .filter(|&q| q != p)
+                .map(|q| row_hash(seed, q))
+                .filter(|&k| k < half),
+        );
+        assert!(!all_row_hashes_committed(&holed, seed, 0, rows, mine));
+        let upper_only = KeyWindow {
+            low: half,
+            high: None,
+        };
+        // A shard with no IDs: covered where none of the rows' IDs is its.
+        let empty = IdSet::Empty;
+        assert!(!all_row_hashes_committed(&empty, seed, 0, rows, upper_only));
+        let nowhere = KeyWindow {
+            low: 5,
+            high: Some(5),
+        };
+        assert!(all_row_hashes_committed(&empty, seed, 0, rows, nowhere));
+        assert!(all_row_hashes_committed(&lower, seed, p, 1, mine));
     }
 }

@@ -111,14 +111,18 @@ def plant_committed_unit(tmp_path, id_column, rows):
     return str(checkpoint), str(out)
 
 
+@pytest.mark.parametrize("sharded", [False, True], ids=["one-set", "sharded"])
 @pytest.mark.parametrize("id_column", ["uid", "row_hash"])
 def test_a_resume_leaves_out_the_row_groups_all_committed(
-    local_ray, no_checkpoint, tmp_path, caplog, id_column
+    local_ray, no_checkpoint, tmp_path, caplog, id_column, sharded
 ):
     """Committed: row groups 0, 1 and 3 of the first file, all of the last,
     and every 7th row of the second file's first group (not a whole group:
     read, and its committed rows dropped by the filter). 9 of 24 row groups
-    are left out; the rows after a left-out group keep their row_hash."""
+    are left out; the rows after a left-out group keep their row_hash.
+    Sharded: the set is over max_filter_memory and split over three shard
+    actors by key range; the same row groups are left out, each shard
+    answering for its own IDs."""
     written = write_input(str(tmp_path / "in"))
     expected = expected_rows(written)
     (first, _), (second, _), _, (last, _) = written
@@ -133,13 +137,26 @@ def test_a_resume_leaves_out_the_row_groups_all_committed(
     left = expected.filter(pc.invert(pc.is_in(expected["uid"], value_set=uids)))
     assert left.num_rows == 12000 - len(committed_rows)
     checkpoint, out = plant_committed_unit(tmp_path, id_column, committed)
+    extra = {}
+    if sharded:
+        # Three shards: the budget just under the ID file's size (a shard
+        # takes 0.35 of the budget in ID files' bytes).
+        extra["max_filter_memory"] = (
+            os.path.getsize(os.path.join(checkpoint, "w_000001.parquet")) - 1
+        )
     no_checkpoint.checkpoint_config = cairn.ray.checkpoint_config(
-        id_column, checkpoint, delete_checkpoint_on_success=False
+        id_column, checkpoint, delete_checkpoint_on_success=False, **extra
     )
 
     with caplog.at_level(logging.INFO, logger="cairn.ray"):
         cairn.ray.read_parquet(str(tmp_path / "in"), include_row_hash=True).write_parquet(out)
     assert "leaves out 9 of 24 row groups (4500 of 12000 rows" in caplog.text, caplog.text
+    shard_logs = [r for r in caplog.records if "shards of at most" in r.msg]
+    if sharded:
+        [record] = shard_logs
+        assert record.args[2] == 3, record.args
+    else:
+        assert not shard_logs
     assert written_rows(out, ["w_000001-0.parquet"]).equals(left)
     assert written_rows(out).equals(expected), "every row once"
 

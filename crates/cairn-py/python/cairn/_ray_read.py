@@ -21,7 +21,10 @@ The set comes from :class:`cairn.ray.CheckpointManager`, which Ray runs
 while planning the read: it offers the set's object-store reference for
 that planning (:func:`offer_committed`), and the read tasks of that same
 planning take it once (:func:`_take_committed`). A read planned without
-cairn's manager, or after the checkpoint is gone, reads everything.
+cairn's manager, or after the checkpoint is gone, reads everything. When
+the set is split over shard actors (over ``max_filter_memory``), the
+planning asks every shard once about all row groups; each answers for the
+IDs of its own key range, and a row group is left out when all say so.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ import logging
 import weakref
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Union
 
 import numpy as np
 import pyarrow as pa
@@ -56,6 +59,7 @@ from ray.data.datasource.partitioning import Partitioning, PathPartitionFilter
 from ray.data.datasource.path_util import _unwrap_protocol
 
 from ._native import NativeIdSet
+from ._ray_shards import ShardedSet
 
 logger = logging.getLogger("cairn.ray")
 
@@ -96,7 +100,7 @@ def _withdraw(checkpoint_path: str) -> None:
         del _OFFERED[checkpoint_path]
 
 
-def _take_committed(data_context: Any) -> Optional[NativeIdSet]:
+def _take_committed(data_context: Any) -> Optional[Union[NativeIdSet, ShardedSet]]:
     """The committed set offered to this planning, taken once: ``None``
     when there is none, it was offered to another planning, or the
     checkpoint is gone since (a set must never outlive its checkpoint)."""
@@ -109,7 +113,10 @@ def _take_committed(data_context: Any) -> Optional[NativeIdSet]:
     checkpoint = config.filesystem.get_file_info(_unwrap_protocol(config.checkpoint_path))
     if checkpoint.type == pafs.FileType.NotFound:
         return None
-    array = np.ascontiguousarray(ray.get(offered[1]), dtype=np.uint8)
+    value = ray.get(offered[1])
+    if isinstance(value, ShardedSet):
+        return value
+    array = np.ascontiguousarray(value, dtype=np.uint8)
     return NativeIdSet._from_shared_memory(array)
 
 
@@ -165,24 +172,41 @@ def _id_leaf(metadata: Any, arrow_schema: pa.Schema, id_column: str) -> Optional
     return None
 
 
-def _range_committed(statistics: Any, rows: int, committed: NativeIdSet) -> bool:
-    """Whether a row group's integer IDs are all committed, from its
-    statistics alone (no nulls: a null ID is never committed)."""
+def _stats_range(statistics: Any, rows: int) -> Optional[Tuple[int, int]]:
+    """The ``(min, max)`` of a row group's integer IDs when its statistics
+    could prove them all committed (no nulls: a null ID is never committed;
+    a range at most a few times the row count, whose every integer is
+    looked up), else None."""
     if statistics is None or not statistics.has_min_max or not statistics.has_null_count:
-        return False
+        return None
     if statistics.null_count != 0:
-        return False
+        return None
     low, high = statistics.min, statistics.max
     if not isinstance(low, int) or not isinstance(high, int) or low > high:
-        return False
+        return None
     if high - low + 1 > _MAX_SPAN_PER_ROW * rows:
-        return False
-    return committed.covers_int_range(low, high)
+        return None
+    return low, high
+
+
+def _covered(
+    committed: Union[NativeIdSet, ShardedSet],
+    queries: List[Tuple[int, int, int]],
+    by_row_hash: bool,
+) -> List[bool]:
+    """For each query (``(seed, first_row, rows)`` of ``row_hash`` IDs,
+    else ``(min, max, 0)`` of integer statistics), whether the row group's
+    IDs are all committed. A sharded set asks each shard once, for all."""
+    if isinstance(committed, ShardedSet):
+        return committed.covers(queries, by_row_hash)
+    if by_row_hash:
+        return [committed.covers_row_hashes(seed, first, rows) for seed, first, rows in queries]
+    return [committed.covers_int_range(low, high) for low, high, _ in queries]
 
 
 def _plan_pieces(
     fragments: List[Any],
-    committed: NativeIdSet,
+    committed: Union[NativeIdSet, ShardedSet],
     id_column: str,
     by_row_hash: bool,
 ) -> Tuple[List[_Piece], SkipReport]:
@@ -197,25 +221,40 @@ def _plan_pieces(
     with ThreadPoolExecutor(max_workers=max(1, min(_FOOTER_THREADS, len(originals)))) as pool:
         footers = list(pool.map(footer, originals))
 
-    report = SkipReport()
-    pieces: List[_Piece] = []
+    # Every row group's question first, so a sharded set is asked once.
+    groups: List[List[Tuple[int, int, Optional[int]]]] = []
+    queries: List[Tuple[int, int, int]] = []
     for fragment, metadata in zip(originals, footers):
         leaf = None if by_row_hash else _id_leaf(metadata, fragment.physical_schema, id_column)
         seed = _path_seed(fragment.path) if by_row_hash else 0
-        run: Optional[_Piece] = None
         first_row = 0
-        kept_all = True
-        file_pieces: List[_Piece] = []
+        file_groups = []
         for index in range(metadata.num_row_groups):
             group = metadata.row_group(index)
             rows = group.num_rows
             size = sum(group.column(c).total_compressed_size for c in range(group.num_columns))
+            query: Optional[Tuple[int, int, int]] = None
             if by_row_hash:
-                skip = committed.covers_row_hashes(seed, first_row, rows)
+                query = (seed, first_row, rows)
             elif leaf is not None:
-                skip = _range_committed(group.column(leaf).statistics, rows, committed)
-            else:
-                skip = False
+                bounds = _stats_range(group.column(leaf).statistics, rows)
+                query = None if bounds is None else (bounds[0], bounds[1], 0)
+            file_groups.append((rows, size, None if query is None else len(queries)))
+            if query is not None:
+                queries.append(query)
+            first_row += rows
+        groups.append(file_groups)
+    covered = _covered(committed, queries, by_row_hash)
+
+    report = SkipReport()
+    pieces: List[_Piece] = []
+    for fragment, file_groups in zip(originals, groups):
+        run: Optional[_Piece] = None
+        first_row = 0
+        kept_all = True
+        file_pieces: List[_Piece] = []
+        for index, (rows, size, query) in enumerate(file_groups):
+            skip = query is not None and covered[query]
             report.row_groups += 1
             report.rows += rows
             report.bytes += size

@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import pyarrow as pa
@@ -147,6 +147,7 @@ class ShardActor:
         seal_every: int,
     ) -> None:
         self._started = _memory_of_this_process()["rss"]
+        self._low, self._high = low, high
         self._builder: Optional[NativeIdSetBuilder] = NativeIdSetBuilder(seal_every)
         self._set: Any = None
         if ray.get_runtime_context().was_current_actor_reconstructed:
@@ -179,11 +180,46 @@ class ShardActor:
         """For each ID, whether it is committed."""
         return ~self._set.uncommitted(_as_ids(ids)).to_numpy(zero_copy_only=False)
 
+    def covers(self, queries: Sequence[Tuple[int, int, int]], by_row_hash: bool) -> List[bool]:
+        """For each row group asked about, whether every one of its IDs that
+        falls in this shard's range is committed: ``(seed, first_row,
+        rows)`` of ``row_hash`` IDs, else ``(min, max, 0)`` of a signed
+        integer ID column's statistics."""
+        if by_row_hash:
+            return [
+                self._set.covers_row_hashes(seed, first, rows, self._low, self._high)
+                for seed, first, rows in queries
+            ]
+        return [
+            all(
+                self._set.covers_int_range(a, b)
+                for a, b in _ints_in(low, high, self._low, self._high)
+            )
+            for low, high, _ in queries
+        ]
+
     def memory(self) -> Dict[str, int]:
         """This actor's resident and peak memory, and its peak growth since
         it started (what the shard took beyond the Python worker), in bytes."""
         memory = _memory_of_this_process()
         return {**memory, "growth": memory["peak"] - self._started}
+
+
+def _ints_in(low: int, high: int, key_low: int, key_high: Optional[int]) -> List[Tuple[int, int]]:
+    """The signed integers from ``low`` to ``high`` (inclusive) whose keys
+    (their 64-bit patterns) lie in ``[key_low, key_high)``, as inclusive
+    ranges: keys below 2^63 are the non-negative integers, the others the
+    negative ones (``key - 2^64``)."""
+    top = key_high if key_high is not None else 1 << 64
+    ranges = []
+    for key_a, key_b, shift in (
+        (key_low, min(top, 1 << 63), 0),
+        (max(key_low, 1 << 63), top, 1 << 64),
+    ):
+        a, b = max(low, key_a - shift), min(high, key_b - 1 - shift)
+        if key_a < key_b and a <= b:
+            ranges.append((a, b))
+    return ranges
 
 
 @ray.remote(num_cpus=1)
@@ -262,6 +298,20 @@ class ShardedSet:
         if ids.null_count:
             answers &= ids.is_valid().to_numpy(zero_copy_only=False)
         return answers
+
+    def __len__(self) -> int:
+        return self.ids
+
+    def covers(self, queries: Sequence[Tuple[int, int, int]], by_row_hash: bool) -> List[bool]:
+        """For each row group asked about (see :meth:`ShardActor.covers`),
+        whether its IDs are all committed: every shard answers for its own
+        range, all at once, and a group is covered when each says so."""
+        if not queries:
+            return []
+        answers = ray.get(
+            [shard.covers.remote(list(queries), by_row_hash) for shard in self.shards]
+        )
+        return [all(column) for column in zip(*answers)]
 
 
 def build_sharded_set(

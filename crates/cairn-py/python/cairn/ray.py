@@ -203,8 +203,11 @@ class CheckpointManager(_RayManager):
         if budget is not None and report["committed_bytes"] > budget:
             sharded = self._load_sharded(checkpoint_fs, report, budget)
             if sharded is not None:
-                # The filter actors hold no part of the set, only a block's keys.
-                return ray.put(sharded), 0
+                # The filter actors hold no part of the set, only a block's
+                # keys; cairn's reader asks the shards about row groups.
+                ref = ray.put(sharded)
+                offer_committed(self._data_context, self.checkpoint_path, ref)
+                return ref, 0
         ids = load_ids(native, checkpoint_url, self.id_column)
         if len(ids) == 0:
             logger.info("cairn: nothing committed in %s", checkpoint_url)
