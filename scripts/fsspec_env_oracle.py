@@ -2,6 +2,7 @@
 [name, value] pairs per line (an environment, in order), runs fsspec's own
 config.set_conf_env on it, and prints the resulting conf dict as one JSON line.
 """
+
 import json
 import sys
 import warnings

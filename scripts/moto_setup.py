@@ -7,6 +7,7 @@ string from the raw URL, so it rejects valid SigV4 requests whose query holds
 an unencoded '/', which OpenDAL sends on every prefixed listing. Signature
 checks are covered on Garage.
 """
+
 import sys
 
 import boto3

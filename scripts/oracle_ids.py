@@ -24,8 +24,11 @@ def filesystem(url):
         return s3fs.S3FileSystem(
             key=os.environ["ORACLE_S3_KEY"],
             secret=os.environ["ORACLE_S3_SECRET"],
-            client_kwargs={"endpoint_url": os.environ["ORACLE_S3_ENDPOINT"], "region_name": "us-east-1"},
-        ), url[len("s3://"):]
+            client_kwargs={
+                "endpoint_url": os.environ["ORACLE_S3_ENDPOINT"],
+                "region_name": "us-east-1",
+            },
+        ), url[len("s3://") :]
     import fsspec
 
     return fsspec.filesystem("file"), url
@@ -47,17 +50,22 @@ def main():
     source, output, column = sys.argv[1:4]
     want = collections.Counter(ids(source, column))
     got = collections.Counter(ids(output, column))
-    print(json.dumps({
-        "input_rows": sum(want.values()),
-        "output_rows": sum(got.values()),
-        "distinct_output": len(got),
-        "missing": sum(1 for k, n in want.items() if got[k] < n),
-        "duplicated": sum(1 for k, n in want.items() if got[k] > n),
-        "unknown": sum(1 for k in got if k not in want),
-    }))
+    print(
+        json.dumps(
+            {
+                "input_rows": sum(want.values()),
+                "output_rows": sum(got.values()),
+                "distinct_output": len(got),
+                "missing": sum(1 for k, n in want.items() if got[k] < n),
+                "duplicated": sum(1 for k, n in want.items() if got[k] > n),
+                "unknown": sum(1 for k in got if k not in want),
+            }
+        )
+    )
     sys.stdout.flush()
     # s3fs's and pyarrow's threads can abort the interpreter's teardown
     # ("terminate called without an active exception"); the answer is out.
     os._exit(0)
+
 
 main()

@@ -12,6 +12,7 @@ of $CAIRN_TOOLS/ray-venv, which scripts/tools.sh installs).
       (CHECKPOINT_DIR "none": no checkpointing). Prints a JSON line
       {"ok": bool, "error": ..., "init_s": ..., "job_s": ...}.
 """
+
 import json
 import os
 import sys
@@ -28,8 +29,14 @@ import ray
 
 
 def start():
-    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False,
-             logging_level="ERROR", configure_logging=False)
+    ray.init(
+        address="local",
+        num_cpus=2,
+        include_dashboard=False,
+        log_to_driver=False,
+        logging_level="ERROR",
+        configure_logging=False,
+    )
     ctx = ray.data.DataContext.get_current()
     ctx.enable_progress_bars = False
     ctx.print_on_execution_start = False
@@ -42,6 +49,7 @@ def filesystem_for(url):
     if not url.startswith("s3://"):
         return None, url
     import pyarrow.fs
+
     endpoint = os.environ["AWS_ENDPOINT_URL"]
     fs = pyarrow.fs.S3FileSystem(
         access_key=os.environ["AWS_ACCESS_KEY_ID"],
@@ -49,8 +57,9 @@ def filesystem_for(url):
         region=os.environ.get("AWS_REGION", "us-east-1"),
         endpoint_override=endpoint.split("://", 1)[1],
         scheme=endpoint.split("://", 1)[0],
-        force_virtual_addressing=False)
-    return fs, url[len("s3://"):]
+        force_virtual_addressing=False,
+    )
+    return fs, url[len("s3://") :]
 
 
 def row_hash(input_dir, out_file):
@@ -58,20 +67,28 @@ def row_hash(input_dir, out_file):
     fs, path = filesystem_for(input_dir)
     ds = ray.data.read_parquet(path, filesystem=fs, include_row_hash=True)
     table = pa.concat_tables(
-        [pa.Table.from_pandas(df, preserve_index=False)
-         for df in ds.select_columns(["uid", "row_hash"]).iter_batches(batch_format="pandas")])
+        [
+            pa.Table.from_pandas(df, preserve_index=False)
+            for df in ds.select_columns(["uid", "row_hash"]).iter_batches(
+                batch_format="pandas"
+            )
+        ]
+    )
     pq.write_table(table, out_file)
     print(json.dumps({"rows": table.num_rows}))
 
 
 def job(input_dir, output_dir, checkpoint_dir, fail_at, keep):
     import time
+
     began = time.monotonic()
     ctx = start()
     if checkpoint_dir != "none":
         ctx.checkpoint_config = ray.data.checkpoint.CheckpointConfig(
-            id_column="uid", checkpoint_path=checkpoint_dir,
-            delete_checkpoint_on_success=not keep)
+            id_column="uid",
+            checkpoint_path=checkpoint_dir,
+            delete_checkpoint_on_success=not keep,
+        )
     init_s = time.monotonic() - began
 
     def transform(batch):
@@ -80,10 +97,16 @@ def job(input_dir, output_dir, checkpoint_dir, fail_at, keep):
         return batch
 
     try:
-        ds = ray.data.read_parquet(input_dir).map_batches(transform, batch_format="numpy")
+        ds = ray.data.read_parquet(input_dir).map_batches(
+            transform, batch_format="numpy"
+        )
         began = time.monotonic()
         ds.write_parquet(output_dir)
-        print(json.dumps({"ok": True, "init_s": init_s, "job_s": time.monotonic() - began}))
+        print(
+            json.dumps(
+                {"ok": True, "init_s": init_s, "job_s": time.monotonic() - began}
+            )
+        )
     except Exception as e:  # the interrupted run
         print(json.dumps({"ok": False, "error": str(e)[:500], "init_s": init_s}))
 

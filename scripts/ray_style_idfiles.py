@@ -5,6 +5,7 @@ layout-compatibility tests of cairn-checkpoint.
   ray_style_idfiles.py write DIR COLUMN   -> prints the unit base names written
   ray_style_idfiles.py read FILE COLUMN   -> prints the IDs as a JSON list
 """
+
 import json
 import sys
 import uuid
@@ -16,9 +17,18 @@ command, target, column = sys.argv[1:4]
 if command == "write":
     dataset, write = uuid.uuid4().hex, uuid.uuid4().hex
     bases = [f"{dataset}_{write}_{i:06}" for i in range(3)]
-    pq.write_table(pa.table({column: pa.array(range(0, 1000), pa.int64())}), f"{target}/{bases[0]}.parquet")
-    pq.write_table(pa.table({column: pa.array(range(1000, 1500), pa.int64())}), f"{target}/{bases[1]}.parquet")
-    pq.write_table(pa.table({column: pa.array(range(1500, 1600), pa.int64())}), f"{target}/{bases[2]}.pending.parquet")
+    pq.write_table(
+        pa.table({column: pa.array(range(0, 1000), pa.int64())}),
+        f"{target}/{bases[0]}.parquet",
+    )
+    pq.write_table(
+        pa.table({column: pa.array(range(1000, 1500), pa.int64())}),
+        f"{target}/{bases[1]}.parquet",
+    )
+    pq.write_table(
+        pa.table({column: pa.array(range(1500, 1600), pa.int64())}),
+        f"{target}/{bases[2]}.pending.parquet",
+    )
     print(json.dumps(bases))
 elif command == "read":
     table = pq.read_table(target)

@@ -97,7 +97,7 @@ def ray_job(work, name, inp, ckpt=True, fail_at=None, keep=False):
     if keep:
         cmd += ["--keep"]
     seconds, proc = timed(cmd, RAY_ENV)
-    line = [l for l in proc.stdout.splitlines() if l.startswith("{")]
+    line = [text for text in proc.stdout.splitlines() if text.startswith("{")]
     result = (
         json.loads(line[-1]) if line else {"ok": False, "error": proc.stderr[-500:]}
     )
