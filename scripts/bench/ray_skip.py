@@ -5,6 +5,9 @@ the same committed units, in the same run:
     cairn-filter  Ray's read_parquet, cairn.ray's manager and filter
     cairn         cairn.ray.read_parquet (committed row groups left out of the
                   read), cairn.ray's manager and filter
+    cairn-sharded the same, with the committed set over max_filter_memory (set
+                  to about a quarter of the ID files' size, so split over
+                  four or five shard actors that the planning asks)
 
     ray_skip.py make ROWS FILES COMMITTED ROOT   the input ROOT/in (ROWS rows of uid
                                                  and 100 characters of text, in FILES
@@ -75,15 +78,19 @@ def input_bytes(root):
 
 
 class SkipLog(logging.Handler):
-    """Keeps the arguments of cairn's "leaves out" line."""
+    """Keeps the arguments of cairn's "leaves out" line, and the shard
+    count when the set is sharded."""
 
     def __init__(self):
         super().__init__()
         self.args = None
+        self.shards = 0
 
     def emit(self, record):
         if "leaves out" in record.msg:
             self.args = record.args
+        if "shards of at most" in record.msg:
+            self.shards = record.args[2]
 
 
 def measure(impl, root):
@@ -103,10 +110,19 @@ def measure(impl, root):
     ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     if impl == "ray":
         config = CheckpointConfig(id_column="uid", checkpoint_path=ckpt)
+    elif impl == "cairn-sharded":
+        id_bytes = sum(
+            e.stat().st_size for e in os.scandir(ckpt) if e.name.endswith(".parquet")
+        )
+        # A shard takes 0.35 of the budget in ID files' bytes: 4-5 shards.
+        config = cairn.ray.checkpoint_config(
+            "uid", ckpt, max_filter_memory=id_bytes * 100 // 140
+        )
     else:
         config = cairn.ray.checkpoint_config("uid", ckpt)
     DataContext.get_current().checkpoint_config = config
-    read = cairn.ray.read_parquet if impl == "cairn" else ray.data.read_parquet
+    skipping = impl in ("cairn", "cairn-sharded")
+    read = cairn.ray.read_parquet if skipping else ray.data.read_parquet
     started = time.perf_counter()
     ds = read(f"{root}/in")
     ds = ds.map_batches(lambda batch: batch, batch_format="pyarrow")
@@ -118,7 +134,7 @@ def measure(impl, root):
         if n.endswith(".parquet")
     )
     total = input_bytes(root)
-    if impl == "cairn":
+    if skipping:
         if skip_log.args is None:
             raise SystemExit("cairn's reader left nothing out (no 'leaves out' line)")
         _, _, _, _, bytes_skipped, bytes_all = skip_log.args
@@ -132,6 +148,7 @@ def measure(impl, root):
         "rows_written": written,
         "read_mib": round(read_bytes / 2**20, 1),
         "input_mib": round(total / 2**20, 1),
+        "shards": skip_log.shards,
     }
 
 

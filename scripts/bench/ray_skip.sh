@@ -9,7 +9,7 @@
 #     ROWS       input rows (default 10000000)
 #     FILES      input files, 4 row groups each (default 100)
 #     COMMITTED  files whose rows are committed (default 95% of FILES)
-#   IMPLS="ray cairn-filter cairn"  LIMIT=3600 seconds each  SKIP_BUILD=1 keep the wheel
+#   IMPLS="ray cairn-filter cairn cairn-sharded"  LIMIT=3600 seconds each  SKIP_BUILD=1 keep the wheel
 #   ROOT=target/ray_skip_bench
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -17,7 +17,7 @@ rows=${1:-10000000}
 files=${2:-100}
 committed=${3:-$(( files * 95 / 100 ))}
 root=${ROOT:-$PWD/target/ray_skip_bench}
-impls=${IMPLS:-ray cairn-filter cairn}
+impls=${IMPLS:-ray cairn-filter cairn cairn-sharded}
 limit=${LIMIT:-3600}
 tools="${CAIRN_TOOLS:-$HOME/.cache/cairn-tools}"
 py="$tools/ray-venv/bin/python"
@@ -51,7 +51,8 @@ rows, files, committed = map(int, sys.argv[2:])
 print(f"{rows:,} rows in {files} files, {committed} of them committed ({100 * committed / files:.0f}%):")
 print("| reader / manager and filter | job s | rows written | row groups read, MiB | of the input, MiB |")
 print("|---|---:|---:|---:|---:|")
-names = {"ray": "Ray's / Ray's", "cairn-filter": "Ray's / cairn.ray", "cairn": "cairn.ray / cairn.ray"}
+names = {"ray": "Ray's / Ray's", "cairn-filter": "Ray's / cairn.ray", "cairn": "cairn.ray / cairn.ray",
+         "cairn-sharded": "cairn.ray / cairn.ray, set sharded"}
 for line in open(sys.argv[1]):
     r = json.loads(line)
     if "failed" in r:
