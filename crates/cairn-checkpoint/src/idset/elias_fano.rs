@@ -100,10 +100,8 @@ impl EliasFano {
         let mut written = 0;
         for start in (0..len).step_by(CHUNK_KEYS) {
             let end = (start + CHUNK_KEYS).min(len);
-            let (upper, lower) = chunk_words(&keys[start..end]);
             scratch.clear();
-            scratch.resize(upper + lower, 0);
-            let chunk = encode_chunk(&keys[start..end], written, &mut scratch, &mut set.samples);
+            let chunk = append_chunk(&keys[start..end], written, &mut scratch, &mut set.samples);
             let after = written + scratch.len();
             // A full chunk encodes in fewer words than it has keys (at most
             // 47 low bits and 3 unary bits a key), so only the last chunk can
@@ -342,14 +340,7 @@ impl EliasFanoWriter {
             return;
         }
         let base = self.words.len();
-        let (upper, lower) = chunk_words(&self.pending);
-        self.words.resize(base + upper + lower, 0);
-        let chunk = encode_chunk(
-            &self.pending,
-            base,
-            &mut self.words[base..],
-            &mut self.set.samples,
-        );
+        let chunk = append_chunk(&self.pending, base, &mut self.words, &mut self.set.samples);
         self.set.len += self.pending.len();
         self.set.firsts.push(chunk.first);
         self.set.chunks.push(chunk);
@@ -481,6 +472,16 @@ fn chunk_words(keys: &[u64]) -> (usize, usize) {
         (count + buckets as usize).div_ceil(64),
         (count * low_bits as usize).div_ceil(64),
     )
+}
+
+/// Encodes one chunk of sorted, distinct `keys` at the end of `words`,
+/// grown by the chunk's size (`base` is where the chunk lies in the set's
+/// words), appending its samples to `samples`.
+fn append_chunk(keys: &[u64], base: usize, words: &mut Vec<u64>, samples: &mut Vec<u32>) -> Chunk {
+    let (upper, lower) = chunk_words(keys);
+    let start = words.len();
+    words.resize(start + upper + lower, 0);
+    encode_chunk(keys, base, &mut words[start..], samples)
 }
 
 /// Encodes one chunk of sorted, distinct `keys` into `out`, zeroed words of

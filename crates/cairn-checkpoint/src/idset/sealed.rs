@@ -40,49 +40,6 @@ impl SealedRun {
         SealedRun { segments }
     }
 
-    /// Number of keys.
-    #[cfg(test)]
-    pub(crate) fn len(&self) -> usize {
-        self.segments.iter().map(EliasFano::len).sum()
-    }
-
-    /// Heap bytes held.
-    #[cfg(test)]
-    fn memory_bytes(&self) -> usize {
-        self.segments.iter().map(EliasFano::memory_bytes).sum()
-    }
-}
-
-/// Sorted, distinct `keys` as segments of [`SEGMENT_KEYS`], encoded on up
-/// to `threads` threads (segments are independent of each other).
-fn encode_segments(keys: &[u64], threads: usize) -> VecDeque<EliasFano> {
-    let parts: Vec<&[u64]> = keys.chunks(SEGMENT_KEYS).collect();
-    let threads = threads.clamp(1, parts.len().max(1));
-    let mut encoded: Vec<Option<EliasFano>> = vec![None; parts.len()];
-    std::thread::scope(|scope| {
-        // Thread t encodes segments t, t + threads, ...: every thread gets
-        // full segments but maybe the last.
-        let mut slots: Vec<Vec<(usize, &mut Option<EliasFano>)>> =
-            (0..threads).map(|_| Vec::new()).collect();
-        for (i, slot) in encoded.iter_mut().enumerate() {
-            slots[i % threads].push((i, slot));
-        }
-        for mine in slots {
-            let parts = &parts;
-            scope.spawn(move || {
-                for (i, slot) in mine {
-                    *slot = Some(EliasFano::from_sorted_slice(parts[i]));
-                }
-            });
-        }
-    });
-    encoded
-        .into_iter()
-        .map(|segment| segment.expect("every segment is encoded"))
-        .collect()
-}
-
-impl SealedRun {
     /// The run's keys, one decoded chunk at a time, in order; each segment
     /// is dropped once its last chunk is decoded.
     pub(crate) fn into_chunks(self) -> impl Iterator<Item = Vec<u64>> + Send {
@@ -102,6 +59,46 @@ impl SealedRun {
             None
         })
     }
+
+    /// Number of keys.
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.segments.iter().map(EliasFano::len).sum()
+    }
+
+    /// Heap bytes held.
+    #[cfg(test)]
+    fn memory_bytes(&self) -> usize {
+        self.segments.iter().map(EliasFano::memory_bytes).sum()
+    }
+}
+
+/// Sorted, distinct `keys` as segments of [`SEGMENT_KEYS`], encoded on up
+/// to `threads` threads (segments are independent of each other).
+fn encode_segments(keys: &[u64], threads: usize) -> VecDeque<EliasFano> {
+    let segments: Vec<&[u64]> = keys.chunks(SEGMENT_KEYS).collect();
+    let threads = threads.max(1);
+    let mut encoded: Vec<(usize, EliasFano)> = std::thread::scope(|scope| {
+        // Thread t encodes segments t, t + threads, ...: a seal's short
+        // last segment does not leave one thread a whole segment more.
+        let encoders: Vec<_> = (0..threads.min(segments.len()))
+            .map(|t| {
+                let segments = &segments;
+                scope.spawn(move || {
+                    (t..segments.len())
+                        .step_by(threads)
+                        .map(|i| (i, EliasFano::from_sorted_slice(segments[i])))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        encoders
+            .into_iter()
+            .flat_map(|encoder| encoder.join().expect("encoding does not panic"))
+            .collect()
+    });
+    encoded.sort_unstable_by_key(|(i, _)| *i);
+    encoded.into_iter().map(|(_, segment)| segment).collect()
 }
 
 /// One source being merged: its current chunk, from `at` on not yet taken.

@@ -59,7 +59,7 @@ from ray.data.datasource.partitioning import Partitioning, PathPartitionFilter
 from ray.data.datasource.path_util import _unwrap_protocol
 
 from ._native import NativeIdSet
-from ._ray_shards import ShardedSet
+from ._ray_shards import ShardedSet, covers_each
 
 logger = logging.getLogger("cairn.ray")
 
@@ -199,9 +199,7 @@ def _covered(
     IDs are all committed. A sharded set asks each shard once, for all."""
     if isinstance(committed, ShardedSet):
         return committed.covers(queries, by_row_hash)
-    if by_row_hash:
-        return [committed.covers_row_hashes(seed, first, rows) for seed, first, rows in queries]
-    return [committed.covers_int_range(low, high) for low, high, _ in queries]
+    return covers_each(committed, queries, by_row_hash)
 
 
 def _plan_pieces(

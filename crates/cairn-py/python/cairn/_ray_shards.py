@@ -185,24 +185,36 @@ class ShardActor:
         falls in this shard's range is committed: ``(seed, first_row,
         rows)`` of ``row_hash`` IDs, else ``(min, max, 0)`` of a signed
         integer ID column's statistics."""
-        if by_row_hash:
-            return [
-                self._set.covers_row_hashes(seed, first, rows, self._low, self._high)
-                for seed, first, rows in queries
-            ]
-        return [
-            all(
-                self._set.covers_int_range(a, b)
-                for a, b in _ints_in(low, high, self._low, self._high)
-            )
-            for low, high, _ in queries
-        ]
+        return covers_each(self._set, queries, by_row_hash, self._low, self._high)
 
     def memory(self) -> Dict[str, int]:
         """This actor's resident and peak memory, and its peak growth since
         it started (what the shard took beyond the Python worker), in bytes."""
         memory = _memory_of_this_process()
         return {**memory, "growth": memory["peak"] - self._started}
+
+
+def covers_each(
+    id_set: Any,
+    queries: Sequence[Tuple[int, int, int]],
+    by_row_hash: bool,
+    key_low: int = 0,
+    key_high: Optional[int] = None,
+) -> List[bool]:
+    """For each row group asked about, whether every one of its IDs whose
+    key lies in ``[key_low, key_high)`` is in ``id_set`` (a
+    :class:`NativeIdSet`; the whole key space by default): ``(seed,
+    first_row, rows)`` of ``row_hash`` IDs, else ``(min, max, 0)`` of a
+    signed integer ID column's statistics."""
+    if by_row_hash:
+        return [
+            id_set.covers_row_hashes(seed, first, rows, key_low, key_high)
+            for seed, first, rows in queries
+        ]
+    return [
+        all(id_set.covers_int_range(a, b) for a, b in _ints_in(low, high, key_low, key_high))
+        for low, high, _ in queries
+    ]
 
 
 def _ints_in(low: int, high: int, key_low: int, key_high: Optional[int]) -> List[Tuple[int, int]]:
