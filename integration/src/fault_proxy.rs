@@ -59,6 +59,9 @@ pub enum Fault {
     ExpiredToken,
     /// `507 XMinioStorageFull`, as MinIO answers when its disks are full.
     StorageFull,
+    /// `404 NoSuchKey`: a NotFound where the request should not get one (a
+    /// listing page that fails part-way, aimed with [`FaultPlan::only`]).
+    NotFound,
 }
 
 impl Fault {
@@ -84,6 +87,7 @@ impl Fault {
             Fault::CorruptUpload => "corrupt upload",
             Fault::ExpiredToken => "expired token",
             Fault::StorageFull => "storage full",
+            Fault::NotFound => "404 NoSuchKey",
         }
     }
 }
@@ -412,6 +416,14 @@ async fn handle(
                 507,
                 "XMinioStorageFull",
                 "Storage backend has reached its minimum free drive threshold. Please delete a few objects to proceed.",
+            ));
+        }
+        Some(f @ Fault::NotFound) => {
+            count(&shared, f);
+            return Ok(s3_error(
+                404,
+                "NoSuchKey",
+                "The specified key does not exist.",
             ));
         }
         Some(f @ Fault::Stall) => {

@@ -493,3 +493,56 @@ async fn retries_and_failed_requests_are_counted_by_cause_in_the_metrics() {
             .unwrap();
     }
 }
+
+/// A listing that fails after its first page with a NotFound (a `404` for
+/// the continuation) is an error, never a short listing: recovery and `--mode overwrite` decide what to delete
+/// from these listings. A listing whose first answer is a NotFound is
+/// still an empty one (a missing directory).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the Garage server: scripts/test.sh runs it"]
+async fn a_listing_cut_part_way_is_an_error_never_a_short_listing() {
+    use futures::{StreamExt, TryStreamExt};
+
+    let Some((_, s3)) = s3_server("GARAGE", "faults") else {
+        return;
+    };
+    let mut plan = FaultPlan::new(seed(), 1.0, &[Fault::NotFound]);
+    plan.only = Some((http::Method::GET, "continuation-token=".into()));
+    let proxy = FaultProxy::start(&s3.endpoint, plan);
+    let (fs, root) = through(&proxy, &s3, json!({}), "listing-cut");
+    // More keys than one listing page (1,000 on S3).
+    let server = direct(&s3);
+    futures::stream::iter(0..1005)
+        .map(|i| {
+            let (server, path) = (server.clone(), format!("{root}/k=1/f-{i:04}"));
+            async move { server.pipe(&path, "x".into(), WriteMode::Overwrite).await }
+        })
+        .buffer_unordered(32)
+        .try_collect::<Vec<()>>()
+        .await
+        .unwrap();
+    let listed = fs
+        .find_stream(&root, cairn_fs::FindOptions::new())
+        .await
+        .unwrap()
+        .try_collect::<Vec<_>>()
+        .await;
+    let err = match listed {
+        Ok(found) => panic!(
+            "the second page failed, yet the listing ended with {} entries",
+            found.len()
+        ),
+        Err(err) => err,
+    };
+    assert!(err.to_string().contains("part-way"), "{err}");
+    let err = match fs.find_prefix(&format!("{root}/k=1/f-")).await {
+        Ok(found) => panic!("a prefix listing cut short gave {} entries", found.len()),
+        Err(err) => err,
+    };
+    assert!(err.to_string().contains("part-way"), "{err}");
+    assert_eq!(proxy.counts()["404 NoSuchKey"], 2);
+    // Nothing injected: all of it, and a missing directory is empty.
+    proxy.set_rate(0.0);
+    assert_eq!(fs.find(&root).await.unwrap().len(), 1005);
+    assert!(fs.find(&format!("{root}/none")).await.unwrap().is_empty());
+}

@@ -39,10 +39,11 @@ pub struct CheckpointDir {
 
 impl CheckpointDir {
     /// The checkpoint at `dir` (a URL or path `fs` serves), whose ID files
-    /// hold the column `id_column`.
+    /// hold the column `id_column`. Its listings always ask the store
+    /// ([`FileSystem::uncached`]), whatever `fs`'s listing cache holds.
     pub fn new(fs: FileSystem, dir: &str, id_column: &str) -> Self {
         Self {
-            fs,
+            fs: fs.uncached(),
             dir: dir.trim_end_matches('/').to_string(),
             id_column: id_column.to_string(),
             layout: OutputLayout::Flat,

@@ -68,13 +68,22 @@ pub struct LeaseRecord {
     /// The holder's run.
     pub run: String,
     /// When the lease ends unless renewed, seconds since the Unix epoch by
-    /// the holder's clock.
+    /// the holder's clock, rounded up (for readers that know only this
+    /// field; cairn reads `expires_at_ms`).
     pub expires_at: u64,
-    /// The lease's lifetime in seconds (0 in records of older cairn): with
-    /// the time the store gives the lease file, expiry is judged on the
-    /// store's clock too.
+    /// When the lease ends unless renewed, milliseconds since the Unix
+    /// epoch by the holder's clock (0 in records of older cairn, which kept
+    /// whole seconds only).
+    #[serde(default)]
+    pub expires_at_ms: u64,
+    /// The lease's lifetime in seconds, rounded up (0 in records of older
+    /// cairn): with the time the store gives the lease file, expiry is
+    /// judged on the store's clock too.
     #[serde(default)]
     pub ttl_secs: u64,
+    /// The lease's lifetime in milliseconds (0 in records of older cairn).
+    #[serde(default)]
+    pub ttl_ms: u64,
     /// The holder gave the lease up.
     #[serde(default)]
     pub released: bool,
@@ -90,16 +99,27 @@ pub struct Lease {
     renewed_at: Instant,
 }
 
-/// Seconds since the Unix epoch of a time as OpenDAL gives it (RFC 3339).
-fn epoch_seconds(time: &str) -> Option<i64> {
-    time.parse::<jiff::Timestamp>().ok().map(|t| t.as_second())
+/// Milliseconds since the Unix epoch of a time as OpenDAL gives it (RFC 3339).
+fn epoch_millis(time: &str) -> Option<i64> {
+    time.parse::<jiff::Timestamp>()
+        .ok()
+        .map(|t| t.as_millisecond())
 }
 
-fn now_secs() -> u64 {
+/// How far a store's time of a file may lag the instant it was written:
+/// S3's `Last-Modified` is an HTTP date, whole seconds, cut down.
+const STORE_CLOCK_GRAIN_MS: i64 = 1000;
+
+fn now_millis() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
         .unwrap_or_default()
+}
+
+/// `ms` in whole seconds, rounded up.
+fn ceil_secs(ms: u64) -> u64 {
+    ms.div_ceil(1000)
 }
 
 fn read_trimmed(path: &str) -> String {
@@ -204,10 +224,48 @@ impl LeaseRecord {
                 _ => 0,
             },
             run: run.as_str().to_string(),
-            expires_at: now_secs() + ttl.as_secs().max(1),
-            ttl_secs: ttl.as_secs().max(1),
+            expires_at: 0,
+            expires_at_ms: 0,
+            ttl_secs: 0,
+            ttl_ms: 0,
             released: false,
         }
+        .valid_for(ttl)
+    }
+
+    /// The record, valid for `ttl` from now (by this machine's clock).
+    fn valid_for(mut self, ttl: Duration) -> Self {
+        let ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1);
+        self.expires_at_ms = now_millis().saturating_add(ttl_ms);
+        self.expires_at = ceil_secs(self.expires_at_ms);
+        self.ttl_ms = ttl_ms;
+        self.ttl_secs = ceil_secs(ttl_ms);
+        self
+    }
+
+    /// When the lease ends unless renewed, in milliseconds since the Unix
+    /// epoch: a record of older cairn kept whole seconds cut down, so it
+    /// may end up to a second after its `expires_at`.
+    fn expiry_millis(&self) -> u64 {
+        if self.expires_at_ms != 0 {
+            self.expires_at_ms
+        } else {
+            self.expires_at.saturating_add(1).saturating_mul(1000)
+        }
+    }
+
+    /// The lifetime in milliseconds (0: unknown, a record of older cairn).
+    fn lifetime_millis(&self) -> u64 {
+        if self.ttl_ms != 0 {
+            self.ttl_ms
+        } else {
+            self.ttl_secs.saturating_mul(1000)
+        }
+    }
+
+    /// Seconds until the lease ends, rounded up.
+    fn expires_in_secs(&self) -> u64 {
+        ceil_secs(self.expiry_millis().saturating_sub(now_millis()))
     }
 
     /// Whether the holder is known to be gone: a process of this machine
@@ -238,7 +296,7 @@ impl LeaseRecord {
     /// Whether a run holds the lease now: not released, not expired, and
     /// (on this host) its process still runs.
     pub fn is_live(&self) -> bool {
-        !self.released && self.expires_at > now_secs() && !self.holder_is_gone()
+        !self.released && self.expiry_millis() > now_millis() && !self.holder_is_gone()
     }
 
     fn describe(&self) -> String {
@@ -441,11 +499,12 @@ impl CheckpointDir {
     /// live lease look expired. Records of older cairn (no lifetime) and
     /// stores that give no times fall back to the holder's `expires_at`.
     async fn live_by_store_clock(&self, path: &str, current: &LeaseRecord) -> Result<bool> {
-        if current.ttl_secs == 0 {
+        let lifetime = i64::try_from(current.lifetime_millis()).unwrap_or(i64::MAX);
+        if lifetime == 0 {
             return Ok(false);
         }
         let written = match self.fs.info(path).await {
-            Ok(info) => info.last_modified.as_deref().and_then(epoch_seconds),
+            Ok(info) => info.last_modified.as_deref().and_then(epoch_millis),
             // Gone meanwhile: the next round lists again.
             Err(e) if e.kind() == ErrorKind::NotFound => return Ok(false),
             Err(e) => return Err(e.into()),
@@ -463,17 +522,22 @@ impl CheckpointDir {
             .await?;
         let now = self.fs.info(&clock).await;
         self.fs.rm_file(&clock).await?;
-        let Some(now) = now?.last_modified.as_deref().and_then(epoch_seconds) else {
+        let Some(now) = now?.last_modified.as_deref().and_then(epoch_millis) else {
             return Ok(false);
         };
-        Ok(now < written.saturating_add(current.ttl_secs as i64))
+        // The store's times may be cut down to whole seconds: the lease file
+        // may have been written up to a grain after the time it shows.
+        Ok(now
+            < written
+                .saturating_add(lifetime)
+                .saturating_add(STORE_CLOCK_GRAIN_MS))
     }
 
     fn held_by(&self, current: &LeaseRecord) -> Error {
         Error::LeaseHeld {
             path: self.dir.clone(),
             holder: current.describe(),
-            expires_in_secs: current.expires_at.saturating_sub(now_secs()),
+            expires_in_secs: current.expires_in_secs(),
         }
     }
 
@@ -526,8 +590,7 @@ impl CheckpointDir {
     async fn renew(&self, lease: &mut Lease) -> Result<()> {
         let started = Instant::now();
         self.check_lease(&lease.record).await?;
-        let mut record = lease.record.clone();
-        record.expires_at = now_secs() + lease.ttl.as_secs().max(1);
+        let record = lease.record.clone().valid_for(lease.ttl);
         if crate::failpoint::triggered("lease-renew-hangs") {
             tokio::time::sleep(Duration::from_secs(3600)).await;
         }

@@ -117,6 +117,8 @@ impl CheckpointDir {
         units: &[&UnitName],
     ) -> Result<HashMap<UnitName, Vec<String>>> {
         let output_dir = output_dir.trim_end_matches('/');
+        // What is rolled back is decided by the store's listing, never a cache.
+        let output_fs = &output_fs.uncached();
         let mut found: HashMap<UnitName, Vec<String>> = HashMap::new();
         let mut anywhere: HashSet<&str> = HashSet::new();
         for &unit in units {

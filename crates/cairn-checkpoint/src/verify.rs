@@ -49,6 +49,7 @@ pub fn data_file_owner<'a>(units: &HashSet<&'a str>, base: &str) -> Option<&'a s
 /// The layout an output shows: partitioned when its directory holds
 /// directories (a unit's files sit in them), else flat. For a checkpoint
 /// whose job did not record its partition columns (Ray Data's writes).
+/// Always asks the store, whatever the filesystem's listing cache holds.
 ///
 /// ```
 /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
@@ -62,7 +63,9 @@ pub fn data_file_owner<'a>(units: &HashSet<&'a str>, base: &str) -> Option<&'a s
 /// # })
 /// ```
 pub async fn found_layout(output_fs: &FileSystem, output_dir: &str) -> Result<OutputLayout> {
-    let mut entries = missing_as_empty(output_fs.ls_stream(output_dir).await)?;
+    // A cached listing taken while the output was flat would hide the
+    // partition directories a later write made.
+    let mut entries = missing_as_empty(output_fs.uncached().ls_stream(output_dir).await)?;
     while let Some(entry) = entries.try_next().await? {
         if entry.is_dir() {
             return Ok(OutputLayout::Partitioned);
@@ -89,7 +92,8 @@ impl CheckpointDir {
             OutputLayout::Flat => cairn_fs::FindOptions::new().max_depth(1),
             OutputLayout::Partitioned => cairn_fs::FindOptions::new(),
         };
-        let mut files = missing_as_empty(output_fs.find_stream(output_dir, depth).await)?;
+        let mut files =
+            missing_as_empty(output_fs.uncached().find_stream(output_dir, depth).await)?;
         while let Some(f) = files.try_next().await? {
             let base = f.name.rsplit('/').next().unwrap_or(&f.name);
             match data_file_owner(&units, base) {

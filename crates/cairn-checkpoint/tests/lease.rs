@@ -80,7 +80,9 @@ fn record(generation: u64, host: &str, pid: u32, run: &str, expires_at: u64) -> 
         process_start: 0,
         run: run.into(),
         expires_at,
+        expires_at_ms: 0,
         ttl_secs: 0,
+        ttl_ms: 0,
         released: false,
     }
 }
@@ -219,6 +221,57 @@ async fn clock_skew_never_takes_a_live_lease_on_s3() {
         let dir = CheckpointDir::new(fs, &root, "id");
         clock_skew_never_takes_a_live_lease(&root, &dir, false).await;
     }
+}
+
+/// A lease taken just before a whole second (where times cut to whole
+/// seconds lose most) is still live, by the taker's clock and by the
+/// store's, until the holder's deadline: no other run may take it while
+/// the holder may still write.
+async fn a_lease_is_live_while_its_holder_may_write(dir: &CheckpointDir) {
+    let ttl = Duration::from_secs(3);
+    let millis = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_millis();
+    tokio::time::sleep(Duration::from_millis(
+        ((1900 - u64::from(millis)) % 1000).max(1),
+    ))
+    .await;
+    let lease = dir.acquire_lease(&RunId::new(), ttl).await.unwrap();
+    tokio::time::sleep_until((lease.deadline() - Duration::from_millis(60)).into()).await;
+    let err = dir.acquire_lease(&RunId::new(), ttl).await.unwrap_err();
+    assert!(matches!(err, Error::LeaseHeld { .. }), "{err}");
+    assert!(
+        std::time::Instant::now() < lease.deadline() + Duration::from_millis(500),
+        "the taker asked after the holder's deadline: the test says nothing"
+    );
+    let record = dir.read_lease().await.unwrap().unwrap();
+    assert!(
+        record.expires_at_ms > 0 && record.ttl_ms == 3000,
+        "{record:?}"
+    );
+    assert!(
+        record.expires_at * 1000 >= record.expires_at_ms,
+        "whole seconds are rounded up for older readers: {record:?}"
+    );
+    dir.release_lease(lease).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_lease_is_live_while_its_holder_may_write_on_local_disk() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().display().to_string();
+    a_lease_is_live_while_its_holder_may_write(&dir_on(&root)).await;
+}
+
+#[tokio::test]
+async fn a_lease_is_live_while_its_holder_may_write_on_s3() {
+    let Some((options, s3)) = cairn_conformance::s3_server("GARAGE", "lease lifetime on S3") else {
+        return;
+    };
+    let root = format!("s3://{}/lease-ms-{}", s3.bucket, RunId::new().as_str());
+    let (fs, _) = build_checkpoint_filesystem(&root, &options).unwrap();
+    a_lease_is_live_while_its_holder_may_write(&CheckpointDir::new(fs, &root, "id")).await;
 }
 
 #[tokio::test]

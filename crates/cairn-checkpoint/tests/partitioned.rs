@@ -231,3 +231,74 @@ async fn committed_units_are_found_in_their_partitions() {
         assert_eq!(partitioned.orphans, vec!["stray.parquet".to_string()]);
     }
 }
+
+/// A driver's filesystem (listing cache on, as fsspec's default) listed the
+/// output while it was flat; another process then wrote a partitioned
+/// unit's data file and its pending record (naming no directories, as
+/// Ray's). The layout and the roll-back must come from the store, not from
+/// the cached listing: the unit's file is found and deleted.
+async fn a_cached_listing_decides_nothing(options: &StorageOptions, root: &str) {
+    let (out, ckpt_url) = (format!("{root}/out"), format!("{root}/ckpt"));
+    let (out_fs, _) = FileSystem::from_url(&out, options).unwrap();
+    assert!(
+        out_fs.listing_cache().enabled.value,
+        "the test needs the cache on"
+    );
+    let (ckpt_fs, _) = build_checkpoint_filesystem(&ckpt_url, options).unwrap();
+    let ckpt = CheckpointDir::new(ckpt_fs, &ckpt_url, "id");
+    let kept = format!("{out}/w_1-0.parquet");
+    out_fs
+        .pipe(&kept, "data".into(), WriteMode::Overwrite)
+        .await
+        .unwrap();
+    assert_eq!(out_fs.ls(&out).await.unwrap().len(), 1, "now cached: flat");
+    // Another process: a filesystem of its own.
+    let (other, _) = FileSystem::from_url(&out, options).unwrap();
+    let unit = UnitName::new(&RunId::new(), 0);
+    ckpt.write_pending(&unit, ids(&[7])).await.unwrap();
+    let stray = format!("{out}/k=1/{unit}-0.parquet");
+    other
+        .pipe(&stray, "data".into(), WriteMode::Overwrite)
+        .await
+        .unwrap();
+    assert_eq!(
+        out_fs.ls(&out).await.unwrap().len(),
+        1,
+        "the cache is stale"
+    );
+    let layout = cairn_checkpoint::found_layout(&out_fs, &out).await.unwrap();
+    assert_eq!(layout, OutputLayout::Partitioned);
+    let dir = ckpt.with_layout(layout);
+    let state = dir.load(StringMode::default()).await.unwrap();
+    let report = dir.recover(&out_fs, &out, &state).await.unwrap();
+    assert_eq!(
+        (report.rolled_back.len(), report.data_files_deleted),
+        (1, 1)
+    );
+    assert!(
+        !other.exists(&stray).await.unwrap(),
+        "the unit's file is gone"
+    );
+    assert!(other.exists(&kept).await.unwrap());
+}
+
+#[tokio::test]
+async fn a_cached_listing_decides_nothing_on_local_disk() {
+    let tmp = tempfile::tempdir().unwrap();
+    a_cached_listing_decides_nothing(&StorageOptions::new(), &tmp.path().display().to_string())
+        .await;
+}
+
+#[tokio::test]
+async fn a_cached_listing_decides_nothing_on_s3() {
+    let Some((options, s3)) = cairn_conformance::s3_server("GARAGE", "cached listings on S3")
+    else {
+        return;
+    };
+    let root = format!(
+        "s3://{}/cached-listing-{}",
+        s3.bucket,
+        RunId::new().as_str()
+    );
+    a_cached_listing_decides_nothing(&options, &root).await;
+}

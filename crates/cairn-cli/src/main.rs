@@ -407,7 +407,13 @@ async fn run(cli: Cli) -> cairn_fs::Result<()> {
                 let rows: Vec<serde_json::Value> = lines
                     .iter()
                     .map(|l| {
-                        serde_json::json!({"option": l.name, "value": l.value, "source": l.source.to_string()})
+                        // A null given for an option is reported as null: unset.
+                        let value = if l.unset { serde_json::Value::Null } else { l.value.clone().into() };
+                        let mut row = serde_json::json!({"option": l.name, "value": value, "source": l.source.to_string()});
+                        if let Some(note) = &l.note {
+                            row["note"] = note.clone().into();
+                        }
+                        row
                     })
                     .collect();
                 print_json(
@@ -418,7 +424,14 @@ async fn run(cli: Cli) -> cairn_fs::Result<()> {
                 writeln!(stdout, "protocol: {}", fs.protocol())?;
                 let width = lines.iter().map(|l| l.name.len()).max().unwrap_or(0);
                 for l in &lines {
-                    writeln!(stdout, "{:width$}  {}  ({})", l.name, l.value, l.source)?;
+                    match &l.note {
+                        Some(note) => writeln!(
+                            stdout,
+                            "{:width$}  {}  ({}; {note})",
+                            l.name, l.value, l.source
+                        )?,
+                        None => writeln!(stdout, "{:width$}  {}  ({})", l.name, l.value, l.source)?,
+                    }
                 }
             }
         }

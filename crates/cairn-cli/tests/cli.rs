@@ -155,6 +155,8 @@ fn config_reports_values_and_origins_without_secrets() {
             "s3://bucket/x",
         ])
         .env("FSSPEC_S3_REGION", "eu-central-1")
+        .env("FSSPEC_S3_REQUESTER_PAYS", "null")
+        .env("FSSPEC_S3_DEFAULT_BLOCK_SIZE", "5242880")
         .env("AWS_ENDPOINT_URL_S3", "http://127.0.0.1:9")
         .env_remove("AWS_ACCESS_KEY_ID")
         .output()
@@ -182,6 +184,21 @@ fn config_reports_values_and_origins_without_secrets() {
     assert_eq!(find("secret")["value"], "***");
     assert_eq!(find("secret")["source"], "option s3.secret");
     assert_eq!(find("use_listings_cache")["value"], "true");
+    // fsspec hands s3fs None for a null: reported unset, not false.
+    assert_eq!(find("requester_pays")["value"], serde_json::Value::Null);
+    assert_eq!(
+        find("requester_pays")["source"],
+        "env FSSPEC_S3_REQUESTER_PAYS"
+    );
+    // A value is the value; a remark is a field of its own.
+    assert_eq!(find("default_block_size")["value"], "5242880");
+    assert!(
+        find("default_block_size")["note"]
+            .as_str()
+            .unwrap()
+            .contains("no effect"),
+        "{text}"
+    );
 
     let out = cairn(&["config", "cos://bucket/x"]);
     assert!(!out.status.success());

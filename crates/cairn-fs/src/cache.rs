@@ -79,12 +79,16 @@ impl ListingCacheConfig {
             name: "use_listings_cache".into(),
             value: self.enabled.value.to_string(),
             source: self.enabled.source.clone(),
+            note: None,
+            unset: false,
         }];
         if let Some(e) = &self.expiry {
             out.push(ConfigLine {
                 name: "listings_expiry_time".into(),
                 value: format!("{}", e.value.as_secs_f64()),
                 source: e.source.clone(),
+                note: None,
+                unset: false,
             });
         }
         if let Some(m) = &self.max_paths {
@@ -92,6 +96,8 @@ impl ListingCacheConfig {
                 name: "max_paths".into(),
                 value: m.value.to_string(),
                 source: m.source.clone(),
+                note: None,
+                unset: false,
             });
         }
         out

@@ -463,7 +463,7 @@ impl<T> Setting<T> {
 /// (secrets redacted), origin.
 ///
 /// ```
-/// let line = cairn_fs::ConfigLine { name: "region".into(), value: "us-east-1".into(), source: cairn_fs::Source::Default };
+/// let line = cairn_fs::ConfigLine { name: "region".into(), value: "us-east-1".into(), source: cairn_fs::Source::Default, note: None, unset: false };
 /// assert_eq!(line.name, "region");
 /// ```
 #[derive(Debug, Clone, PartialEq)]
@@ -474,6 +474,13 @@ pub struct ConfigLine {
     pub value: String,
     /// Where it came from.
     pub source: Source,
+    /// A remark about the setting (that it has no effect in cairn, say),
+    /// kept out of `value` so a value is only ever the value.
+    pub note: Option<String>,
+    /// Given as null (Python's `None`, as fsspec hands a keyword left at
+    /// its default): unset, so the backend's default applies; `value` is
+    /// that default and `source` where the null came from.
+    pub unset: bool,
 }
 
 pub(crate) fn config_error(message: impl Into<String>) -> Error {

@@ -72,11 +72,15 @@ impl TransferConfig {
                 name: "part_size".into(),
                 value: self.part_size.value.to_string(),
                 source: self.part_size.source.clone(),
+                note: None,
+                unset: false,
             },
             ConfigLine {
                 name: "max_concurrency".into(),
                 value: self.concurrency.value.to_string(),
                 source: self.concurrency.source.clone(),
+                note: None,
+                unset: false,
             },
         ]
     }

@@ -3,8 +3,10 @@ filesystem, its own Parquet reader), never cairn, writes the input and
 counts what the output holds."""
 
 import collections
+import hashlib
 import io
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
@@ -69,3 +71,17 @@ def _column(fs, path, column):
     import pyarrow.csv as pacsv
 
     return pacsv.read_csv(pa.BufferReader(data))[column].to_pylist()
+
+
+def row_hashes(path, first, count):
+    """Ray's row_hash of rows first .. first + count of the file at `path`
+    (shared/reference/ray-checkpoint.md: the path's MD5 seed plus the
+    position, through splitmix64's finalizer), with hashlib and NumPy."""
+    seed = np.uint64(int.from_bytes(hashlib.md5(path.encode()).digest()[:8], "little"))
+    k = seed + np.arange(first, first + count, dtype=np.uint64)
+    k ^= k >> np.uint64(30)
+    k *= np.uint64(0xBF58476D1CE4E5B9)
+    k ^= k >> np.uint64(27)
+    k *= np.uint64(0x94D049BB133111EB)
+    k ^= k >> np.uint64(31)
+    return k

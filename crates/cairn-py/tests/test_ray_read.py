@@ -8,7 +8,6 @@ formula of shared/reference/ray-checkpoint.md, with hashlib and NumPy),
 never from cairn. Runs in the Ray virtualenv (scripts/test.sh); elsewhere
 the tests show as skipped."""
 
-import hashlib
 import logging
 import os
 
@@ -22,23 +21,12 @@ import pyarrow.compute as pc  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
 import cairn.ray  # noqa: E402
+from oracle import row_hashes  # noqa: E402
 
 ROWS_PER_FILE = 3000
 ROW_GROUP = 500
 #: Hive-partitioned: (directory, first uid) of each input file.
 FILES = [("kind=a/f0", 0), ("kind=a/f1", 3000), ("kind=b/f0", 6000), ("kind=b/f1", 9000)]
-
-
-def row_hashes(path, first, count):
-    """Ray's row_hash of rows first .. first + count of the file at `path`."""
-    seed = np.uint64(int.from_bytes(hashlib.md5(path.encode()).digest()[:8], "little"))
-    k = seed + np.arange(first, first + count, dtype=np.uint64)
-    k ^= k >> np.uint64(30)
-    k *= np.uint64(0xBF58476D1CE4E5B9)
-    k ^= k >> np.uint64(27)
-    k *= np.uint64(0x94D049BB133111EB)
-    k ^= k >> np.uint64(31)
-    return k
 
 
 def test_the_test_row_hash_matches_the_reference_vectors():
@@ -213,3 +201,176 @@ def test_a_read_without_cairns_manager_reads_everything(local_ray, no_checkpoint
         ours = collect(cairn.ray.read_parquet(str(tmp_path / "in"), include_row_hash=True))
     assert ours.num_rows == len(written) * ROWS_PER_FILE
     assert "leaves out" not in caplog.text
+
+
+def test_a_filter_given_to_the_reader_is_refused(local_ray, no_checkpoint, tmp_path):
+    """As Ray 2.60's read_parquet refuses it: its row_hash would be numbered
+    in a way neither of Ray's readers uses."""
+    import pyarrow.dataset as pds
+
+    write_input(str(tmp_path / "in"))
+    with pytest.raises(ValueError, match=r"filter=.*\.filter\(expr=\.\.\.\)"):
+        cairn.ray.read_parquet(str(tmp_path / "in"), filter=pds.field("uid") > 5)
+
+
+def filtered_input(root):
+    """The issue's file: 300 rows (uid 0..299, keep = uid >= 50, and a
+    second file the same), row groups of 100."""
+    os.makedirs(root)
+    paths = []
+    for name, first in (("a", 0), ("b", 300)):
+        uids = np.arange(first, first + 300, dtype=np.int64)
+        table = pa.table({"uid": uids, "keep": (uids % 300) >= 50})
+        path = os.path.join(root, f"{name}.parquet")
+        pq.write_table(table, path, row_group_size=100)
+        paths.append(path)
+    return paths
+
+
+def filtered_rows(paths, by_row_group):
+    """(uid, row_hash) of the rows `keep` selects, numbered as Ray numbers
+    them after a filter: by its V2 datasource from each row group's first
+    row, counting kept rows; by its V1 one from the file's first row."""
+    rows = []
+    for path in paths:
+        table = pq.read_table(path)
+        kept = np.nonzero(table["keep"].to_numpy())[0]
+        if by_row_group:
+            positions = [100 * (r // 100) + sum(1 for k in kept if k // 100 == r // 100 and k < r)
+                         for r in kept]
+        else:
+            positions = range(len(kept))
+        uids = table["uid"].to_numpy()
+        for row, position in zip(kept, positions):
+            rows.append((int(uids[row]), int(row_hashes(path, position, 1)[0])))
+    return sorted(rows)
+
+
+@pytest.mark.parametrize("v2", [True, False], ids=["ray-v2-reader", "ray-v1-reader"])
+def test_a_filtered_read_numbers_row_hash_as_rays_reader(local_ray, no_checkpoint, tmp_path, v2):
+    """cairn.ray.read_parquet(...).filter(expr) and Ray's own
+    read_parquet(...).filter(expr) give the same row_hash, bit for bit,
+    with each of the two datasources Ray 2.60 reads Parquet with."""
+    from ray.data.expressions import col
+
+    paths = filtered_input(str(tmp_path / "in"))
+    no_checkpoint.use_datasource_v2 = v2
+    try:
+        ours = collect(
+            cairn.ray.read_parquet(str(tmp_path / "in"), include_row_hash=True).filter(
+                expr=col("keep")
+            )
+        )
+        rays = collect(
+            ray.data.read_parquet(str(tmp_path / "in"), include_row_hash=True).filter(
+                expr=col("keep")
+            )
+        )
+    finally:
+        no_checkpoint.use_datasource_v2 = True
+    pairs = lambda t: sorted(zip(t["uid"].to_pylist(), t["row_hash"].to_pylist()))  # noqa: E731
+    assert pairs(ours) == pairs(rays)
+    assert pairs(ours) == filtered_rows(paths, by_row_group=v2)
+
+
+@pytest.mark.parametrize("v2", [True, False], ids=["ray-v2-reader", "ray-v1-reader"])
+@pytest.mark.parametrize("id_column", ["row_hash", "uid"])
+def test_a_filtered_resume_is_exactly_once(local_ray, no_checkpoint, tmp_path, v2, id_column):
+    """The issue's case: a committed unit holds the rows of uids 50..149 and
+    250..299 of the first file as the filtered read numbers them; the
+    resume with the same filter writes every other kept row once."""
+    from ray.data.expressions import col
+
+    paths = filtered_input(str(tmp_path / "in"))
+    rows = filtered_rows(paths, by_row_group=v2)
+    committed = [(u, h) for u, h in rows if 50 <= u < 150 or 250 <= u < 300]
+    table = pa.table(
+        {
+            "uid": pa.array([u for u, _ in committed], pa.int64()),
+            "keep": pa.array([True] * len(committed)),
+            "row_hash": pa.array([h for _, h in committed], pa.uint64()),
+        }
+    )
+    checkpoint, out = plant_committed_unit(tmp_path, id_column, table)
+    no_checkpoint.use_datasource_v2 = v2
+    no_checkpoint.checkpoint_config = cairn.ray.checkpoint_config(
+        id_column, checkpoint, delete_checkpoint_on_success=False
+    )
+    try:
+        cairn.ray.read_parquet(str(tmp_path / "in"), include_row_hash=True).filter(
+            expr=col("keep")
+        ).write_parquet(out)
+    finally:
+        no_checkpoint.use_datasource_v2 = True
+    written = written_rows(out)
+    got = sorted(zip(written["uid"].to_pylist(), written["row_hash"].to_pylist()))
+    assert got == rows, f"{len(got)} rows written, {len(set(got))} distinct, for {len(rows)}"
+
+
+def test_an_offer_never_taken_reaches_no_later_planning(local_ray, no_checkpoint, tmp_path):
+    """A planning whose read never took the committed set (its read failed,
+    or was Ray's own) leaves no offer behind: a later planning of the same
+    dataset, on a checkpoint that now commits nothing, reads every row."""
+    written = write_input(str(tmp_path / "in"))
+    expected = expected_rows(written)
+    committed = expected.filter(pc.less(expected["uid"], 6000))
+    checkpoint, out = plant_committed_unit(tmp_path, "uid", committed)
+    no_checkpoint.checkpoint_config = cairn.ray.checkpoint_config(
+        "uid", checkpoint, delete_checkpoint_on_success=False
+    )
+    ds = cairn.ray.read_parquet(str(tmp_path / "in"), include_row_hash=True)
+    # The planning of the first attempt: the manager settles the checkpoint
+    # and offers its set; the attempt dies before its read is planned.
+    manager = cairn.ray.CheckpointManager(
+        checkpoint_config=ds.context.checkpoint_config, data_context=ds.context
+    )
+    ref, _ = manager.load_checkpoint(out, None)
+    assert ref is not None
+    # The committed unit is dropped by hand (its ID file and its data), as
+    # a user starting the output over would; the directory stays.
+    os.remove(os.path.join(checkpoint, "w_000001.parquet"))
+    os.remove(os.path.join(out, "w_000001-0.parquet"))
+    ds.write_parquet(out)
+    assert written_rows(out).equals(expected), "every row, none left out by a stale offer"
+
+
+def test_a_cached_listing_hides_no_partitioned_unit_from_roll_back(
+    local_ray, no_checkpoint, target
+):
+    """The driver listed the output through its CairnFileSystem (listing
+    cache on) while it was flat; a partitioned write then died in other
+    processes, leaving a unit's file under k=1/ and its pending record. The
+    next run's settle, through the same filesystem object, must see the
+    partition directory and roll the unit back: the store decides, never
+    the cache. pyarrow alone plants the files and reads what is left."""
+    import pyarrow.fs as pafs
+
+    from conftest import garage_options
+    from oracle import pyarrow_s3
+
+    fs, base = target
+    if fs._protocol == "file":
+        raw, options, scheme = pafs.LocalFileSystem(), None, ""
+    else:
+        raw, options, scheme = pyarrow_s3(garage_options()), {"s3": garage_options()}, "s3://"
+    checkpoint, out = f"{base}/ckpt", f"{base}/out"
+    raw.create_dir(checkpoint)
+    kept = pa.table({"uid": pa.array([1], pa.int64())})
+    pq.write_table(kept, f"{checkpoint}/w_000001.parquet", filesystem=raw)
+    pq.write_table(kept, f"{out}/w_000001-0.parquet", filesystem=raw)
+    assert len(fs.ls(out)) == 1, "listed, and cached, while flat"
+    dead = pa.table({"uid": pa.array([2, 3], pa.int64())})
+    pq.write_table(dead, f"{checkpoint}/w_000002.pending.parquet", filesystem=raw)
+    pq.write_table(dead, f"{out}/k=1/w_000002-0.parquet", filesystem=raw)
+    no_checkpoint.checkpoint_config = cairn.ray.checkpoint_config(
+        "uid", f"{scheme}{checkpoint}", options, delete_checkpoint_on_success=False
+    )
+    manager = cairn.ray.CheckpointManager(
+        checkpoint_config=no_checkpoint.checkpoint_config, data_context=no_checkpoint
+    )
+    manager.load_checkpoint(out, pafs.PyFileSystem(pafs.FSSpecHandler(fs)))
+    left = raw.get_file_info(pafs.FileSelector(out, recursive=True))
+    names = sorted(i.path[len(out) + 1 :] for i in left if i.type == pafs.FileType.File)
+    assert names == ["w_000001-0.parquet"], names
+    pending = raw.get_file_info(f"{checkpoint}/w_000002.pending.parquet")
+    assert pending.type == pafs.FileType.NotFound

@@ -206,15 +206,16 @@ impl FlatConfig {
                     name: name.to_string(),
                     value,
                     source: setting.source.clone(),
+                    note: None,
+                    unset: false,
                 }
             })
             .chain(self.ignored.iter().map(|(name, setting)| ConfigLine {
                 name: name.to_string(),
-                value: format!(
-                    "{} (accepted for the Python library; no effect in cairn)",
-                    setting.value
-                ),
+                value: setting.value.clone(),
                 source: setting.source.clone(),
+                note: Some("accepted for the Python library; no effect in cairn".into()),
+                unset: false,
             }))
             .collect()
     }

@@ -83,6 +83,8 @@ impl Backend for LocalBackend {
             name: "root".into(),
             value: "/".into(),
             source: Source::Default,
+            note: None,
+            unset: false,
         }]
     }
 }

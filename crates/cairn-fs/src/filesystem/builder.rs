@@ -206,6 +206,7 @@ impl<'a> FileSystemBuilder<'a> {
                 endpoint_label,
                 transfer,
             }),
+            uncached: false,
         })
     }
 }

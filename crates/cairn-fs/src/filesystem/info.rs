@@ -54,14 +54,15 @@ impl FileSystem {
     /// the path itself makes it a directory; a cached listing of its parent
     /// either holds the entry or proves it absent.
     fn info_from_cache(&self, loc: &Location) -> Option<Result<FileInfo>> {
-        if !self.cache().config().enabled.value || loc.key.is_empty() {
+        let cache = self.read_cache()?;
+        if loc.key.is_empty() {
             return None;
         }
-        if self.cache().get(&loc.path).is_some() {
+        if cache.get(&loc.path).is_some() {
             return Some(Ok(FileInfo::directory(loc.path.clone())));
         }
         let parent = parent_path(&loc.path)?;
-        let listing = self.cache().get(parent)?;
+        let listing = cache.get(parent)?;
         Some(
             listing
                 .into_iter()
@@ -164,13 +165,16 @@ impl FileSystem {
     /// ```
     pub async fn ls(&self, path: &str) -> Result<Vec<FileInfo>> {
         let loc = self.locate(path).await?;
-        if let Some(listing) = self.cache().get(&loc.path) {
+        let cache = self.read_cache();
+        if let Some(listing) = cache.and_then(|c| c.get(&loc.path)) {
             return Ok(listing);
         }
         let out = crate::entry::collect_sorted(self.list_dir(loc.clone())).await?;
         // A file's "listing" (itself) is not a directory's to cache.
-        if out.len() != 1 || out[0].name != loc.path {
-            self.cache().put(&loc.path, out.clone());
+        if let Some(cache) = cache
+            && (out.len() != 1 || out[0].name != loc.path)
+        {
+            cache.put(&loc.path, out.clone());
         }
         Ok(out)
     }
@@ -196,7 +200,7 @@ impl FileSystem {
     /// ```
     pub async fn ls_stream(&self, path: &str) -> Result<BoxStream<'static, Result<FileInfo>>> {
         let loc = self.locate(path).await?;
-        if let Some(listing) = self.cache().get(&loc.path) {
+        if let Some(listing) = self.read_cache().and_then(|c| c.get(&loc.path)) {
             return Ok(stream::iter(listing.into_iter().map(Ok)).boxed());
         }
         Ok(self.list_dir(loc))

@@ -64,6 +64,9 @@ pub use io::{FileReader, FileWriter, WriteMode};
 #[derive(Clone)]
 pub struct FileSystem {
     inner: Arc<Inner>,
+    /// Whether listings and `info` always ask the store (see
+    /// [`FileSystem::uncached`]); writes still invalidate the shared cache.
+    uncached: bool,
 }
 
 struct Inner {
@@ -149,6 +152,8 @@ impl FileSystem {
                 name: "request_hook".into(),
                 value: format!("{hook:?}"),
                 source: Source::Default,
+                note: None,
+                unset: false,
             });
         }
         lines
@@ -196,8 +201,43 @@ impl FileSystem {
         self.inner.cache.clear();
     }
 
+    /// The same filesystem (its connections and options, and the listing
+    /// cache its clones share) whose `ls`, `ls_stream`, `info` and
+    /// `exists` always ask the store, never a cached listing; its writes
+    /// still drop what they change from the shared cache. Anything that
+    /// decides what to delete, or how an output is laid out, lists through
+    /// this view: a listing cached before another process wrote is stale.
+    ///
+    /// ```
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// use cairn_fs::{FileSystem, StorageOptions, WriteMode};
+    /// let fs = FileSystem::new("memory", &StorageOptions::new()).unwrap();
+    /// fs.pipe("/uncached-doc/a", "x".into(), WriteMode::Overwrite).await.unwrap();
+    /// assert_eq!(fs.ls("/uncached-doc").await.unwrap().len(), 1); // now cached
+    /// // Another writer (here: a filesystem of its own) adds a file.
+    /// let other = FileSystem::new("memory", &StorageOptions::new()).unwrap();
+    /// other.pipe("/uncached-doc/b", "y".into(), WriteMode::Overwrite).await.unwrap();
+    /// assert_eq!(fs.ls("/uncached-doc").await.unwrap().len(), 1);
+    /// assert_eq!(fs.uncached().ls("/uncached-doc").await.unwrap().len(), 2);
+    /// # })
+    /// ```
+    pub fn uncached(&self) -> FileSystem {
+        FileSystem {
+            inner: self.inner.clone(),
+            uncached: true,
+        }
+    }
+
+    /// The shared listing cache, for invalidation (every view of the
+    /// filesystem drops what it writes).
     pub(crate) fn cache(&self) -> &DirCache {
         &self.inner.cache
+    }
+
+    /// The listing cache to answer reads from: `None` when it is off or
+    /// this view is [`FileSystem::uncached`].
+    pub(crate) fn read_cache(&self) -> Option<&DirCache> {
+        (!self.uncached && self.inner.cache.config().enabled.value).then_some(&self.inner.cache)
     }
 
     pub(crate) fn real_directories(&self) -> bool {

@@ -105,6 +105,7 @@ impl FileSystem {
             lister,
             name_root,
             yielded: 0,
+            listed_any: false,
             seen_dirs: HashSet::new(),
             ready: VecDeque::new(),
         };
@@ -124,13 +125,16 @@ impl FileSystem {
                 };
                 match lister.try_next().await {
                     Ok(Some(entry)) => {
+                        walk.listed_any = true;
                         if let Err(e) = walk.accept(entry).await {
                             return Some((Err(e), None));
                         }
                     }
                     Ok(None) => walk.lister = None,
-                    Err(e) if is_not_found(&e) => walk.lister = None,
-                    Err(e) => return Some((Err(walk.fs.error(e, &walk.loc)), None)),
+                    // Nothing there: a missing path lists nothing. Once
+                    // entries came, the rest of the listing is unknown.
+                    Err(e) if is_not_found(&e) && !walk.listed_any => walk.lister = None,
+                    Err(e) => return Some((Err(listing_cut(&walk.fs, e, &walk.loc)), None)),
                 }
             }
         })
@@ -268,16 +272,18 @@ impl FileSystem {
             Err(e) if is_not_found(&e) => return Ok(stream::empty().boxed()),
             Err(e) => return Err(self.error(e, &loc)),
         };
-        let state = (self.clone(), loc, key, lister);
+        let state = (self.clone(), loc, key, lister, false);
         Ok(stream::unfold(Some(state), |state| async move {
-            let (fs, loc, key, mut lister) = state?;
+            let (fs, loc, key, mut lister, mut listed_any) = state?;
             loop {
                 let entry = match lister.try_next().await {
                     Ok(Some(entry)) => entry,
                     Ok(None) => return None,
-                    Err(e) if is_not_found(&e) => return None,
-                    Err(e) => return Some((Err(fs.error(e, &loc)), None)),
+                    // As in a find: missing means empty, until entries came.
+                    Err(e) if is_not_found(&e) && !listed_any => return None,
+                    Err(e) => return Some((Err(listing_cut(&fs, e, &loc)), None)),
                 };
+                listed_any = true;
                 let (path, meta) = entry.into_parts();
                 if meta.is_dir()
                     || !path
@@ -288,7 +294,7 @@ impl FileSystem {
                 }
                 let name = fs.entry_path(&loc, &path);
                 let info = fs.complete_info(&loc, name, &path, &meta).await;
-                let next = info.is_ok().then_some((fs, loc, key, lister));
+                let next = info.is_ok().then_some((fs, loc, key, lister, listed_any));
                 return Some((info, next));
             }
         })
@@ -333,6 +339,24 @@ impl FileSystem {
     }
 }
 
+/// A listing that failed after some of its entries came: an error, never
+/// a short listing (whoever decides what to delete from it would miss
+/// files). A NotFound there (the bucket or directory gone mid-way) says so.
+fn listing_cut(fs: &FileSystem, err: opendal::Error, loc: &Location) -> Error {
+    let not_found = is_not_found(&err);
+    let error = fs.error(err, loc);
+    if !not_found {
+        return error;
+    }
+    Error::new(
+        ErrorKind::Other,
+        format!(
+            "the listing of {} failed part-way ({error}): what was listed is not all there is; run again",
+            fs.url(&loc.path)
+        ),
+    )
+}
+
 /// The state of one find: what each listed entry becomes.
 struct FindWalk {
     fs: FileSystem,
@@ -346,6 +370,8 @@ struct FindWalk {
     name_root: bool,
     /// Entries yielded so far.
     yielded: usize,
+    /// Whether the store's listing gave any entry.
+    listed_any: bool,
     /// Directories already yielded (with `with_dirs`).
     seen_dirs: HashSet<String>,
     /// Entries ready to be yielded.

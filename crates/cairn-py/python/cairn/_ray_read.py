@@ -64,8 +64,9 @@ from ._ray_shards import ShardedSet, covers_each
 logger = logging.getLogger("cairn.ray")
 
 #: Committed sets offered by the manager, by checkpoint path: the planning
-#: (its DataContext, weakly) and the set's object-store reference.
-_OFFERED: Dict[str, Tuple["weakref.ref[Any]", Any]] = {}
+#: (its DataContext, weakly), the checkpoint config it was made under, and
+#: the set's object-store reference.
+_OFFERED: Dict[str, Tuple["weakref.ref[Any]", Any, Any]] = {}
 
 #: Footers read at once on the driver when the read tasks are planned.
 _FOOTER_THREADS = 16
@@ -90,11 +91,20 @@ def offer_committed(data_context: Any, checkpoint_path: str, ref: Any) -> None:
     the offer goes with the context."""
     if data_context is None or not _READERS:
         return
-    _OFFERED[checkpoint_path] = (weakref.ref(data_context), ref)
-    weakref.finalize(data_context, _withdraw, checkpoint_path)
+    config = getattr(data_context, "checkpoint_config", None)
+    _OFFERED[checkpoint_path] = (weakref.ref(data_context), config, ref)
+    weakref.finalize(data_context, _withdraw_if_gone, checkpoint_path)
 
 
-def _withdraw(checkpoint_path: str) -> None:
+def withdraw_committed(checkpoint_path: str) -> None:
+    """Withdraws any set offered for ``checkpoint_path``: the manager calls
+    it as each planning starts, so an offer a planning never took (its read
+    was Ray's own, or it failed before reading) cannot reach a later one,
+    which may find fewer units committed."""
+    _OFFERED.pop(checkpoint_path, None)
+
+
+def _withdraw_if_gone(checkpoint_path: str) -> None:
     offered = _OFFERED.get(checkpoint_path)
     if offered is not None and offered[0]() is None:
         del _OFFERED[checkpoint_path]
@@ -108,12 +118,12 @@ def _take_committed(data_context: Any) -> Optional[Union[NativeIdSet, ShardedSet
     if config is None:
         return None
     offered = _OFFERED.pop(config.checkpoint_path, None)
-    if offered is None or offered[0]() is not data_context:
+    if offered is None or offered[0]() is not data_context or offered[1] is not config:
         return None
     checkpoint = config.filesystem.get_file_info(_unwrap_protocol(config.checkpoint_path))
     if checkpoint.type == pafs.FileType.NotFound:
         return None
-    value = ray.get(offered[1])
+    value = ray.get(offered[2])
     if isinstance(value, ShardedSet):
         return value
     array = np.ascontiguousarray(value, dtype=np.uint8)
@@ -204,12 +214,15 @@ def _covered(
 
 def _plan_pieces(
     fragments: List[Any],
-    committed: Union[NativeIdSet, ShardedSet],
+    committed: Optional[Union[NativeIdSet, ShardedSet]],
     id_column: str,
     by_row_hash: bool,
+    one_group_a_piece: bool,
 ) -> Tuple[List[_Piece], SkipReport]:
     """The pieces of ``fragments`` (Ray's ``_ParquetFragment``) left to
-    read: each file's runs of row groups not all committed."""
+    read: each file's runs of row groups not all committed (every group
+    without a ``committed`` set), or each such group a piece of its own
+    with ``one_group_a_piece`` (``row_hash`` numbered per row group)."""
     originals = [f.original for f in fragments]
 
     def footer(fragment: Any) -> Any:
@@ -232,7 +245,9 @@ def _plan_pieces(
             rows = group.num_rows
             size = sum(group.column(c).total_compressed_size for c in range(group.num_columns))
             query: Optional[Tuple[int, int, int]] = None
-            if by_row_hash:
+            if committed is None:
+                pass
+            elif by_row_hash:
                 query = (seed, first_row, rows)
             elif leaf is not None:
                 bounds = _stats_range(group.column(leaf).statistics, rows)
@@ -242,7 +257,7 @@ def _plan_pieces(
                 queries.append(query)
             first_row += rows
         groups.append(file_groups)
-    covered = _covered(committed, queries, by_row_hash)
+    covered = _covered(committed, queries, by_row_hash) if committed is not None else []
 
     report = SkipReport()
     pieces: List[_Piece] = []
@@ -263,7 +278,7 @@ def _plan_pieces(
                 kept_all = False
                 run = None
             else:
-                if run is None:
+                if run is None or one_group_a_piece:
                     run = _Piece(
                         fragment.format,
                         fragment.path,
@@ -280,7 +295,7 @@ def _plan_pieces(
                 run.rows += rows
                 run.compressed_bytes += size
             first_row += rows
-        if kept_all and file_pieces:
+        if kept_all and file_pieces and not one_group_a_piece:
             # Read whole, as Ray does.
             file_pieces[0].row_groups = None
         pieces.extend(file_pieces)
@@ -340,6 +355,11 @@ class SkippingParquetDatasource(ParquetDatasource):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        # How Ray's own read_parquet would number row_hash after a
+        # pushed-down filter: its V2 datasource (Ray 2.60's default) from
+        # each row group's first row in the file, counting the rows the
+        # filter keeps; the V1 one from the file's first row.
+        self._row_hash_by_row_group = bool(DataContext.get_current().use_datasource_v2)
         _READERS.add(self)
 
     def get_name(self) -> str:
@@ -352,34 +372,63 @@ class SkippingParquetDatasource(ParquetDatasource):
         data_context: Optional[DataContext] = None,
     ) -> List[ReadTask]:
         committed = _take_committed(data_context)
-        if committed is None or len(committed) == 0 or self._shuffle is not None:
-            return super().get_read_tasks(parallelism, per_task_row_limit, data_context)
-        assert data_context is not None
-        id_column = data_context.checkpoint_config.id_column
-        by_row_hash = id_column == "row_hash" and self._include_row_hash
-        if self._include_row_hash and self._predicate_expr is not None:
-            # Ray numbers row_hash after the pushed-down filter: leaving a
-            # row group out would renumber the rows after it.
-            return super().get_read_tasks(parallelism, per_task_row_limit, data_context)
-        id_index = self._file_schema.get_field_index(id_column)
-        if not by_row_hash and (
-            id_index < 0 or self._file_schema.field(id_index).type not in _SIGNED_INTS
-        ):
-            # Nothing to prove a row group committed with: no footer is read.
-            return super().get_read_tasks(parallelism, per_task_row_limit, data_context)
-        pieces, report = _plan_pieces(self._pq_fragments, committed, id_column, by_row_hash)
-        del committed
-        logger.info(
-            "cairn: read_parquet leaves out %d of %d row groups (%d of %d rows, %d of %d "
-            "compressed bytes) whose IDs are all committed",
-            report.row_groups_skipped,
-            report.row_groups,
-            report.rows_skipped,
-            report.rows,
-            report.bytes_skipped,
-            report.bytes,
+        if committed is not None and len(committed) == 0:
+            committed = None
+        id_column = None
+        if committed is not None:
+            assert data_context is not None
+            id_column = data_context.checkpoint_config.id_column
+        return self._read_tasks_given(
+            committed, id_column, parallelism, per_task_row_limit, data_context
         )
-        if report.row_groups_skipped == 0:
+
+    def _read_tasks_given(
+        self,
+        committed: Optional[Union[NativeIdSet, ShardedSet]],
+        id_column: Optional[str],
+        parallelism: int,
+        per_task_row_limit: Optional[int] = None,
+        data_context: Optional[DataContext] = None,
+    ) -> List[ReadTask]:
+        """The read tasks with ``committed`` (the set of ``id_column``, or
+        None) in hand: Ray's own when nothing can be left out and Ray's
+        numbering of ``row_hash`` is the one wanted."""
+        filtered = self._predicate_expr is not None
+        # After a filter, row_hash counts the rows the filter keeps: from a
+        # row group's first row (V2), a group left out changes no other
+        # group's numbers; from the file's first row (V1), it would
+        # renumber every row after it.
+        numbered_by_group = self._include_row_hash and filtered and self._row_hash_by_row_group
+        skips_keep_numbers = not (self._include_row_hash and filtered) or numbered_by_group
+        by_row_hash = id_column == "row_hash" and self._include_row_hash
+        provable = False
+        if committed is not None and self._shuffle is None and skips_keep_numbers:
+            id_index = self._file_schema.get_field_index(id_column)
+            provable = by_row_hash or (
+                id_index >= 0 and self._file_schema.field(id_index).type in _SIGNED_INTS
+            )
+        if not provable:
+            committed = None
+            if not numbered_by_group or self._shuffle is not None:
+                # Nothing to prove a row group committed with, and Ray's
+                # numbering: no footer is read.
+                return super().get_read_tasks(parallelism, per_task_row_limit, data_context)
+        pieces, report = _plan_pieces(
+            self._pq_fragments, committed, id_column or "", by_row_hash, numbered_by_group
+        )
+        del committed
+        if provable:
+            logger.info(
+                "cairn: read_parquet leaves out %d of %d row groups (%d of %d rows, %d of %d "
+                "compressed bytes) whose IDs are all committed",
+                report.row_groups_skipped,
+                report.row_groups,
+                report.rows_skipped,
+                report.rows,
+                report.bytes_skipped,
+                report.bytes,
+            )
+        if report.row_groups_skipped == 0 and not numbered_by_group:
             return super().get_read_tasks(parallelism, per_task_row_limit, data_context)
         return self._tasks_for(pieces, parallelism, per_task_row_limit)
 
@@ -463,6 +512,12 @@ def read_parquet(
     """
     import inspect
 
+    if "filter" in read_args:
+        raise ValueError(
+            "cairn.ray.read_parquet(filter=...) is not supported, as Ray 2.60's read_parquet "
+            "refuses it: use cairn.ray.read_parquet(path).filter(expr=...), which gives the "
+            "row_hash IDs Ray's reader gives after the same filter"
+        )
     accepted = set(inspect.signature(ray.data.read_datasource).parameters)
     datasource_args = {k: v for k, v in read_args.items() if k in accepted}
     to_batch_kwargs = {k: v for k, v in read_args.items() if k not in accepted}

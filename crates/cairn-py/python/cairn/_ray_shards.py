@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
@@ -52,9 +53,58 @@ _MAX_SHARDS = 1024
 #: IDs sent to a shard per call.
 _IDS_PER_CALL = 1 << 18
 
+#: How long a shard actor may stay unplaced or unanswering (seconds) before
+#: the job fails naming it, by default: long enough for a shard restarted on
+#: another node to reload its range, short of an endless wait.
+DEFAULT_SHARD_TIMEOUT = 600.0
+
+_MIB = 1 << 20
+
 
 class NotShardable(ValueError):
     """The IDs cannot be split over shards (none to sample)."""
+
+
+class ShardUnavailable(TimeoutError):
+    """A shard actor was not placed, or did not answer, within its bound."""
+
+
+def _node_memory() -> List[float]:
+    """The ``memory`` resource of each live node of the cluster, in bytes."""
+    return [
+        float(node.get("Resources", {}).get("memory", 0))
+        for node in ray.nodes()
+        if node.get("Alive", node.get("alive", False))
+    ]
+
+
+def check_placement(actors: Sequence[Tuple[str, float]], advice: str) -> None:
+    """Refuses, before anything is started, actors (``(what, memory in
+    bytes)``) that the cluster's nodes cannot hold all at once, whatever
+    else runs: Ray would keep them pending for ever. First fit, largest
+    first, over each node's ``memory`` resource."""
+    nodes = sorted(_node_memory(), reverse=True)
+    free = list(nodes)
+    for what, memory in sorted(actors, key=lambda a: -a[1]):
+        for i, room in enumerate(free):
+            if memory <= room:
+                free[i] -= memory
+                break
+        else:
+            asked = sum(m for _, m in actors)
+            kinds: Dict[str, Tuple[int, float]] = {}
+            for name, m in actors:
+                count, _ = kinds.get(name, (0, m))
+                kinds[name] = (count + 1, m)
+            listed = ", ".join(
+                f"{count} {name} of {m / _MIB:.0f} MiB" for name, (count, m) in kinds.items()
+            )
+            raise ValueError(
+                f"cairn: the checkpoint filter needs {listed} ({asked / _MIB:.0f} MiB of Ray's "
+                f"memory resource in all), which the cluster's nodes "
+                f"({', '.join(f'{n / _MIB:.0f} MiB' for n in nodes) or 'none'}) cannot hold "
+                f"at once: Ray would wait for ever to start them. {advice}"
+            )
 
 
 def _plain(column: Any) -> pa.Array:
@@ -131,11 +181,12 @@ def _memory_of_this_process() -> Dict[str, int]:
     return {"rss": fields.get("VmRSS", 0), "peak": fields.get("VmHWM", 0)}
 
 
-@ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=-1)
-class ShardActor:
+class Shard:
     """One shard of a committed set: the IDs whose keys lie in
     ``[low, high)`` (``high`` None: no upper end). Filled by the loader
-    tasks at first; after a restart it reloads its range from ``files``."""
+    tasks at first; after a restart it reloads its range from ``files``.
+    Runs as :class:`ShardActor`; the class itself serves tests in one
+    process."""
 
     def __init__(
         self,
@@ -150,7 +201,8 @@ class ShardActor:
         self._low, self._high = low, high
         self._builder: Optional[NativeIdSetBuilder] = NativeIdSetBuilder(seal_every)
         self._set: Any = None
-        if ray.get_runtime_context().was_current_actor_reconstructed:
+        context = ray.get_runtime_context()
+        if context.get_actor_id() is not None and context.was_current_actor_reconstructed:
             logger.warning("cairn: shard [%d, %s) restarted; reloading its range", low, high)
             for path in files:
                 ids, keys = _ids_of_file(path, filesystem, id_column)
@@ -167,6 +219,10 @@ class ShardActor:
         if self._builder is None:
             return
         self._builder.push(_as_ids(ids))
+
+    def ready(self) -> bool:
+        """Answers once the actor is placed and built."""
+        return True
 
     def seal(self) -> Dict[str, int]:
         """Builds the shard's set: its size and this actor's memory."""
@@ -192,6 +248,13 @@ class ShardActor:
         it started (what the shard took beyond the Python worker), in bytes."""
         memory = _memory_of_this_process()
         return {**memory, "growth": memory["peak"] - self._started}
+
+
+@ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=-1)
+class ShardActor(Shard):
+    """:class:`Shard` as a Ray actor (its worker named ``ray::ShardActor``):
+    restarted when it dies (its node lost), the calls made to it meanwhile
+    retried."""
 
 
 def covers_each(
@@ -290,6 +353,36 @@ class ShardedSet:
     set_bytes: int
     #: Bytes of keys sent to the shards and answers received, in this process.
     moved_bytes: int = 0
+    #: Seconds a shard may take to answer (restarted and reloading
+    #: included) before the filter fails naming it.
+    timeout: float = DEFAULT_SHARD_TIMEOUT
+    #: Each shard's memory request, for messages.
+    budget: int = 0
+
+    def _range(self, shard: int) -> str:
+        low = 0 if shard == 0 else int(self.boundaries[shard - 1])
+        high = int(self.boundaries[shard]) if shard < len(self.boundaries) else None
+        return f"[{low}, {'end' if high is None else high})"
+
+    def _answers(self, asked: List[Tuple[int, Any]]) -> List[Any]:
+        """The answers of the shards asked (``(shard, ref)``), each within
+        the bound: a shard that stays pending (its node lost and no other
+        with room for it) is named in the error, never waited on for ever."""
+        answers = []
+        deadline = time.monotonic() + self.timeout
+        for shard, ref in asked:
+            try:
+                answers.append(ray.get(ref, timeout=max(0.0, deadline - time.monotonic())))
+            except ray.exceptions.GetTimeoutError:
+                raise ShardUnavailable(
+                    f"cairn: shard {shard} of the committed set (keys {self._range(shard)}) "
+                    f"did not answer within {self.timeout:.0f} s: it is not placed (a node with "
+                    f"{self.budget / _MIB:.0f} MiB of Ray's memory resource free is needed), or "
+                    "is still reloading its range after a restart. Add memory to the cluster, "
+                    "or raise shard_timeout in cairn.ray.checkpoint_config; the run can be "
+                    "resumed"
+                ) from None
+        return answers
 
     def committed(self, column: Any) -> np.ndarray:
         """For each row of the ID column ``column``, whether its ID is
@@ -297,14 +390,15 @@ class ShardedSet:
         ids, keys = routed(column)
         index = np.searchsorted(self.boundaries, keys, side="right")
         answers = np.zeros(len(keys), dtype=bool)
+        rows_asked = []
         asked = []
         for shard in np.unique(index):
             rows = np.nonzero(index == shard)[0]
             part = _sendable(ids, keys, rows)
             self.moved_bytes += part.nbytes
-            asked.append((rows, self.shards[shard].committed.remote(part)))
-        for rows, answer in asked:
-            got = ray.get(answer)
+            rows_asked.append(rows)
+            asked.append((int(shard), self.shards[shard].committed.remote(part)))
+        for rows, got in zip(rows_asked, self._answers(asked)):
             answers[rows] = got
             self.moved_bytes += got.nbytes
         if ids.null_count:
@@ -320,8 +414,11 @@ class ShardedSet:
         range, all at once, and a group is covered when each says so."""
         if not queries:
             return []
-        answers = ray.get(
-            [shard.covers.remote(list(queries), by_row_hash) for shard in self.shards]
+        answers = self._answers(
+            [
+                (i, shard.covers.remote(list(queries), by_row_hash))
+                for i, shard in enumerate(self.shards)
+            ]
         )
         return [all(column) for column in zip(*answers)]
 
@@ -332,9 +429,15 @@ def build_sharded_set(
     id_column: str,
     estimated_bytes: int,
     budget: int,
+    other_actors: Sequence[Tuple[str, float]] = (),
+    timeout: float = DEFAULT_SHARD_TIMEOUT,
 ) -> ShardedSet:
     """Loads the committed ID files ``files`` (paths on the pyarrow
-    ``filesystem``) into shards of at most ``budget`` bytes each."""
+    ``filesystem``) into shards of at most ``budget`` bytes each. Refused
+    before any shard starts when the cluster's nodes cannot hold the shards
+    and ``other_actors`` (``(what, memory)``: the filter actors) at once;
+    a shard not started within ``timeout`` seconds fails the load, naming
+    it."""
     count = max(2, math.ceil(estimated_bytes / (budget * _SET_SHARE_OF_BUDGET)))
     if count > _MAX_SHARDS:
         logger.warning(
@@ -360,12 +463,25 @@ def build_sharded_set(
     seal_every = max(1 << 16, budget // 16 // 8)
     lows = [0, *[int(b) for b in boundaries]]
     highs = [*[int(b) for b in boundaries], None]
+    check_placement(
+        [("shard actors", float(budget))] * count + list(other_actors),
+        f"Raise max_filter_memory (fewer, larger shards: {estimated_bytes} bytes of committed "
+        "ID files), add nodes or memory, or lower checkpoint_actor_memory_bytes on the "
+        "CheckpointConfig",
+    )
     shards = [
         ShardActor.options(memory=budget, scheduling_strategy="SPREAD").remote(
             files, filesystem, id_column, low, high, seal_every
         )
         for low, high in zip(lows, highs)
     ]
+    sharded = ShardedSet(boundaries, shards, 0, 0, timeout=timeout, budget=budget)
+    try:
+        sharded._answers([(i, shard.ready.remote()) for i, shard in enumerate(shards)])
+    except ShardUnavailable:
+        for shard in shards:
+            ray.kill(shard)
+        raise
     cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
     tasks = min(len(files), 2 * cpus)
     loaded = sum(
@@ -389,4 +505,5 @@ def build_sharded_set(
         [s["set_bytes"] for s in sealed],
         [s["growth"] for s in sealed],
     )
-    return ShardedSet(boundaries, shards, ids, set_bytes)
+    sharded.ids, sharded.set_bytes = ids, set_bytes
+    return sharded

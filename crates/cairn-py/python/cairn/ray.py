@@ -28,10 +28,11 @@ and with :func:`cairn.build_checkpoint_filesystem`::
 
 from __future__ import annotations
 
+import inspect
 import logging
 import os
 import time
-from typing import Any, Mapping, Optional, Tuple
+from typing import Any, List, Mapping, Optional, Tuple
 
 import numpy as np
 import pyarrow as pa
@@ -44,13 +45,21 @@ from ray.data.checkpoint.checkpoint_filter import CheckpointManager as _RayManag
 from . import _protocol_of, build_checkpoint_filesystem
 from ._native import NativeIdSet, load_ids, open_checkpoint
 from ._ray_metrics import flush_metrics, report_metrics
-from ._ray_read import SkippingParquetDatasource, offer_committed, read_parquet
+from ._ray_read import (
+    SkippingParquetDatasource,
+    offer_committed,
+    read_parquet,
+    withdraw_committed,
+)
 from ._ray_shards import (
     DEFAULT_MAX_FILTER_MEMORY,
+    DEFAULT_SHARD_TIMEOUT,
     NotShardable,
     ShardActor,
     ShardedSet,
+    ShardUnavailable,
     build_sharded_set,
+    check_placement,
 )
 from .fsspec import CairnFileSystem
 
@@ -58,6 +67,7 @@ __all__ = [
     "CheckpointFilter",
     "CheckpointManager",
     "ShardActor",
+    "ShardUnavailable",
     "ShardedSet",
     "SkippingParquetDatasource",
     "checkpoint_config",
@@ -104,6 +114,13 @@ _LEASE_TTL = "_cairn_lease_ttl"
 #: Where checkpoint_config keeps its max_filter_memory on Ray's CheckpointConfig.
 _MAX_FILTER_MEMORY = "_cairn_max_filter_memory"
 
+#: Where checkpoint_config keeps its shard_timeout on Ray's CheckpointConfig.
+_SHARD_TIMEOUT = "_cairn_shard_timeout"
+
+#: Ray's checkpoint filter actors ask for max(checkpoint_actor_memory_bytes,
+#: this many times the set's size) of memory each.
+_RAY_FILTER_MEMORY_FACTOR = 1.5
+
 #: pyarrow's names of its filesystems, as cairn's protocols.
 _PYARROW_PROTOCOLS = {"s3": "s3", "gcs": "gcs", "local": "file"}
 
@@ -113,6 +130,43 @@ def _local(path: str, fs: CairnFileSystem) -> str:
     if fs._protocol == "file" and "://" not in path:
         return os.path.abspath(path)
     return path
+
+
+#: Ray 2.60's writes whose units cairn commits exactly once: its file sinks.
+_EXACTLY_ONCE_WRITES = (
+    "write_parquet, write_json, write_csv, write_numpy, write_tfrecords, write_webdataset, "
+    "write_images, write_orc"
+)
+
+
+def _sink_being_planned() -> str:
+    """The datasink of the plan Ray is planning, named for a message: the
+    planner's ``logical_plan`` found up the stack (Ray does not hand the
+    sink to the manager)."""
+    frame = inspect.currentframe()
+    try:
+        while frame is not None:
+            plan = frame.f_locals.get("logical_plan")
+            sink = getattr(getattr(plan, "dag", None), "datasink_or_legacy_datasource", None)
+            if sink is not None:
+                return type(sink).__name__
+            frame = frame.f_back
+    finally:
+        del frame
+    return "a sink that writes no files"
+
+
+def _refusal_of_non_file_sink(checkpoint_path: str) -> str:
+    return (
+        f"cairn.ray.CheckpointManager refuses the checkpoint {checkpoint_path} for a write to "
+        f"{_sink_being_planned()}: Ray 2.60 checkpoints the units of a sink that writes no "
+        "files (tables: write_delta, write_iceberg, write_lance; databases: write_sql, "
+        "write_mongo, write_bigquery, ...) after their rows are sent, and commits a table only "
+        "once, on the driver, at the end, so a job killed midway keeps IDs whose rows never "
+        "reached the table (rows lost on resume) or sends rows twice. Under cairn only Ray's "
+        f"file sinks are exactly once ({_EXACTLY_ONCE_WRITES}): write files, or run this "
+        "write without a checkpoint config"
+    )
 
 
 class CheckpointManager(_RayManager):
@@ -140,6 +194,20 @@ class CheckpointManager(_RayManager):
         self._max_filter_memory: Optional[int] = getattr(
             checkpoint_config, _MAX_FILTER_MEMORY, DEFAULT_MAX_FILTER_MEMORY
         )
+        self._shard_timeout: float = getattr(
+            checkpoint_config, _SHARD_TIMEOUT, DEFAULT_SHARD_TIMEOUT
+        )
+
+    def _filter_actors(self, set_bytes: int) -> List[Tuple[str, float]]:
+        """The filter actors Ray starts for a set of ``set_bytes`` (its
+        checkpoint filter operator's smallest pool), with their memory."""
+        config = self._data_context.checkpoint_config
+        memory = max(
+            float(config.checkpoint_actor_memory_bytes), set_bytes * _RAY_FILTER_MEMORY_FACTOR
+        )
+        return [("checkpoint filter actors", memory)] * max(
+            1, int(config.checkpoint_actor_pool_min_size)
+        )
 
     def load_checkpoint(
         self,
@@ -150,6 +218,9 @@ class CheckpointManager(_RayManager):
         in Ray's object store: ``(ref, the set's size in bytes)``, or
         ``(None, 0)`` when nothing is committed."""
         started = time.monotonic()
+        # A set offered to an earlier planning and never taken must not
+        # reach this one's read.
+        withdraw_committed(self.checkpoint_path)
         if self.checkpoint_path_partition_filter is not None:
             raise ValueError(
                 "cairn.ray.CheckpointManager reads every committed unit of a flat checkpoint "
@@ -157,6 +228,8 @@ class CheckpointManager(_RayManager):
                 "hive-partitioned checkpoint directory) is not supported: leave it unset, or use "
                 "Ray's own manager"
             )
+        if data_file_dir is None:
+            raise ValueError(_refusal_of_non_file_sink(self.checkpoint_path))
         checkpoint_fs = _cairn_of(self.filesystem)
         if checkpoint_fs is None:
             raise ValueError(
@@ -212,12 +285,19 @@ class CheckpointManager(_RayManager):
         if len(ids) == 0:
             logger.info("cairn: nothing committed in %s", checkpoint_url)
             return None, 0
+
         # A NumPy array: Ray's object store hands it to each filter actor
         # in place (shared memory), and the set is used where it lies.
         data = np.frombuffer(ids.to_bytes(), dtype=np.uint8)
         size = data.nbytes
         count = len(ids)
         del ids
+        check_placement(
+            self._filter_actors(size),
+            f"Lower max_filter_memory below the set's {size} bytes so it is split over shard "
+            "actors, add memory to the nodes, or lower checkpoint_actor_memory_bytes on the "
+            "CheckpointConfig",
+        )
         ref = ray.put(data)
         offer_committed(self._data_context, self.checkpoint_path, ref)
         logger.info(
@@ -244,7 +324,13 @@ class CheckpointManager(_RayManager):
         filesystem = pafs.PyFileSystem(pafs.FSSpecHandler(checkpoint_fs))
         try:
             return build_sharded_set(
-                files, filesystem, self.id_column, report["committed_bytes"], budget
+                files,
+                filesystem,
+                self.id_column,
+                report["committed_bytes"],
+                budget,
+                other_actors=self._filter_actors(0),
+                timeout=self._shard_timeout,
             )
         except NotShardable as e:
             logger.warning(
@@ -343,6 +429,7 @@ def checkpoint_config(
     *,
     lease_ttl: Optional[float] = None,
     max_filter_memory: Optional[int] = DEFAULT_MAX_FILTER_MEMORY,
+    shard_timeout: float = DEFAULT_SHARD_TIMEOUT,
     **ray_kwargs: Any,
 ) -> CheckpointConfig:
     """A Ray ``CheckpointConfig`` with cairn's manager, filter and checkpoint
@@ -395,4 +482,16 @@ def checkpoint_config(
             "committed set (2 GiB by default), or None never to shard it"
         )
     setattr(config, _MAX_FILTER_MEMORY, max_filter_memory)
+    if not (isinstance(shard_timeout, (int, float)) and shard_timeout > 0):
+        raise ValueError(
+            f"shard_timeout={shard_timeout!r}: give the seconds a shard actor may stay "
+            "unplaced or unanswering (600 by default)"
+        )
+    setattr(config, _SHARD_TIMEOUT, float(shard_timeout))
+    # Ray consults the manager only when the checkpoint directory exists:
+    # made now, so the first run is settled and checked (its sink among
+    # others) as every resume is.
+    cairn_fs = _cairn_of(filesystem)
+    if cairn_fs is not None:
+        cairn_fs._native.mkdir(cairn_fs._native.strip(_local(checkpoint_path, cairn_fs)))
     return config

@@ -56,6 +56,9 @@ pub struct S3Config {
     /// (`default_block_size`, ...), as `(option path, value as given)`, so
     /// `cairn config` shows where they came from.
     pub without_effect: Vec<(String, Setting<String>)>,
+    /// Options given as null (fsspec's None): unset, by canonical name,
+    /// with where the null came from.
+    pub given_null: Vec<(String, Source)>,
     /// Where `io.retry_deadline` came from.
     pub retry_deadline_source: Source,
     /// The checksum each upload carries for the server to verify (`None`:
@@ -215,6 +218,7 @@ impl S3Config {
             retry_deadline_source: retries.retry_deadline_source,
             checksum: retries.checksum,
             without_effect: top.without_effect(),
+            given_null: top.nulls.clone(),
         })
     }
 }
@@ -222,15 +226,21 @@ impl S3Config {
 /// The top-level options, each read through the key table once.
 struct TopLevel<'a> {
     entries: Vec<(S3Option, At, &'a Value)>,
+    /// Options given as null, by canonical name.
+    nulls: Vec<(String, Source)>,
 }
 
 impl<'a> TopLevel<'a> {
     fn parse(options: &'a BackendOptions) -> Result<Self> {
         let mut entries: Vec<(S3Option, At, &Value)> = Vec::new();
+        let mut nulls = Vec::new();
         for (name, value, source) in options.iter() {
             // fsspec hands a keyword left at its default as None (JSON
             // null): unset, as s3fs reads it.
             if value.is_null() {
+                if let Ok(key) = name.parse::<S3Option>() {
+                    nulls.push((key.as_ref().to_string(), source.clone()));
+                }
                 continue;
             }
             let key: S3Option = name
@@ -252,7 +262,7 @@ impl<'a> TopLevel<'a> {
                 )));
             }
         }
-        Ok(Self { entries })
+        Ok(Self { entries, nulls })
     }
 
     /// The s3fs keywords given that change nothing here, with their values.

@@ -134,6 +134,8 @@ impl Backend for S3Backend {
             name: name.to_string(),
             value,
             source: source.clone(),
+            note: None,
+            unset: false,
         };
         let mut out = vec![
             line("endpoint_url", c.endpoint.value.clone(), &c.endpoint.source),
@@ -192,23 +194,41 @@ impl Backend for S3Backend {
             ),
         ];
         if let Some((algorithm, kms_key)) = &c.server_side_encryption {
-            let value = match kms_key {
-                Some(key) => format!("{} (key {key})", algorithm.value),
-                None => algorithm.value.clone(),
-            };
-            out.push(line("server_side_encryption", value, &algorithm.source));
+            out.push(ConfigLine {
+                note: kms_key.as_ref().map(|key| format!("KMS key {key}")),
+                ..line(
+                    "server_side_encryption",
+                    algorithm.value.clone(),
+                    &algorithm.source,
+                )
+            });
         }
         if let Some(key) = &c.key {
             out.push(line("key", key.value.clone(), &key.source));
         }
         for (path, setting) in &c.without_effect {
             let name = path.split_once('.').map_or(path.as_str(), |(_, n)| n);
-            let value = format!("{} (accepted for s3fs; no effect in cairn)", setting.value);
-            out.push(line(name, value, &setting.source));
+            out.push(ConfigLine {
+                note: Some("accepted for s3fs; no effect in cairn".into()),
+                ..line(name, setting.value.clone(), &setting.source)
+            });
         }
         for (name, secret) in [("secret", &c.secret), ("token", &c.token)] {
             if let Some(s) = secret {
                 out.push(line(name, "***".into(), &s.source));
+            }
+        }
+        for (name, source) in &c.given_null {
+            if let Some(l) = out
+                .iter_mut()
+                .find(|l| &l.name == name && l.source == Source::Default)
+            {
+                l.source = source.clone();
+                l.unset = true;
+                l.note = Some(format!(
+                    "given as null: unset, as s3fs reads None; the default ({}) applies",
+                    l.value
+                ));
             }
         }
         out
