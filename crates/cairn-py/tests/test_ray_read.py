@@ -355,10 +355,12 @@ def test_a_cached_listing_hides_no_partitioned_unit_from_roll_back(
         raw, options, scheme = pyarrow_s3(garage_options()), {"s3": garage_options()}, "s3://"
     checkpoint, out = f"{base}/ckpt", f"{base}/out"
     raw.create_dir(checkpoint)
+    raw.create_dir(out)
     kept = pa.table({"uid": pa.array([1], pa.int64())})
     pq.write_table(kept, f"{checkpoint}/w_000001.parquet", filesystem=raw)
     pq.write_table(kept, f"{out}/w_000001-0.parquet", filesystem=raw)
     assert len(fs.ls(out)) == 1, "listed, and cached, while flat"
+    raw.create_dir(f"{out}/k=1")
     dead = pa.table({"uid": pa.array([2, 3], pa.int64())})
     pq.write_table(dead, f"{checkpoint}/w_000002.pending.parquet", filesystem=raw)
     pq.write_table(dead, f"{out}/k=1/w_000002-0.parquet", filesystem=raw)
