@@ -225,7 +225,7 @@ fn run_case(case: &Case) -> Result<(), TestCaseError> {
                 let row_committed = match pick {
                     0 => false,
                     1 => true,
-                    _ => dice.next() % 2 == 0,
+                    _ => dice.next().is_multiple_of(2),
                 };
                 all.push(((f as i64, *row), id.clone()));
                 if row_committed {

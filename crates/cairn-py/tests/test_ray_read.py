@@ -236,8 +236,10 @@ def filtered_rows(paths, by_row_group):
         table = pq.read_table(path)
         kept = np.nonzero(table["keep"].to_numpy())[0]
         if by_row_group:
-            positions = [100 * (r // 100) + sum(1 for k in kept if k // 100 == r // 100 and k < r)
-                         for r in kept]
+            positions = [
+                100 * (r // 100) + sum(1 for k in kept if k // 100 == r // 100 and k < r)
+                for r in kept
+            ]
         else:
             positions = range(len(kept))
         uids = table["uid"].to_numpy()

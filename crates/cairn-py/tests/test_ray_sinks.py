@@ -21,7 +21,9 @@ import cairn.ray  # noqa: E402
 
 def write_input(root):
     os.makedirs(f"{root}/in")
-    table = pa.table({"uid": pa.array(range(100), pa.int64()), "text": [str(i) for i in range(100)]})
+    table = pa.table(
+        {"uid": pa.array(range(100), pa.int64()), "text": [str(i) for i in range(100)]}
+    )
     pq.write_table(table, f"{root}/in/part-0.parquet")
 
 
@@ -35,7 +37,9 @@ def test_a_file_sink_is_taken(local_ray, no_checkpoint, tmp_path):
 
 
 def test_a_table_sink_is_refused_before_anything_is_written(local_ray, no_checkpoint, tmp_path):
-    pytest.importorskip("deltalake", reason="write_delta needs deltalake: scripts/test.sh installs it")
+    pytest.importorskip(
+        "deltalake", reason="write_delta needs deltalake: scripts/test.sh installs it"
+    )
     root = str(tmp_path)
     write_input(root)
     no_checkpoint.checkpoint_config = cairn.ray.checkpoint_config("uid", f"{root}/ckpt")
