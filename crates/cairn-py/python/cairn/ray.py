@@ -240,18 +240,15 @@ class CheckpointManager(_RayManager):
             )
         native = checkpoint_fs._native
         checkpoint_url = native.url(native.strip(_local(self.checkpoint_path, checkpoint_fs)))
-        output_fs = None
-        output_dir = None
-        if data_file_dir is not None:
-            output_fs = self._output_filesystem(data_file_dir, data_file_filesystem, checkpoint_fs)
-            output_dir = _local(data_file_dir, output_fs)
+        output_fs = self._output_filesystem(data_file_dir, data_file_filesystem, checkpoint_fs)
+        output_dir = _local(data_file_dir, output_fs)
         # Settled and listed first, the IDs not read: their files' size
         # decides whether the set is loaded here or spread over shards.
         _, report = open_checkpoint(
             native,
             checkpoint_url,
             self.id_column,
-            None if output_fs is None else output_fs._native,
+            output_fs._native,
             output_dir,
             lease_ttl=self._lease_ttl,
             read_ids=False,
@@ -261,13 +258,6 @@ class CheckpointManager(_RayManager):
                 "files cairn did not write were left in the checkpoint %s: %s",
                 checkpoint_url,
                 ", ".join(report["foreign"]),
-            )
-        if report.get("pending_kept"):
-            logger.warning(
-                "the write has no output directory, so %d pending unit(s) of %s were kept "
-                "as they are (their rows are redone)",
-                len(report["pending_kept"]),
-                checkpoint_url,
             )
         if report["committed_units"] == 0:
             logger.info("cairn: nothing committed in %s", checkpoint_url)
