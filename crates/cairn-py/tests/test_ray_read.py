@@ -310,9 +310,12 @@ def test_a_filtered_resume_is_exactly_once(local_ray, no_checkpoint, tmp_path, v
 
 
 def test_an_offer_never_taken_reaches_no_later_planning(local_ray, no_checkpoint, tmp_path):
-    """A planning whose read never took the committed set (its read failed,
-    or was Ray's own) leaves no offer behind: a later planning of the same
-    dataset, on a checkpoint that now commits nothing, reads every row."""
+    """Two plannings under one DataContext: the first offers the committed
+    set and its read never takes it; by the second, the checkpoint commits
+    nothing. The second planning's read must read every row. (Ray 2.60's
+    writes deep-copy the context for each execution, so two of them never
+    share one: this drives the manager and the datasource as one planning
+    after another would, under the same context object.)"""
     written = write_input(str(tmp_path / "in"))
     expected = expected_rows(written)
     committed = expected.filter(pc.less(expected["uid"], 6000))
@@ -320,20 +323,26 @@ def test_an_offer_never_taken_reaches_no_later_planning(local_ray, no_checkpoint
     no_checkpoint.checkpoint_config = cairn.ray.checkpoint_config(
         "uid", checkpoint, delete_checkpoint_on_success=False
     )
-    ds = cairn.ray.read_parquet(str(tmp_path / "in"), include_row_hash=True)
-    # The planning of the first attempt: the manager settles the checkpoint
-    # and offers its set; the attempt dies before its read is planned.
-    manager = cairn.ray.CheckpointManager(
-        checkpoint_config=ds.context.checkpoint_config, data_context=ds.context
+    datasource = cairn.ray.SkippingParquetDatasource(
+        str(tmp_path / "in"), include_row_hash=True, file_extensions=["parquet"]
     )
-    ref, _ = manager.load_checkpoint(out, None)
-    assert ref is not None
-    # The committed unit is dropped by hand (its ID file and its data), as
-    # a user starting the output over would; the directory stays.
+
+    def planning():
+        manager = cairn.ray.CheckpointManager(
+            checkpoint_config=no_checkpoint.checkpoint_config, data_context=no_checkpoint
+        )
+        return manager.load_checkpoint(out, None)
+
+    ref, _ = planning()
+    assert ref is not None, "the first planning offers the set; nothing takes it"
+    # The unit is dropped (its ID file and its data), as a user starting
+    # the output over would; the checkpoint directory stays.
     os.remove(os.path.join(checkpoint, "w_000001.parquet"))
     os.remove(os.path.join(out, "w_000001-0.parquet"))
-    ds.write_parquet(out)
-    assert written_rows(out).equals(expected), "every row, none left out by a stale offer"
+    assert planning() == (None, 0)
+    tasks = datasource.get_read_tasks(4, data_context=no_checkpoint)
+    got = pa.concat_tables([block for task in tasks for block in task()]).sort_by("row_hash")
+    assert got.num_rows == expected.num_rows, "every row, none left out by a stale offer"
 
 
 def test_a_cached_listing_hides_no_partitioned_unit_from_roll_back(
