@@ -366,18 +366,17 @@ def test_bad_configurations_are_clear_errors(s3, tmp_path):
     manager = cairn.ray.CheckpointManager(checkpoint_config=config, data_context=None)
     with pytest.raises(ValueError, match="build_checkpoint_filesystem"):
         manager.load_checkpoint(f"s3://{bucket}/out", None)
-    # A wrong secret: PermissionError naming no secret.
+    # A wrong secret: PermissionError naming no secret, as the config makes
+    # the checkpoint directory.
     bad = dict(options, secret="not-the-secret")
-    config = cairn.ray.checkpoint_config("uid", f"s3://{bucket}/ckpt-bad", bad)
-    manager = cairn.ray.CheckpointManager(checkpoint_config=config, data_context=None)
     with pytest.raises(PermissionError) as e:
-        manager.load_checkpoint(f"s3://{bucket}/out-bad", None)
+        cairn.ray.checkpoint_config("uid", f"s3://{bucket}/ckpt-bad", bad)
     assert "not-the-secret" not in str(e.value)
     # A checkpoint bound to another output.
     ckpt = str(tmp_path / "ckpt")
     config = cairn.ray.checkpoint_config("uid", ckpt)
     first = cairn.ray.CheckpointManager(checkpoint_config=config, data_context=None)
-    os.makedirs(ckpt)
+    assert os.path.isdir(ckpt), "checkpoint_config makes the checkpoint directory"
     write_ids(pafs.LocalFileSystem(), f"{ckpt}/w_000001.parquet", [1, 2])
     os.makedirs(tmp_path / "out-a")
     write_rows(pafs.LocalFileSystem(), str(tmp_path / "out-a" / "w_000001-0.parquet"), [1, 2])
