@@ -4,8 +4,10 @@
 #
 #   scripts/wheel.sh          release profile, into dist/ (what you install
 #                             or copy to other machines: pip install dist/cairn-*.whl)
-#   scripts/wheel.sh --dev    dev profile (what scripts/test.sh builds: it
-#                             reuses what `cargo test` compiled)
+#   scripts/wheel.sh --dev    dev profile (what scripts/test.sh builds: with the
+#                             `test-build` feature the shared dependencies get the
+#                             features `cargo test --workspace` gives them, so it
+#                             reuses what the tests compiled: 30 s instead of 5 min)
 #
 # WHEEL_OUT sets the directory (default dist); PYTHON the interpreter the
 # wheel is built for (default: the tools' virtualenv, else python3); MATURIN
@@ -13,8 +15,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 profile=release
+features=()
 if [ "${1:-}" = "--dev" ]; then
   profile=dev
+  features=(--features test-build)
 elif [ -n "${1:-}" ]; then
   echo "usage: scripts/wheel.sh [--dev]" >&2
   exit 2
@@ -37,6 +41,6 @@ if [ "$profile" = release ]; then
 fi
 started=$SECONDS
 "$maturin" build --profile "$profile" --strip -m crates/cairn-py/Cargo.toml \
-  --interpreter "$python" -o "$out"
+  --interpreter "$python" -o "$out" "${features[@]}"
 wheel="$(ls "$out"/cairn-*.whl)"
 echo "built $wheel ($(du -h "$wheel" | cut -f1), $((SECONDS - started)) s); install it with: pip install $wheel"

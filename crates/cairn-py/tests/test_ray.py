@@ -81,14 +81,27 @@ def committed_units(oracle, checkpoint):
     ]
 
 
-@pytest.mark.parametrize("id_column", ["uid", "row_hash"])
+# Each slow scenario runs once, its ID kind chosen so both kinds are
+# killed somewhere: uid here and in the file sinks and partitioned writes,
+# row_hash in the node-lost cluster run; the readers' two proofs (statistics,
+# row_hash) each have their run below. Both kinds of every scenario: set
+# CAIRN_RAY_ALL_KINDS=1.
+ALL_KINDS = bool(os.environ.get("CAIRN_RAY_ALL_KINDS"))
+
+
+def kinds(chosen):
+    return ["uid", "row_hash"] if ALL_KINDS else [chosen]
+
+
+@pytest.mark.parametrize("id_column", kinds("uid"))
 def test_a_killed_driver_resumes_exactly_once(s3, id_column):
     kill_and_resume(s3, id_column)
 
 
-@pytest.mark.parametrize("sink", ["json", "csv", "numpy"])
+@pytest.mark.parametrize("sink", ["json", "csv", "numpy"] if ALL_KINDS else ["json"])
 def test_every_file_sink_resumes_exactly_once_with_a_bare_output_path(s3, sink):
-    """Ray's block-based sinks name a unit's file `<unit>.<ext>`, and Ray
+    """Ray's block-based sinks (json, csv, numpy: one Ray class, so one runs
+    unless CAIRN_RAY_ALL_KINDS is set) name a unit's file `<unit>.<ext>`, and Ray
     hands the manager the sink's filesystem wrapped in its
     RetryingPyFileSystem, with the path as given (`bucket/out`, no scheme)."""
     kill_and_resume(s3, "uid", sink=sink, bare_output=True)
@@ -147,7 +160,7 @@ def assert_exactly_once(oracle, base, *outputs):
         )
 
 
-@pytest.mark.parametrize("id_column", ["uid", "row_hash"])
+@pytest.mark.parametrize("id_column", kinds("row_hash"))
 def test_a_worker_node_lost_mid_job_on_a_cluster_ends_exactly_once(s3, id_column, tmp_path):
     """Once 3 units are committed a worker node is removed (its raylet and
     workers killed, as a preempted machine) and a new one is started. Ray
@@ -224,7 +237,7 @@ def kill_and_resume(s3, id_column, sink="parquet", bare_output=False):
     assert committed_units(oracle, f"{base}/ckpt") == []
 
 
-@pytest.mark.parametrize("id_column", ["uid", "row_hash"])
+@pytest.mark.parametrize("id_column", kinds("uid"))
 def test_a_partitioned_write_killed_and_resumed_ends_exactly_once(s3, id_column):
     """`write_parquet(partition_cols=["source"])` with cairn's manager: the
     driver killed once 3 units are committed (their files spread over the
