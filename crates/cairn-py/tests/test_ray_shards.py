@@ -146,9 +146,12 @@ def test_a_shard_killed_mid_filter_is_rebuilt(local_ray, no_checkpoint, tmp_path
     logging.getLogger("cairn.ray").setLevel(logging.INFO)
     killed = {}
 
+    # Shard actors of earlier tests may still be alive: kill one of this job's.
+    earlier = set(shard_processes())
+
     def kill_one_shard_when_loaded():
         if loaded.event.wait(timeout=120):
-            killed["pid"] = shard_processes()[0]
+            killed["pid"] = [p for p in shard_processes() if p not in earlier][0]
             os.kill(killed["pid"], signal.SIGKILL)
 
     watcher = threading.Thread(target=kill_one_shard_when_loaded, daemon=True)

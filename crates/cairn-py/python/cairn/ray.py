@@ -190,6 +190,7 @@ class CheckpointManager(_RayManager):
 
     def __init__(self, checkpoint_config: CheckpointConfig, data_context: Any):
         super().__init__(checkpoint_config=checkpoint_config, data_context=data_context)
+        self._config = checkpoint_config
         self._lease_ttl: Optional[float] = getattr(checkpoint_config, _LEASE_TTL, None)
         self._max_filter_memory: Optional[int] = getattr(
             checkpoint_config, _MAX_FILTER_MEMORY, DEFAULT_MAX_FILTER_MEMORY
@@ -201,7 +202,7 @@ class CheckpointManager(_RayManager):
     def _filter_actors(self, set_bytes: int) -> List[Tuple[str, float]]:
         """The filter actors Ray starts for a set of ``set_bytes`` (its
         checkpoint filter operator's smallest pool), with their memory."""
-        config = self._data_context.checkpoint_config
+        config = self._config
         memory = max(
             float(config.checkpoint_actor_memory_bytes), set_bytes * _RAY_FILTER_MEMORY_FACTOR
         )
