@@ -50,6 +50,10 @@ _SAMPLE_FILES = 16
 #: The most shards a set is split into (past this, a shard is over budget).
 _MAX_SHARDS = 1024
 
+#: Past this many shards, a warning: each is a worker process, whose own
+#: memory the budget does not count.
+_MANY_SHARDS = 64
+
 #: IDs sent to a shard per call.
 _IDS_PER_CALL = 1 << 18
 
@@ -449,6 +453,15 @@ def build_sharded_set(
             _MAX_SHARDS,
         )
         count = _MAX_SHARDS
+    elif count > _MANY_SHARDS:
+        logger.warning(
+            "cairn: %d bytes of committed ID files at max_filter_memory=%d take %d shards, "
+            "each a Ray actor process of its own (~100 MiB besides its set): raise "
+            "max_filter_memory for fewer, larger shards",
+            estimated_bytes,
+            budget,
+            count,
+        )
     step = max(1, len(files) // _SAMPLE_FILES)
     sample = np.sort(
         np.concatenate(
