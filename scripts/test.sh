@@ -8,8 +8,19 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# Each phase's time, in the log CI prints: where CI's minutes go.
+phase_start=$SECONDS
+phases=""
+phase_done() {
+  local line="$1: $((SECONDS - phase_start)) s"
+  echo "== $line"
+  phases+="  $line"$'\n'
+  phase_start=$SECONDS
+}
+
 if [ -z "${CAIRN_TEST_SKIP_SERVERS:-}" ]; then
   scripts/tools.sh
+  phase_done "tools (scripts/tools.sh)"
   scripts/servers.sh start
   trap 'scripts/servers.sh stop' EXIT
   # shellcheck disable=SC1091
@@ -21,8 +32,11 @@ mkdir -p target
 # cluster another test (or a killed driver) left in /tmp/ray.
 export RAY_ADDRESS=local
 set +e
-cargo test --workspace "$@" 2>&1 | tee target/test.log
+cargo test --workspace --no-run 2>&1 | tee target/test.log
+phase_done "cargo test --workspace --no-run (the build)"
+cargo test --workspace "$@" 2>&1 | tee -a target/test.log
 status=${PIPESTATUS[0]}
+phase_done "cargo test --workspace"
 if [ -z "${CAIRN_TEST_SKIP_SERVERS:-}" ]; then
   # The tests that need the servers and are #[ignore]d (so a run without
   # servers shows them as ignored) run here: exactly-once and no data loss on S3, the s3 wire
@@ -32,6 +46,7 @@ if [ -z "${CAIRN_TEST_SKIP_SERVERS:-}" ]; then
   # partitioned jobs on Garage (tests/partitioned.rs).
   cargo test --workspace --test exactly_once --test no_data_loss --test s3_wire --test docs --test faults --test job_faults --test bad_input --test metrics --test partitioned "$@" -- --ignored 2>&1 | tee -a target/test.log
   [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+  phase_done "Rust tests that need the servers (--ignored)"
 fi
 set -e
 
@@ -48,10 +63,12 @@ if [ -z "${CAIRN_TEST_SKIP_SERVERS:-}" ]; then
       && "$tools/venv/bin/pip" install -q --force-reinstall --no-deps target/wheels/cairn-*.whl \
       && "$tools/ray-venv/bin/pip" install -q --force-reinstall --no-deps target/wheels/cairn-*.whl \
       && "$tools/ray-metrics-venv/bin/pip" install -q --force-reinstall --no-deps target/wheels/cairn-*.whl; then
+    phase_done "the wheel, built and installed"
     set +e
     # From another directory, so `import cairn` is the installed wheel.
     (cd crates/cairn-py/tests && "$tools/venv/bin/python" -m pytest . -q -p no:cacheprovider) 2>&1 | tee -a target/test.log
     [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+    phase_done "Python tests (fsspec, pyarrow)"
     # The skipping property test draws 300 cases here
     # (scripts/bench/skip_props.sh runs thousands).
     (cd crates/cairn-py/tests && CAIRN_SKIP_PROP_EXAMPLES="${CAIRN_SKIP_PROP_EXAMPLES:-300}" \
@@ -59,6 +76,7 @@ if [ -z "${CAIRN_TEST_SKIP_SERVERS:-}" ]; then
       test_ray_skip_props.py test_ray_sinks.py test_ray_limits.py test_pandas.py test_docs.py \
       -q -p no:cacheprovider -rs --durations=15) 2>&1 | tee -a target/test.log
     [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+    phase_done "Ray tests"
     # cairn's counts in Ray's metrics: Ray exports them only with ray[default].
     (cd crates/cairn-py/tests && "$tools/ray-metrics-venv/bin/python" -m pytest test_ray_metrics.py -q -p no:cacheprovider -rs) 2>&1 | tee -a target/test.log
     [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
@@ -71,6 +89,8 @@ else
 fi
 
 echo
+echo "time per phase:"
+printf "%s" "$phases"
 echo "conformance suite, tests per backend:"
 awk '/Running tests\/[a-z0-9_]+\.rs/ { match($0, /tests\/[a-z0-9_]+\.rs/); name = substr($0, RSTART + 6, RLENGTH - 9) }
      /^test result:/ && name != "" { sub(/^test result: /, ""); printf "  %-20s %s\n", name, $0; name = "" }' target/test.log
