@@ -1,10 +1,19 @@
 #!/usr/bin/env bash
-# The test command: installs what is missing (Garage, moto), starts the local
-# S3 servers on 127.0.0.1, runs every test of the workspace (unit, doc, CLI,
-# and the conformance suite on memory, file, Garage and moto), prints the
-# count per backend, and stops the servers.
+# The test command: installs what is missing (Garage, moto, the Python
+# virtualenvs), starts the local S3 servers on 127.0.0.1, builds the
+# workspace once, then runs two lanes side by side and prints the count per
+# backend and the time of each phase, and stops the servers:
+#   Rust lane:   every test of the workspace (unit, doc, CLI, the
+#                conformance suite on memory, file, Garage and moto), the
+#                lifecycle example, then the tests that need the servers;
+#   Python lane: the dev wheel built and installed, then the package's
+#                tests, Ray Data 2.60's and Ray's metrics.
+# The Ray tests mostly wait (on sleeps in the jobs, clusters starting), so
+# the lanes share the 2 cores of a CI machine well; the Python lane's output
+# is printed when both are done.
 #   scripts/test.sh [extra cargo test args]
-# Set CAIRN_TEST_SKIP_SERVERS=1 to run without servers (server tests skip).
+# Set CAIRN_TEST_SKIP_SERVERS=1 to run without servers (server tests skip,
+# and the Python lane is not run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -33,10 +42,65 @@ mkdir -p target
 export RAY_ADDRESS=local
 set +e
 cargo test --workspace --no-run 2>&1 | tee target/test.log
+[ "${PIPESTATUS[0]}" -eq 0 ] || { echo "the workspace does not build"; exit 1; }
 phase_done "cargo test --workspace --no-run (the build)"
-cargo test --workspace "$@" 2>&1 | tee -a target/test.log
+
+# The Python lane, in the background: one wheel (scripts/wheel.sh --dev),
+# installed into the tools' virtualenv (fsspec's own abstract tests on
+# memory, local disk and Garage; pyarrow; pickling), into the Ray
+# virtualenv (Ray Data 2.60 on a local cluster: tests/test_ray*.py) and into
+# the ray[default] one (Ray's metrics: tests/test_ray_metrics.py). Cargo
+# holds its build lock only while compiling, so the wheel's build runs
+# beside the Rust lane's tests.
+python_lane() {
+  local tools="${CAIRN_TOOLS:-$HOME/.cache/cairn-tools}" status=0 start=$SECONDS
+  lane_phase() {
+    echo "== $1: $((SECONDS - start)) s"
+    start=$SECONDS
+  }
+  # Through the script users build the release wheel with, so it cannot rot.
+  if ! { WHEEL_OUT=target/wheels PYTHON="$tools/venv/bin/python" scripts/wheel.sh --dev 2>&1 | tail -3 \
+      && "$tools/venv/bin/pip" install -q --force-reinstall --no-deps target/wheels/cairn-*.whl \
+      && "$tools/ray-venv/bin/pip" install -q --force-reinstall --no-deps target/wheels/cairn-*.whl \
+      && "$tools/ray-metrics-venv/bin/pip" install -q --force-reinstall --no-deps target/wheels/cairn-*.whl; }; then
+    echo "the wheel was not built or installed"
+    return 1
+  fi
+  lane_phase "the wheel, built and installed"
+  # From another directory, so `import cairn` is the installed wheel.
+  (cd crates/cairn-py/tests && "$tools/venv/bin/python" -m pytest . -q -p no:cacheprovider) || status=1
+  lane_phase "Python tests (fsspec, pyarrow)"
+  # The skipping property test draws 300 cases here
+  # (scripts/bench/skip_props.sh runs thousands).
+  (cd crates/cairn-py/tests && CAIRN_SKIP_PROP_EXAMPLES="${CAIRN_SKIP_PROP_EXAMPLES:-300}" \
+    "$tools/ray-venv/bin/python" -m pytest test_ray.py test_ray_read.py test_ray_shards.py \
+    test_ray_skip_props.py test_ray_sinks.py test_ray_limits.py test_pandas.py test_docs.py \
+    -q -p no:cacheprovider -rs --durations=15) || status=1
+  lane_phase "Ray tests"
+  # cairn's counts in Ray's metrics: Ray exports them only with ray[default].
+  (cd crates/cairn-py/tests && "$tools/ray-metrics-venv/bin/python" -m pytest test_ray_metrics.py -q -p no:cacheprovider -rs) || status=1
+  lane_phase "Ray metrics test"
+  return "$status"
+}
+python_pid=""
+if [ -z "${CAIRN_TEST_SKIP_SERVERS:-}" ]; then
+  python_lane >target/test-python.log 2>&1 &
+  python_pid=$!
+fi
+
+# The Rust lane.
+cargo test --workspace --no-fail-fast "$@" 2>&1 | tee -a target/test.log
 status=${PIPESTATUS[0]}
 phase_done "cargo test --workspace"
+# cairn-checkpoint's lifecycle example (docs/library.md), built by cargo
+# test: a run crashes mid-unit, the next one recovers and finishes, the
+# output holds every ID once. memory:// and local disk here, Garage below.
+lifecycle_dir=$(mktemp -d)
+for base in memory:///lifecycle "$lifecycle_dir/lifecycle"; do
+  target/debug/examples/lifecycle "$base" 2>&1 | tee -a target/test.log
+  [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+done
+rm -rf "$lifecycle_dir"
 if [ -z "${CAIRN_TEST_SKIP_SERVERS:-}" ]; then
   # The tests that need the servers and are #[ignore]d (so a run without
   # servers shows them as ignored) run here: exactly-once and no data loss on S3, the s3 wire
@@ -44,53 +108,31 @@ if [ -z "${CAIRN_TEST_SKIP_SERVERS:-}" ]; then
   # injected faults (tests/faults.rs, tests/job_faults.rs), the bad-input
   # matrix (tests/bad_input.rs), a job scraped by Prometheus (tests/metrics.rs),
   # partitioned jobs on Garage (tests/partitioned.rs).
-  cargo test --workspace --test exactly_once --test no_data_loss --test s3_wire --test docs --test faults --test job_faults --test bad_input --test metrics --test partitioned "$@" -- --ignored 2>&1 | tee -a target/test.log
+  cargo test --workspace --no-fail-fast --test exactly_once --test no_data_loss --test s3_wire --test docs --test faults --test job_faults --test bad_input --test metrics --test partitioned "$@" -- --ignored 2>&1 | tee -a target/test.log
+  [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+  AWS_ENDPOINT_URL="$CAIRN_TEST_GARAGE_ENDPOINT" AWS_REGION="$CAIRN_TEST_GARAGE_REGION" \
+    AWS_ACCESS_KEY_ID="$CAIRN_TEST_GARAGE_KEY" AWS_SECRET_ACCESS_KEY="$CAIRN_TEST_GARAGE_SECRET" \
+    target/debug/examples/lifecycle "s3://$CAIRN_TEST_GARAGE_BUCKET/lifecycle-$$" 2>&1 | tee -a target/test.log
   [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
   phase_done "Rust tests that need the servers (--ignored)"
 fi
-set -e
 
-# The Python package: one wheel (scripts/wheel.sh --dev: reusing what cargo
-# test compiled), installed into the tools' virtualenv (fsspec's own abstract
-# tests on memory, local disk and Garage; pyarrow; pickling), into the
-# Ray virtualenv (Ray Data 2.60 on a local cluster: tests/test_ray.py) and
-# into the ray[default] one (Ray's metrics: tests/test_ray_metrics.py).
-if [ -z "${CAIRN_TEST_SKIP_SERVERS:-}" ]; then
-  tools="${CAIRN_TOOLS:-$HOME/.cache/cairn-tools}"
-  # Through the script users build the release wheel with, so it cannot rot.
-  if WHEEL_OUT=target/wheels PYTHON="$tools/venv/bin/python" scripts/wheel.sh --dev 2>&1 \
-      | tail -3 | tee -a target/test.log \
-      && "$tools/venv/bin/pip" install -q --force-reinstall --no-deps target/wheels/cairn-*.whl \
-      && "$tools/ray-venv/bin/pip" install -q --force-reinstall --no-deps target/wheels/cairn-*.whl \
-      && "$tools/ray-metrics-venv/bin/pip" install -q --force-reinstall --no-deps target/wheels/cairn-*.whl; then
-    phase_done "the wheel, built and installed"
-    set +e
-    # From another directory, so `import cairn` is the installed wheel.
-    (cd crates/cairn-py/tests && "$tools/venv/bin/python" -m pytest . -q -p no:cacheprovider) 2>&1 | tee -a target/test.log
-    [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
-    phase_done "Python tests (fsspec, pyarrow)"
-    # The skipping property test draws 300 cases here
-    # (scripts/bench/skip_props.sh runs thousands).
-    (cd crates/cairn-py/tests && CAIRN_SKIP_PROP_EXAMPLES="${CAIRN_SKIP_PROP_EXAMPLES:-300}" \
-      "$tools/ray-venv/bin/python" -m pytest test_ray.py test_ray_read.py test_ray_shards.py \
-      test_ray_skip_props.py test_ray_sinks.py test_ray_limits.py test_pandas.py test_docs.py \
-      -q -p no:cacheprovider -rs --durations=15) 2>&1 | tee -a target/test.log
-    [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
-    phase_done "Ray tests"
-    # cairn's counts in Ray's metrics: Ray exports them only with ray[default].
-    (cd crates/cairn-py/tests && "$tools/ray-metrics-venv/bin/python" -m pytest test_ray_metrics.py -q -p no:cacheprovider -rs) 2>&1 | tee -a target/test.log
-    [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
-    set -e
-  else
-    status=1
-  fi
+if [ -n "$python_pid" ]; then
+  wait "$python_pid" || status=1
+  phase_done "waiting for the Python lane"
+  echo
+  echo "---- the Python lane ----"
+  cat target/test-python.log
+  grep '^== ' target/test-python.log | sed 's/^== /  python lane: /' >>target/test-phases.log
 else
   echo "python package tests skipped (CAIRN_TEST_SKIP_SERVERS is set: no tools' virtualenv)"
 fi
+set -e
 
 echo
 echo "time per phase:"
 printf "%s" "$phases"
+if [ -f target/test-phases.log ]; then cat target/test-phases.log; rm -f target/test-phases.log; fi
 echo "conformance suite, tests per backend:"
 awk '/Running tests\/[a-z0-9_]+\.rs/ { match($0, /tests\/[a-z0-9_]+\.rs/); name = substr($0, RSTART + 6, RLENGTH - 9) }
      /^test result:/ && name != "" { sub(/^test result: /, ""); printf "  %-20s %s\n", name, $0; name = "" }' target/test.log

@@ -20,7 +20,8 @@ pub struct CleanupReport {
     pub deleted: usize,
     /// Files left because they are not the protocol's.
     pub kept_foreign: Vec<String>,
-    /// Whether the directory itself was removed (it was left empty).
+    /// Whether the directory is gone: removed once empty, or, on a store
+    /// without directories, no file left under it.
     pub removed_directory: bool,
     /// Pending units without a committed twin found at clean-up (late
     /// writes of a run that lost its lease): their data files were deleted
@@ -114,9 +115,12 @@ impl CheckpointDir {
         if report.kept_foreign.is_empty() && keep.is_none() {
             match self.fs.rmdir(&self.dir).await {
                 Ok(()) => report.removed_directory = true,
-                // Object stores have no empty directories to remove; a file
-                // that appeared meanwhile keeps the directory.
-                Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::Other) => {}
+                // Object stores (and memory://) have no empty directories
+                // to remove: the directory is gone with its last key. A
+                // file that appeared meanwhile keeps it.
+                Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::Other) => {
+                    report.removed_directory = !self.fs.exists(&self.dir).await?;
+                }
                 Err(e) => return Err(e.into()),
             }
         }

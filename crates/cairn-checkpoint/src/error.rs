@@ -82,7 +82,7 @@ pub enum Error {
     },
     /// This run's lease was taken by another run; this run must stop.
     #[error(
-        "checkpoint {path}: this run lost its lease (now held by {holder:?}); stop this run, the other one owns the checkpoint"
+        "checkpoint {path}: this run lost its lease (now {}); stop this run, the other one owns the checkpoint", holder.as_deref().map_or_else(|| "held by no run: its lease file was removed, by a clean-up or by hand".to_string(), |holder| format!("held by {holder}"))
     )]
     LeaseLost {
         /// The checkpoint directory.

@@ -102,8 +102,16 @@ impl OutputLayout {
 /// assert!(UnitName::from_stem("ds_w_100000").owns_data_file("ds_w_100000.json"));
 /// assert!(!UnitName::from_stem("ds_w_100000").owns_data_file("ds_w_1000000.json"));
 /// ```
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct UnitName(String);
+
+/// The name as a quoted string (a report's Debug shows names, not Rust's
+/// tuple syntax).
+impl std::fmt::Debug for UnitName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?}", self.0)
+    }
+}
 
 impl UnitName {
     /// The name of unit `seq` of `run`.
@@ -134,6 +142,18 @@ impl UnitName {
     /// The prefix every data file of this unit starts with: `<unit>_`.
     pub fn data_prefix(&self) -> String {
         format!("{}{DATA_DELIMITER}", self.0)
+    }
+
+    /// The name of this unit's data file number `index` with `extension`
+    /// (no dot): `<unit>_<index>.<extension>`, the name recovery finds.
+    ///
+    /// ```
+    /// let unit = cairn_checkpoint::UnitName::from_stem("run_0000000003");
+    /// assert_eq!(unit.data_file(0, "parquet"), "run_0000000003_0.parquet");
+    /// assert!(unit.owns_data_file(&unit.data_file(12, "jsonl")));
+    /// ```
+    pub fn data_file(&self, index: usize, extension: &str) -> String {
+        format!("{}{DATA_DELIMITER}{index}.{extension}", self.0)
     }
 
     /// Whether a data file (a base name, no directory) belongs to this unit:

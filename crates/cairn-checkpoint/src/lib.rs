@@ -1,18 +1,59 @@
-//! cairn-checkpoint: job-level checkpointing on any cairn filesystem.
+//! cairn-checkpoint: job-level checkpointing on any cairn filesystem, so a
+//! read → transform → write job killed midway resumes where it stopped,
+//! with every input row in the output exactly once.
 //!
-//! Built so far, in the order of docs/checkpoint-protocol.md: the directory
-//! layout ([`UnitName`], [`classify`]), ID files ([`encode_ids`],
-//! [`decode_ids`]), the unit steps 1, 3, 4 ([`CheckpointDir::write_pending`],
-//! [`CheckpointDir::commit`], [`CheckpointDir::release_pending`]), recovery
-//! (step 6, [`CheckpointDir::recover`]), loading (step 7, [`load_committed`]),
-//! clean-up (step 8, [`CheckpointDir::clean_up`]) and the compact sets of
-//! committed IDs ([`idset`]); the lease (step 5, [`CheckpointDir::acquire_lease`]);
-//! and [`CheckpointConfig::open`], which runs steps 5, 6 and 7 for a run.
+//! A job's output is written in **units**: a batch of input rows, named by
+//! their IDs (a column that identifies a row), and the data files written
+//! from them. A unit is recorded pending before its files are written and
+//! committed after; a run that crashes leaves at most its units in flight
+//! pending, and the next run deletes their data files before it starts
+//! (docs/checkpoint-protocol.md has the protocol and what each store
+//! guarantees; docs/library.md the guide).
+//!
+//! The calls a user needs:
+//! 1. [`Checkpoint::at`] (or [`Checkpoint::on`] a filesystem you built)
+//!    names the checkpoint and the ID column;
+//! 2. [`Checkpoint::open`] starts a [`Run`]: the lease taken, the last
+//!    run's uncommitted units rolled back, the committed IDs loaded
+//!    ([`Run::committed`]: the rows to skip);
+//! 3. per unit, [`Run::next_unit`] and [`Run::begin`] with its IDs, its
+//!    data files written as [`UnitName::data_file`] names them, then
+//!    [`Run::commit`];
+//! 4. [`Run::finish`] once every unit is committed (the checkpoint deleted),
+//!    or [`Run::abandon`] on failure (kept for the next run).
+//!
+//! ```
+//! # tokio::runtime::Runtime::new().unwrap().block_on(async {
+//! use std::sync::Arc;
+//! use cairn_checkpoint::{Checkpoint, arrow::array::{Array, ArrayRef, Int64Array}};
+//! use cairn_fs::{FileSystem, StorageOptions, WriteMode};
+//!
+//! let output = FileSystem::new("memory", &StorageOptions::new()).unwrap();
+//! let checkpoint = Checkpoint::at("memory:///lib-doc/ckpt", &StorageOptions::new(), "id").unwrap();
+//! let run = checkpoint.open(&output, "memory:///lib-doc/out").await.unwrap();
+//! let input = Int64Array::from((0..10).collect::<Vec<i64>>());
+//! let done = run.committed().contains_array(&input).unwrap();
+//! assert_eq!(done.true_count(), 0, "a new checkpoint has nothing committed");
+//! let unit = run.next_unit();
+//! let ids: ArrayRef = Arc::new(input);
+//! run.begin(&unit, ids.clone()).await.unwrap();
+//! let file = format!("memory:///lib-doc/out/{}", unit.data_file(0, "jsonl"));
+//! output.pipe(&file, "...".into(), WriteMode::Create).await.unwrap();
+//! run.commit(&unit, ids, 1).await.unwrap();
+//! run.finish().await.unwrap();
+//! # })
+//! ```
+//!
+//! The pieces under it ([`CheckpointDir`], [`CheckpointConfig`], the lease,
+//! ID files, [`idset`]) are public for cairn's own job runner and tools.
+
+#![warn(missing_docs)]
 
 mod cleanup;
 mod commit;
 mod config;
 mod error;
+#[doc(hidden)]
 pub mod failpoint;
 mod idfile;
 pub mod idset;
@@ -23,6 +64,7 @@ mod listing;
 mod load;
 mod metrics;
 mod recover;
+mod run;
 mod verify;
 
 pub use cleanup::CleanupReport;
@@ -44,4 +86,29 @@ pub use lease::{Lease, LeaseKeeper, LeaseRecord};
 pub use load::{CommittedState, infer_id_column, list_committed, load_committed};
 pub use metrics::register_metrics;
 pub use recover::RecoveryReport;
+pub use run::{Checkpoint, Run};
 pub use verify::{DataCheck, data_file_owner, found_layout};
+
+/// The arrow-rs crates (version 60) whose types are in this crate's
+/// signatures ([`Run::begin`] takes an `ArrayRef`): build IDs with these,
+/// or with arrow 60 of your own.
+///
+/// ```
+/// use cairn_checkpoint::arrow::array::{ArrayRef, StringArray};
+/// let ids: ArrayRef = std::sync::Arc::new(StringArray::from(vec!["a", "b"]));
+/// assert_eq!(ids.data_type(), &cairn_checkpoint::arrow::schema::DataType::Utf8);
+/// ```
+pub mod arrow {
+    pub use arrow_array as array;
+    pub use arrow_schema as schema;
+}
+
+/// The filesystem crate a [`Checkpoint`] runs on, re-exported so its
+/// version is the one this crate was built with.
+pub use cairn_fs;
+
+/// The examples of docs/library.md (this crate's and cairn-fs's), compiled
+/// as doc tests so they keep matching the API.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/library.md")]
+mod library_md {}

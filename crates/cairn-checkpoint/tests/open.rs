@@ -146,3 +146,75 @@ async fn an_interrupted_clean_up_is_finished_not_rolled_back() {
     assert!(!fs.exists(&format!("{root}/ckpt")).await.unwrap());
     assert_eq!(fs.find(&out).await.unwrap().len(), 2);
 }
+
+/// The front door's refusals and reports: IDs of another kind than the
+/// checkpoint's, a path of another filesystem, a lease lost without a new
+/// holder said in words, and a memory:// checkpoint reported removed.
+#[tokio::test]
+async fn the_run_api_refuses_what_would_corrupt_the_checkpoint() {
+    use cairn_checkpoint::Checkpoint;
+    let memory = FileSystem::new("memory", &StorageOptions::new()).unwrap();
+    let err = Checkpoint::on(&memory, "s3://bucket/ckpt", "id").unwrap_err();
+    assert!(
+        err.to_string().contains("s3://bucket/ckpt") && err.to_string().contains("memory"),
+        "{err}"
+    );
+    // The same backend under an alias is the same filesystem.
+    let local = FileSystem::new("file", &StorageOptions::new()).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().display().to_string();
+    Checkpoint::on(&local, &format!("local://{root}/ckpt"), "id").unwrap();
+
+    // A first run commits integer IDs; the next run's string IDs are
+    // refused before anything is written, naming both kinds.
+    let checkpoint = Checkpoint::on(&memory, "memory:///run-api/ckpt", "id").unwrap();
+    let run = checkpoint
+        .open(&memory, "memory:///run-api/out")
+        .await
+        .unwrap();
+    let unit = run.next_unit();
+    run.begin(&unit, ids(&[1, 2])).await.unwrap();
+    run.commit(&unit, ids(&[1, 2]), 0).await.unwrap();
+    run.abandon().await.unwrap();
+    let run = checkpoint
+        .open(&memory, "memory:///run-api/out")
+        .await
+        .unwrap();
+    assert_eq!(run.committed().len(), 2);
+    let strings: ArrayRef = Arc::new(arrow_array::StringArray::from(vec!["1"]));
+    let unit = run.next_unit();
+    let err = run.begin(&unit, strings).await.unwrap_err();
+    assert!(matches!(err, Error::IdTypeMismatch { .. }), "{err}");
+    assert!(
+        err.to_string().contains("integer") && err.to_string().contains("string"),
+        "{err}"
+    );
+    assert!(
+        !memory
+            .exists(&format!("memory:///run-api/ckpt/{}", unit.pending_file()))
+            .await
+            .unwrap()
+    );
+    let report = run.finish().await.unwrap();
+    assert!(report.removed_directory, "{report:?}");
+    assert!(!memory.exists("memory:///run-api/ckpt").await.unwrap());
+
+    let lost = Error::LeaseLost {
+        path: "memory:///c".into(),
+        holder: None,
+    };
+    assert!(!lost.to_string().contains("None"), "{lost}");
+}
+
+#[test]
+fn a_report_shows_unit_names_without_rust_syntax() {
+    let report = cairn_checkpoint::RecoveryReport {
+        rolled_back: vec![UnitName::from_stem("run_0000000004")],
+        ..Default::default()
+    };
+    let shown = format!("{report:?}");
+    assert!(
+        shown.contains("[\"run_0000000004\"]") && !shown.contains("UnitName"),
+        "{shown}"
+    );
+}

@@ -91,19 +91,21 @@ def test_a_ray_job_reports_cairns_counts_to_rays_metrics(monkeypatch):
         def workers(counts):
             return sum(v for worker, v in counts.items() if worker != driver)
 
+        # The driver's own count, all flushed: Ray's export (every few
+        # seconds, later on a loaded machine) must come to show all of it.
+        driver_own = sum(s["value"] for s in cairn.metrics()["cairn_store_requests_total"])
         deadline = time.monotonic() + 90
         while True:
             puts = workers(ray_counter(port, "ray_cairn_store_requests_total", op="put"))
             by_driver = ray_counter(port, "ray_cairn_store_requests_total").get(driver, 0.0)
-            if puts >= 2 * len(written) and by_driver > 0:
+            if puts >= 2 * len(written) and by_driver >= driver_own:
                 break
             assert time.monotonic() < deadline, (
                 f"Ray's metrics never showed the job: {puts} PUTs by workers for {len(written)} "
-                f"data files and their ID files, {by_driver} requests by the driver"
+                f"data files and their ID files, {by_driver} of the driver's {driver_own} requests"
             )
             time.sleep(1)
-        driver_own = sum(s["value"] for s in cairn.metrics()["cairn_store_requests_total"])
-        assert by_driver == driver_own, "the driver's flushed counts are all in Ray's"
+        assert by_driver == driver_own, "the driver's flushed counts are all in Ray's, once"
         gets = workers(ray_counter(port, "ray_cairn_store_requests_total", op="get"))
         received = workers(ray_counter(port, "ray_cairn_store_received_bytes_total", op="get"))
         input_bytes = sum(oracle.get_file_info(p).size for p in files(oracle, f"{prefix}/in"))

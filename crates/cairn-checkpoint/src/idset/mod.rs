@@ -78,20 +78,20 @@ pub struct IdSetBuilder {
 
 /// The two kinds of ID.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
+pub(crate) enum Kind {
     Int,
     Str,
 }
 
 impl Kind {
-    fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Kind::Int => "integer",
             Kind::Str => "string",
         }
     }
 
-    fn of(data_type: &DataType) -> Result<Kind> {
+    pub(crate) fn of(data_type: &DataType) -> Result<Kind> {
         match data_type {
             DataType::Int8
             | DataType::Int16
@@ -365,6 +365,15 @@ impl IdSetBuilder {
 }
 
 impl IdSet {
+    /// The kind of ID the set holds (`None` when empty).
+    pub(crate) fn kind(&self) -> Option<Kind> {
+        match self {
+            IdSet::Empty => None,
+            IdSet::Int(_) => Some(Kind::Int),
+            IdSet::Str(_) => Some(Kind::Str),
+        }
+    }
+
     /// For each row of `array`, whether its ID is committed (a null never is).
     /// The array must hold the kind of ID the set holds.
     pub fn contains_array(&self, array: &dyn Array) -> Result<BooleanArray> {
