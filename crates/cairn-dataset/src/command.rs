@@ -27,6 +27,8 @@ pub(crate) struct CommandProcess {
     stdout: Option<ChildStdout>,
     reader: Option<StreamReader<BufReader<ChildStdout>>>,
     stderr: Arc<Mutex<VecDeque<u8>>>,
+    /// The thread reading stderr: it ends at the pipe's end of file.
+    stderr_reader: Option<std::thread::JoinHandle<()>>,
     batches: u64,
     watchdog: Option<Watchdog>,
 }
@@ -124,7 +126,7 @@ impl CommandProcess {
         let stderr = Arc::new(Mutex::new(VecDeque::new()));
         let mut pipe = child.stderr.take().expect("stderr is piped");
         let tail = stderr.clone();
-        std::thread::spawn(move || {
+        let stderr_reader = std::thread::spawn(move || {
             let mut chunk = [0u8; 4096];
             while let Ok(n) = pipe.read(&mut chunk) {
                 if n == 0 {
@@ -146,6 +148,7 @@ impl CommandProcess {
             writer: None,
             reader: None,
             stderr,
+            stderr_reader: Some(stderr_reader),
             batches: 0,
         })
     }
@@ -230,8 +233,16 @@ impl CommandProcess {
                 _ => break None,
             }
         };
-        // Let the stderr reader drain what the process wrote last.
-        std::thread::sleep(Duration::from_millis(50));
+        // Let the stderr reader drain what the process wrote last: it ends
+        // at the pipe's end of file, once the process (and any child that
+        // inherited the pipe) is gone; a pipe held open longer is not
+        // waited on past the deadline.
+        if let Some(reader) = self.stderr_reader.take() {
+            let drained = deadline.max(Instant::now() + Duration::from_millis(500));
+            while !reader.is_finished() && Instant::now() < drained {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
         let tail: Vec<u8> = self
             .stderr
             .lock()
