@@ -15,7 +15,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use arrow_array::{ArrayRef, Int64Array, StringArray, UInt64Array};
-use cairn_checkpoint::{IdSetBuilder, RunId, StringMode, UnitName, encode_ids, load_committed};
+use cairn_checkpoint::internals::{RunId, encode_ids, load_committed};
+use cairn_checkpoint::{IdSetBuilder, StringMode, UnitName};
 use cairn_fs::{StorageOptions, WriteMode, build_checkpoint_filesystem};
 use futures::{StreamExt, stream};
 

@@ -9,7 +9,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use arrow_array::{ArrayRef, Int64Array};
-use cairn_checkpoint::{CheckpointConfig, RunId, UnitName, encode_ids};
+use cairn_checkpoint::UnitName;
+use cairn_checkpoint::internals::{CheckpointConfig, RunId, encode_ids};
 use cairn_fs::{FileSystem, StorageOptions, WriteMode, build_checkpoint_filesystem};
 use futures::{StreamExt, stream};
 

@@ -16,7 +16,8 @@ use crate::layout::{OutputLayout, UnitName};
 /// ```
 /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
 /// use std::sync::Arc;
-/// use cairn_checkpoint::{CheckpointDir, RunId, StringMode, UnitName};
+/// use cairn_checkpoint::{StringMode, UnitName};
+/// use cairn_checkpoint::internals::{CheckpointDir, RunId};
 /// let (fs, _) = cairn_fs::build_checkpoint_filesystem("memory:///doc-ckpt", &Default::default()).unwrap();
 /// let ckpt = CheckpointDir::new(fs, "memory:///doc-ckpt", "id");
 /// let unit = UnitName::new(&RunId::new(), 0);
@@ -54,7 +55,7 @@ impl CheckpointDir {
     /// says (flat by default).
     ///
     /// ```
-    /// use cairn_checkpoint::{CheckpointDir, OutputLayout};
+    /// use cairn_checkpoint::internals::{CheckpointDir, OutputLayout};
     /// let (fs, _) = cairn_fs::build_checkpoint_filesystem("memory:///doc-layout", &Default::default()).unwrap();
     /// let ckpt = CheckpointDir::new(fs, "memory:///doc-layout", "id").with_layout(OutputLayout::Partitioned);
     /// assert_eq!(ckpt.layout(), OutputLayout::Partitioned);
@@ -103,14 +104,15 @@ impl CheckpointDir {
     /// ```
     /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
     /// use std::sync::Arc;
-    /// use cairn_checkpoint::{CheckpointDir, RunId, UnitName};
+    /// use cairn_checkpoint::{UnitName};
+    /// use cairn_checkpoint::internals::{CheckpointDir, RunId};
     /// let (fs, _) = cairn_fs::build_checkpoint_filesystem("memory:///doc-parts", &Default::default()).unwrap();
     /// let ckpt = CheckpointDir::new(fs.clone(), "memory:///doc-parts", "id");
     /// let unit = UnitName::new(&RunId::new(), 0);
     /// let ids: arrow_array::ArrayRef = Arc::new(arrow_array::Int64Array::from(vec![1, 2]));
     /// ckpt.write_pending_in(&unit, ids, &["source=web".into()]).await.unwrap();
     /// let record = fs.cat(&format!("memory:///doc-parts/{}", unit.pending_file())).await.unwrap();
-    /// let dirs = cairn_checkpoint::recorded_partitions("pending", record).unwrap();
+    /// let dirs = cairn_checkpoint::internals::recorded_partitions("pending", record).unwrap();
     /// assert_eq!(dirs, Some(vec!["source=web".to_string()]));
     /// # })
     /// ```
@@ -167,14 +169,14 @@ impl CheckpointDir {
         Ok(self.fs.rm_file(&self.file(&unit.pending_file())).await?)
     }
 
-    /// Step 7, [`crate::load_committed`] on this directory.
-    pub async fn load(&self, mode: crate::StringMode) -> Result<crate::CommittedState> {
-        crate::load_committed(&self.fs, &self.dir, &self.id_column, mode).await
+    /// Step 7, [`crate::load::load_committed`] on this directory.
+    pub async fn load(&self, mode: crate::StringMode) -> Result<crate::load::CommittedState> {
+        crate::load::load_committed(&self.fs, &self.dir, &self.id_column, mode).await
     }
 
-    /// [`crate::list_committed`] on this directory: its state without
+    /// [`crate::load::list_committed`] on this directory: its state without
     /// reading the IDs.
-    pub async fn list(&self) -> Result<crate::CommittedState> {
-        crate::list_committed(&self.fs, &self.dir).await
+    pub async fn list(&self) -> Result<crate::load::CommittedState> {
+        crate::load::list_committed(&self.fs, &self.dir).await
     }
 }

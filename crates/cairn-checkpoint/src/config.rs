@@ -25,11 +25,11 @@ pub const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(120);
 /// What a job says about its checkpoint.
 ///
 /// ```
-/// let config = cairn_checkpoint::CheckpointConfig::new("uid", "/data/ckpt");
+/// let config = cairn_checkpoint::internals::CheckpointConfig::new("uid", "/data/ckpt");
 /// assert!(config.delete_checkpoint_on_success);
 /// config.validate().unwrap();
-/// assert!(cairn_checkpoint::CheckpointConfig::new("", "/x").validate().is_err());
-/// assert!(cairn_checkpoint::CheckpointConfig::new("uid", "relative/ckpt").validate().is_err());
+/// assert!(cairn_checkpoint::internals::CheckpointConfig::new("", "/x").validate().is_err());
+/// assert!(cairn_checkpoint::internals::CheckpointConfig::new("uid", "relative/ckpt").validate().is_err());
 /// ```
 #[derive(Debug, Clone)]
 pub struct CheckpointConfig {

@@ -7,7 +7,7 @@
 /// points in (the `cairn` binary does). A no-op without the feature.
 ///
 /// ```
-/// cairn_checkpoint::failpoint::setup_from_env();
+/// cairn_checkpoint::internals::failpoint::setup_from_env();
 /// ```
 pub fn setup_from_env() {
     #[cfg(feature = "failpoints")]
@@ -18,7 +18,7 @@ pub fn setup_from_env() {
 /// spot (no destructors, no clean-up: what a SIGKILL or a power cut leaves).
 ///
 /// ```
-/// cairn_checkpoint::failpoint::crash_point("never-configured");
+/// cairn_checkpoint::internals::failpoint::crash_point("never-configured");
 /// ```
 #[cfg_attr(not(feature = "failpoints"), allow(unused_variables))]
 pub fn crash_point(name: &str) {

@@ -21,8 +21,8 @@ use crate::idset::{MAX_RUNS, id_runs};
 /// ```
 /// use std::sync::Arc;
 /// let ids: arrow_array::ArrayRef = Arc::new(arrow_array::Int64Array::from(vec![1, 2, 3]));
-/// let bytes = cairn_checkpoint::encode_ids("id", ids).unwrap();
-/// let back = cairn_checkpoint::decode_ids("u.parquet", bytes, "id").unwrap();
+/// let bytes = cairn_checkpoint::internals::encode_ids("id", ids).unwrap();
+/// let back = cairn_checkpoint::internals::decode_ids("u.parquet", bytes, "id").unwrap();
 /// assert_eq!(back.iter().map(|a| a.len()).sum::<usize>(), 3);
 /// ```
 pub fn encode_ids(id_column: &str, ids: ArrayRef) -> Result<Bytes> {
@@ -112,7 +112,7 @@ pub fn decode_ids(file: &str, bytes: Bytes, id_column: &str) -> Result<Vec<Array
     decode_unit_ids(file, bytes, id_column, false).map(|ids| ids.arrays)
 }
 
-/// The partition directories a pending record lists ([`PARTITIONS_KEY`]):
+/// The partition directories a pending record lists (under `cairn.partitions`):
 /// `Ok(None)` when it lists none (a flat unit's record, or Ray's); an
 /// error when the file is not a readable Parquet file or a listed
 /// directory is not a plain relative path under the output (empty,
@@ -122,8 +122,8 @@ pub fn decode_ids(file: &str, bytes: Bytes, id_column: &str) -> Result<Vec<Array
 /// ```
 /// use std::sync::Arc;
 /// let ids: arrow_array::ArrayRef = Arc::new(arrow_array::Int64Array::from(vec![1]));
-/// let bytes = cairn_checkpoint::encode_ids("id", ids).unwrap();
-/// assert_eq!(cairn_checkpoint::recorded_partitions("u.pending.parquet", bytes).unwrap(), None);
+/// let bytes = cairn_checkpoint::internals::encode_ids("id", ids).unwrap();
+/// assert_eq!(cairn_checkpoint::internals::recorded_partitions("u.pending.parquet", bytes).unwrap(), None);
 /// ```
 pub fn recorded_partitions(file: &str, bytes: Bytes) -> Result<Option<Vec<String>>> {
     let corrupt = |reason: String| Error::CorruptIdFile {

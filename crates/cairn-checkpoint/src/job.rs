@@ -15,7 +15,7 @@ use crate::layout::JOB_FILE;
 /// What a checkpoint belongs to.
 ///
 /// ```
-/// let record = cairn_checkpoint::JobRecord::new("s3://b/out", "uid");
+/// let record = cairn_checkpoint::internals::JobRecord::new("s3://b/out", "uid");
 /// assert!(record.same_output("s3://b/out/"));
 /// assert!(!record.same_output("s3://b/out2"));
 /// ```
@@ -44,7 +44,7 @@ pub struct JobRecord {
 /// One input file as a run saw it.
 ///
 /// ```
-/// let a = cairn_checkpoint::InputFingerprint {
+/// let a = cairn_checkpoint::internals::InputFingerprint {
 ///     url: "s3://b/in/a.parquet".into(),
 ///     size: 10,
 ///     etag: Some("e1".into()),
@@ -119,8 +119,8 @@ impl JobRecord {
     }
 
     /// Where the recorded job's data files sit under its output.
-    pub fn layout(&self) -> crate::OutputLayout {
-        crate::OutputLayout::for_partition_columns(&self.partition_by)
+    pub fn layout(&self) -> crate::layout::OutputLayout {
+        crate::layout::OutputLayout::for_partition_columns(&self.partition_by)
     }
 
     /// Checks a run that writes `format` partitioned by `partition_by`
@@ -251,10 +251,10 @@ impl CheckpointDir {
 ///
 /// ```
 /// let (fs, _) = cairn_fs::FileSystem::from_url("/tmp", &Default::default()).unwrap();
-/// assert!(cairn_checkpoint::refuse_overlap(&fs, "/data/ckpt", &fs, "/data/out", "output").is_ok());
-/// assert!(cairn_checkpoint::refuse_overlap(&fs, "/data/out/ckpt", &fs, "/data/out", "output").is_err());
-/// assert!(cairn_checkpoint::refuse_overlap(&fs, "/data", &fs, "/data/out", "output").is_err());
-/// assert!(cairn_checkpoint::refuse_overlap(&fs, "/data/out/", &fs, "/data/out", "output").is_err());
+/// assert!(cairn_checkpoint::internals::refuse_overlap(&fs, "/data/ckpt", &fs, "/data/out", "output").is_ok());
+/// assert!(cairn_checkpoint::internals::refuse_overlap(&fs, "/data/out/ckpt", &fs, "/data/out", "output").is_err());
+/// assert!(cairn_checkpoint::internals::refuse_overlap(&fs, "/data", &fs, "/data/out", "output").is_err());
+/// assert!(cairn_checkpoint::internals::refuse_overlap(&fs, "/data/out/", &fs, "/data/out", "output").is_err());
 /// ```
 pub fn refuse_overlap(
     checkpoint_fs: &FileSystem,
@@ -278,9 +278,9 @@ pub fn refuse_overlap(
 ///
 /// ```
 /// let (fs, _) = cairn_fs::FileSystem::from_url("/tmp", &Default::default()).unwrap();
-/// assert!(cairn_checkpoint::paths_overlap(&fs, "/d/in", &fs, "/d").unwrap());
-/// assert!(cairn_checkpoint::paths_overlap(&fs, "/d", &fs, "/d/in/").unwrap());
-/// assert!(!cairn_checkpoint::paths_overlap(&fs, "/d/in", &fs, "/d/input").unwrap());
+/// assert!(cairn_checkpoint::internals::paths_overlap(&fs, "/d/in", &fs, "/d").unwrap());
+/// assert!(cairn_checkpoint::internals::paths_overlap(&fs, "/d", &fs, "/d/in/").unwrap());
+/// assert!(!cairn_checkpoint::internals::paths_overlap(&fs, "/d/in", &fs, "/d/input").unwrap());
 /// ```
 pub fn paths_overlap(a_fs: &FileSystem, a: &str, b_fs: &FileSystem, b: &str) -> Result<bool> {
     if a_fs.protocol() != b_fs.protocol() {

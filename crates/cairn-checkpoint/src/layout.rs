@@ -12,15 +12,15 @@ pub const PENDING_SUFFIX: &str = ".pending.parquet";
 pub const LEASE_FILE: &str = ".cairn-lease.json";
 /// What every lease file's name starts with: `.cairn-lease.<generation>.json`.
 pub const LEASE_PREFIX: &str = ".cairn-lease";
-/// The job record: what the checkpoint belongs to (see [`crate::JobRecord`]).
+/// The job record: what the checkpoint belongs to (see [`crate::job::JobRecord`]).
 pub const JOB_FILE: &str = ".cairn-job.json";
 
 /// The name of lease generation `generation` (20 digits, so names sort).
 ///
 /// ```
-/// assert_eq!(cairn_checkpoint::lease_file(7), ".cairn-lease.00000000000000000007.json");
-/// assert_eq!(cairn_checkpoint::lease_generation(&cairn_checkpoint::lease_file(7)), Some(7));
-/// assert_eq!(cairn_checkpoint::lease_generation(".cairn-lease.x.json"), None);
+/// assert_eq!(cairn_checkpoint::internals::lease_file(7), ".cairn-lease.00000000000000000007.json");
+/// assert_eq!(cairn_checkpoint::internals::lease_generation(&cairn_checkpoint::internals::lease_file(7)), Some(7));
+/// assert_eq!(cairn_checkpoint::internals::lease_generation(".cairn-lease.x.json"), None);
 /// ```
 pub fn lease_file(generation: u64) -> String {
     format!("{LEASE_PREFIX}.{generation:020}.json")
@@ -52,7 +52,7 @@ pub const DATA_DELIMITERS: [char; 3] = ['_', '-', '.'];
 /// `require_data` and `cairn ckpt verify` look for a committed unit's.
 ///
 /// ```
-/// use cairn_checkpoint::OutputLayout;
+/// use cairn_checkpoint::internals::OutputLayout;
 /// assert_eq!(OutputLayout::default(), OutputLayout::Flat);
 /// assert_eq!(OutputLayout::for_partition_columns(&["source".into()]), OutputLayout::Partitioned);
 /// assert_eq!(OutputLayout::for_partition_columns(&[]), OutputLayout::Flat);
@@ -87,7 +87,8 @@ impl OutputLayout {
 /// they are.
 ///
 /// ```
-/// use cairn_checkpoint::{RunId, UnitName};
+/// use cairn_checkpoint::{UnitName};
+/// use cairn_checkpoint::internals::{RunId};
 /// let unit = UnitName::new(&RunId::from_hex("0123456789abcdef0123456789abcdef"), 42);
 /// assert_eq!(unit.as_str(), "0123456789abcdef0123456789abcdef_0000000042");
 /// assert_eq!(unit.committed_file(), "0123456789abcdef0123456789abcdef_0000000042.parquet");
@@ -114,12 +115,16 @@ impl std::fmt::Debug for UnitName {
 }
 
 impl UnitName {
-    /// The name of unit `seq` of `run`.
+    /// The name of unit `seq` of `run`. (for cairn's own crates: a program gets its
+    /// units from `Run::next_unit`).
+    #[doc(hidden)]
     pub fn new(run: &RunId, seq: u64) -> Self {
         Self(format!("{}_{seq:010}", run.0))
     }
 
-    /// A unit name as found in a directory.
+    /// A unit name as found in a directory. (for cairn's own crates: a program gets its
+    /// units from `Run::next_unit`).
+    #[doc(hidden)]
     pub fn from_stem(stem: &str) -> Self {
         Self(stem.to_string())
     }
@@ -129,17 +134,23 @@ impl UnitName {
         &self.0
     }
 
-    /// `<unit>.parquet`.
+    /// `<unit>.parquet`. (for cairn's own crates: a program gets its
+    /// units from `Run::next_unit`).
+    #[doc(hidden)]
     pub fn committed_file(&self) -> String {
         format!("{}{COMMITTED_SUFFIX}", self.0)
     }
 
-    /// `<unit>.pending.parquet`.
+    /// `<unit>.pending.parquet`. (for cairn's own crates: a program gets its
+    /// units from `Run::next_unit`).
+    #[doc(hidden)]
     pub fn pending_file(&self) -> String {
         format!("{}{PENDING_SUFFIX}", self.0)
     }
 
-    /// The prefix every data file of this unit starts with: `<unit>_`.
+    /// The prefix every data file of this unit starts with: `<unit>_`. (for cairn's own crates: a program gets its
+    /// units from `Run::next_unit`).
+    #[doc(hidden)]
     pub fn data_prefix(&self) -> String {
         format!("{}{DATA_DELIMITER}", self.0)
     }
@@ -157,7 +168,7 @@ impl UnitName {
     }
 
     /// Whether a data file (a base name, no directory) belongs to this unit:
-    /// it starts with the unit's name and then one of [`DATA_DELIMITERS`].
+    /// it starts with the unit's name and then `_`, `-` (Ray Data's) or `.`.
     pub fn owns_data_file(&self, file_name: &str) -> bool {
         file_name
             .strip_prefix(&self.0)
@@ -174,8 +185,8 @@ impl std::fmt::Display for UnitName {
 /// The random identity of one run: 32 hex digits.
 ///
 /// ```
-/// let a = cairn_checkpoint::RunId::new();
-/// let b = cairn_checkpoint::RunId::new();
+/// let a = cairn_checkpoint::internals::RunId::new();
+/// let b = cairn_checkpoint::internals::RunId::new();
 /// assert_ne!(a, b);
 /// assert_eq!(a.as_str().len(), 32);
 /// ```
@@ -218,7 +229,8 @@ impl Default for RunId {
 /// What a file in a checkpoint directory is.
 ///
 /// ```
-/// use cairn_checkpoint::{CheckpointFile, UnitName, classify};
+/// use cairn_checkpoint::{UnitName};
+/// use cairn_checkpoint::internals::{CheckpointFile, classify};
 /// assert_eq!(classify("a_b_000001.parquet"), CheckpointFile::Committed(UnitName::from_stem("a_b_000001")));
 /// assert_eq!(classify("a_b_000001.pending.parquet"), CheckpointFile::Pending(UnitName::from_stem("a_b_000001")));
 /// assert_eq!(classify(".cairn-lease.json"), CheckpointFile::Lease);

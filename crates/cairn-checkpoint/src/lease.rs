@@ -666,9 +666,9 @@ impl CheckpointDir {
 /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
 /// use std::time::Duration;
 /// let (fs, _) = cairn_fs::build_checkpoint_filesystem("memory:///keeper-doc", &Default::default()).unwrap();
-/// let dir = cairn_checkpoint::CheckpointDir::new(fs, "memory:///keeper-doc", "id");
-/// let lease = dir.acquire_lease(&cairn_checkpoint::RunId::new(), Duration::from_secs(30)).await.unwrap();
-/// let keeper = cairn_checkpoint::LeaseKeeper::start(dir.clone(), lease);
+/// let dir = cairn_checkpoint::internals::CheckpointDir::new(fs, "memory:///keeper-doc", "id");
+/// let lease = dir.acquire_lease(&cairn_checkpoint::internals::RunId::new(), Duration::from_secs(30)).await.unwrap();
+/// let keeper = cairn_checkpoint::internals::LeaseKeeper::start(dir.clone(), lease);
 /// keeper.check().unwrap();
 /// let lease = keeper.stop().await.unwrap();
 /// dir.release_lease(lease).await.unwrap();

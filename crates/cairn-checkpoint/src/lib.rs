@@ -44,19 +44,23 @@
 //! # })
 //! ```
 //!
-//! The pieces under it ([`CheckpointDir`], [`CheckpointConfig`], the lease,
-//! ID files, [`idset`]) are public for cairn's own job runner and tools.
+//! The building blocks under [`Run`] (the checkpoint directory, the lease,
+//! ID files, the job record) are not part of this API: cairn's own job
+//! runner and Python package reach them through the `internals` cargo
+//! feature, which makes no promise of stability.
 
 #![warn(missing_docs)]
+// Without `internals`, the building blocks only cairn's other crates call
+// are unreachable, not unused.
+#![cfg_attr(not(feature = "internals"), allow(dead_code))]
 
 mod cleanup;
 mod commit;
 mod config;
 mod error;
-#[doc(hidden)]
-pub mod failpoint;
+mod failpoint;
 mod idfile;
-pub mod idset;
+mod idset;
 mod job;
 mod layout;
 mod lease;
@@ -68,26 +72,47 @@ mod run;
 mod verify;
 
 pub use cleanup::CleanupReport;
-pub use commit::CheckpointDir;
-pub use config::{
-    CheckpointConfig, DEFAULT_COMMIT_INTERVAL, DEFAULT_COMMIT_ROWS, DEFAULT_LEASE_TTL,
-    OpenCheckpoint,
-};
+pub use config::DEFAULT_LEASE_TTL;
 pub use error::{Error, Result};
-pub use idfile::{decode_ids, encode_ids, recorded_partitions};
 pub use idset::{IdSet, IdSetBuilder, IntIdSet, StringIdSet, StringMode};
-pub use job::{InputFingerprint, JobRecord, paths_overlap, refuse_overlap};
-pub use layout::{
-    COMMITTED_SUFFIX, COMPLETE_FILE, CheckpointFile, DATA_DELIMITER, DATA_DELIMITERS, JOB_FILE,
-    LEASE_FILE, LEASE_PREFIX, OutputLayout, PENDING_SUFFIX, RunId, UnitName, classify, lease_file,
-    lease_generation,
-};
-pub use lease::{Lease, LeaseKeeper, LeaseRecord};
-pub use load::{CommittedState, infer_id_column, list_committed, load_committed};
+pub use layout::UnitName;
 pub use metrics::register_metrics;
 pub use recover::RecoveryReport;
 pub use run::{Checkpoint, Run};
-pub use verify::{DataCheck, data_file_owner, found_layout};
+
+/// The protocol's building blocks, for cairn's own crates (cairn-dataset,
+/// the `cairn` CLI, cairn-py), which implement other doors onto the same
+/// checkpoint. Behind the `internals` cargo feature and without a promise
+/// of stability: a program uses [`Checkpoint`] and [`Run`].
+///
+/// ```
+/// use cairn_checkpoint::internals::{COMMITTED_SUFFIX, classify, CheckpointFile};
+/// assert!(matches!(classify(&format!("u{COMMITTED_SUFFIX}")), CheckpointFile::Committed(_)));
+/// ```
+#[cfg(feature = "internals")]
+pub mod internals {
+    pub use crate::commit::CheckpointDir;
+    pub use crate::config::{
+        CheckpointConfig, DEFAULT_COMMIT_INTERVAL, DEFAULT_COMMIT_ROWS, OpenCheckpoint,
+    };
+    pub use crate::idfile::{decode_ids, encode_ids, recorded_partitions};
+    pub use crate::idset::{check_id_type, id_keys};
+    pub use crate::job::{InputFingerprint, JobRecord, paths_overlap, refuse_overlap};
+    pub use crate::layout::{
+        COMMITTED_SUFFIX, COMPLETE_FILE, CheckpointFile, DATA_DELIMITER, DATA_DELIMITERS, JOB_FILE,
+        LEASE_FILE, LEASE_PREFIX, OutputLayout, PENDING_SUFFIX, RunId, classify, lease_file,
+        lease_generation,
+    };
+    pub use crate::lease::{Lease, LeaseKeeper, LeaseRecord};
+    pub use crate::load::{CommittedState, infer_id_column, list_committed, load_committed};
+    pub use crate::verify::{DataCheck, data_file_owner, found_layout};
+
+    /// Crash points in the code that runs in production, inert unless the
+    /// crate is built with the `failpoints` feature (the tests' builds).
+    pub mod failpoint {
+        pub use crate::failpoint::{crash_point, setup_from_env};
+    }
+}
 
 /// The arrow-rs crates (version 60) whose types are in this crate's
 /// signatures ([`Run::begin`] takes an `ArrayRef`): build IDs with these,
@@ -102,6 +127,10 @@ pub mod arrow {
     pub use arrow_array as array;
     pub use arrow_schema as schema;
 }
+
+/// The bytes crate (1.x), whose `Bytes` [`IdSet::from_shared`] takes: a
+/// set read in place from memory another owner keeps alive.
+pub use bytes;
 
 /// The filesystem crate a [`Checkpoint`] runs on, re-exported so its
 /// version is the one this crate was built with.

@@ -114,11 +114,6 @@ impl Checkpoint {
         self
     }
 
-    /// The settings, for the job runner's own use of them.
-    pub fn config(&self) -> &CheckpointConfig {
-        &self.config
-    }
-
     /// Starts a run writing to `output_dir` on `output_fs`: takes the
     /// lease (renewed in the background from then on), refuses a checkpoint
     /// of another job, rolls back what a crashed run left pending (its data

@@ -35,9 +35,9 @@ pub struct DataCheck {
 /// ```
 /// use std::collections::HashSet;
 /// let units: HashSet<&str> = ["run_1", "run_10"].into_iter().collect();
-/// assert_eq!(cairn_checkpoint::data_file_owner(&units, "run_1_0.parquet"), Some("run_1"));
-/// assert_eq!(cairn_checkpoint::data_file_owner(&units, "run_10-3.parquet"), Some("run_10"));
-/// assert_eq!(cairn_checkpoint::data_file_owner(&units, "run_100_0.parquet"), None);
+/// assert_eq!(cairn_checkpoint::internals::data_file_owner(&units, "run_1_0.parquet"), Some("run_1"));
+/// assert_eq!(cairn_checkpoint::internals::data_file_owner(&units, "run_10-3.parquet"), Some("run_10"));
+/// assert_eq!(cairn_checkpoint::internals::data_file_owner(&units, "run_100_0.parquet"), None);
 /// ```
 pub fn data_file_owner<'a>(units: &HashSet<&'a str>, base: &str) -> Option<&'a str> {
     base.char_indices()
@@ -53,7 +53,7 @@ pub fn data_file_owner<'a>(units: &HashSet<&'a str>, base: &str) -> Option<&'a s
 ///
 /// ```
 /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
-/// use cairn_checkpoint::{OutputLayout, found_layout};
+/// use cairn_checkpoint::internals::{OutputLayout, found_layout};
 /// let fs = cairn_fs::FileSystem::new("memory", &Default::default()).unwrap();
 /// assert_eq!(found_layout(&fs, "/doc-out").await.unwrap(), OutputLayout::Flat);
 /// fs.pipe("/doc-out/a_0.parquet", "x".into(), cairn_fs::WriteMode::Overwrite).await.unwrap();

@@ -12,7 +12,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use arrow_array::{Array, ArrayRef, Int64Array};
-use cairn_checkpoint::{CheckpointDir, RunId, StringMode, UnitName, decode_ids, encode_ids};
+use cairn_checkpoint::internals::{CheckpointDir, RunId, decode_ids, encode_ids};
+use cairn_checkpoint::{StringMode, UnitName};
 use cairn_fs::{StorageOptions, WriteMode, build_checkpoint_filesystem};
 
 const ROWS: i64 = 5000;

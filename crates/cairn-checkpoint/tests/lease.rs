@@ -2,7 +2,8 @@
 
 use std::time::Duration;
 
-use cairn_checkpoint::{CheckpointDir, Error, LeaseRecord, RunId, lease_file};
+use cairn_checkpoint::Error;
+use cairn_checkpoint::internals::{CheckpointDir, LeaseRecord, RunId, lease_file};
 use cairn_fs::{StorageOptions, WriteMode, build_checkpoint_filesystem};
 
 fn dir_on(root: &str) -> CheckpointDir {
@@ -283,7 +284,7 @@ async fn a_run_that_lost_its_lease_is_told_so_and_cannot_commit() {
         .await
         .unwrap();
     dir.renew_lease(&mut lease).await.unwrap();
-    let keeper = cairn_checkpoint::LeaseKeeper::start(dir.clone(), lease.clone());
+    let keeper = cairn_checkpoint::internals::LeaseKeeper::start(dir.clone(), lease.clone());
     let unit = cairn_checkpoint::UnitName::new(&RunId::new(), 0);
     let ids: arrow_array::ArrayRef = std::sync::Arc::new(arrow_array::Int64Array::from(vec![1, 2]));
     dir.write_pending(&unit, ids.clone()).await.unwrap();
@@ -322,7 +323,7 @@ async fn a_commit_whose_pending_record_was_rolled_back_is_refused() {
         .acquire_lease(&RunId::new(), Duration::from_secs(60))
         .await
         .unwrap();
-    let keeper = cairn_checkpoint::LeaseKeeper::start(dir.clone(), lease);
+    let keeper = cairn_checkpoint::internals::LeaseKeeper::start(dir.clone(), lease);
     let unit = cairn_checkpoint::UnitName::new(&RunId::new(), 0);
     let ids: arrow_array::ArrayRef = std::sync::Arc::new(arrow_array::Int64Array::from(vec![7]));
     dir.write_pending(&unit, ids.clone()).await.unwrap();
@@ -396,7 +397,7 @@ async fn the_keeper_renews_and_notices_a_lost_lease() {
         .await
         .unwrap();
     let first_expiry = lease.record().expires_at;
-    let keeper = cairn_checkpoint::LeaseKeeper::start(dir.clone(), lease);
+    let keeper = cairn_checkpoint::internals::LeaseKeeper::start(dir.clone(), lease);
     tokio::time::sleep(Duration::from_millis(2200)).await;
     keeper.check().unwrap();
     let lease = keeper.stop().await.unwrap();
@@ -405,7 +406,7 @@ async fn the_keeper_renews_and_notices_a_lost_lease() {
         "renewed while running"
     );
 
-    let keeper = cairn_checkpoint::LeaseKeeper::start(dir.clone(), lease);
+    let keeper = cairn_checkpoint::internals::LeaseKeeper::start(dir.clone(), lease);
     let generation = keeper.record().generation;
     write_record(
         &root,

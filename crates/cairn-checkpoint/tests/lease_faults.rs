@@ -6,7 +6,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use cairn_checkpoint::{CheckpointDir, Error, LeaseKeeper, RunId, UnitName};
+use cairn_checkpoint::internals::{CheckpointDir, LeaseKeeper, RunId};
+use cairn_checkpoint::{Error, UnitName};
 use cairn_fs::{StorageOptions, build_checkpoint_filesystem};
 
 fn dir_on(root: &str) -> CheckpointDir {

@@ -6,9 +6,8 @@ use std::process::Command;
 use std::sync::Arc;
 
 use arrow_array::{ArrayRef, Float64Array, Int64Array, StringArray};
-use cairn_checkpoint::{
-    Error, IdSet, RunId, StringMode, UnitName, encode_ids, list_committed, load_committed,
-};
+use cairn_checkpoint::internals::{RunId, encode_ids, list_committed, load_committed};
+use cairn_checkpoint::{Error, IdSet, StringMode, UnitName};
 use cairn_fs::{FileSystem, StorageOptions, WriteMode, build_checkpoint_filesystem};
 
 fn ints(v: impl IntoIterator<Item = i64>) -> ArrayRef {

@@ -4,7 +4,8 @@
 use std::sync::Arc;
 
 use arrow_array::{ArrayRef, Int64Array};
-use cairn_checkpoint::{CheckpointConfig, CheckpointDir, Error, RunId, UnitName, encode_ids};
+use cairn_checkpoint::internals::{CheckpointConfig, CheckpointDir, RunId, encode_ids};
+use cairn_checkpoint::{Error, UnitName};
 use cairn_fs::{FileSystem, StorageOptions, WriteMode};
 
 fn ids(v: &[i64]) -> ArrayRef {
@@ -124,7 +125,7 @@ async fn an_interrupted_clean_up_is_finished_not_rolled_back() {
     // What a clean-up of older cairn (an empty marker) killed after its
     // first deletion leaves.
     fs.pipe(
-        &format!("{root}/ckpt/{}", cairn_checkpoint::COMPLETE_FILE),
+        &format!("{root}/ckpt/{}", cairn_checkpoint::internals::COMPLETE_FILE),
         bytes::Bytes::new(),
         WriteMode::Overwrite,
     )

@@ -9,7 +9,8 @@ use std::sync::Arc;
 
 use arrow_array::{ArrayRef, Int64Array, RecordBatch};
 use arrow_schema::{DataType, Field, Schema};
-use cairn_checkpoint::{CheckpointDir, OutputLayout, RunId, StringMode, UnitName};
+use cairn_checkpoint::internals::{CheckpointDir, OutputLayout, RunId};
+use cairn_checkpoint::{StringMode, UnitName};
 use cairn_fs::{FileSystem, StorageOptions, WriteMode, build_checkpoint_filesystem};
 use parquet::arrow::ArrowWriter;
 use parquet::file::metadata::KeyValue;
@@ -266,7 +267,9 @@ async fn a_cached_listing_decides_nothing(options: &StorageOptions, root: &str) 
         1,
         "the cache is stale"
     );
-    let layout = cairn_checkpoint::found_layout(&out_fs, &out).await.unwrap();
+    let layout = cairn_checkpoint::internals::found_layout(&out_fs, &out)
+        .await
+        .unwrap();
     assert_eq!(layout, OutputLayout::Partitioned);
     let dir = ckpt.with_layout(layout);
     let state = dir.load(StringMode::default()).await.unwrap();

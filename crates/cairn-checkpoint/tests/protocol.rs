@@ -14,7 +14,8 @@ use futures::StreamExt;
 use std::sync::Arc;
 
 use arrow_array::{Array, ArrayRef, Int64Array};
-use cairn_checkpoint::{CheckpointDir, RunId, StringMode, UnitName, decode_ids, encode_ids};
+use cairn_checkpoint::internals::{CheckpointDir, RunId, decode_ids, encode_ids};
+use cairn_checkpoint::{StringMode, UnitName};
 use cairn_fs::{FileSystem, StorageOptions, WriteMode, build_checkpoint_filesystem};
 
 const ROWS: i64 = 600;

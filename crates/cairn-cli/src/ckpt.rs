@@ -4,10 +4,10 @@ use std::io::Write;
 
 use arrow_array::Array;
 use arrow_array::cast::AsArray;
-use cairn_checkpoint::{
-    CheckpointDir, JobRecord, RunId, StringMode, UnitName, classify, decode_ids, found_layout,
-    infer_id_column,
+use cairn_checkpoint::internals::{
+    CheckpointDir, JobRecord, RunId, classify, decode_ids, found_layout, infer_id_column,
 };
+use cairn_checkpoint::{StringMode, UnitName};
 use cairn_fs::{FileSystem, StorageOptions, build_checkpoint_filesystem};
 use clap::Subcommand;
 
@@ -179,7 +179,13 @@ pub async fn run(command: CkptCommand, options: &StorageOptions) -> CliResult<u8
         CkptCommand::Gc { path, output } => {
             let (_, dir, _) = open(&path, options).await?;
             let (out_fs, out_path) = FileSystem::from_url(&output, options)?;
-            cairn_checkpoint::refuse_overlap(dir.fs(), &path, &out_fs, &out_path, "output")?;
+            cairn_checkpoint::internals::refuse_overlap(
+                dir.fs(),
+                &path,
+                &out_fs,
+                &out_path,
+                "output",
+            )?;
             // Refused before the lease is taken: a wrong output would roll
             // back pending records while their data stays in the real one.
             let job = dir.check_output(&out_fs.url(&out_path)).await?;
@@ -225,7 +231,7 @@ pub async fn run(command: CkptCommand, options: &StorageOptions) -> CliResult<u8
                 let base = entry.name.rsplit('/').next().unwrap_or(&entry.name);
                 if !matches!(
                     classify(base),
-                    cairn_checkpoint::CheckpointFile::Committed(_)
+                    cairn_checkpoint::internals::CheckpointFile::Committed(_)
                 ) {
                     continue;
                 }
@@ -275,7 +281,7 @@ fn print_ids(out: &mut impl Write, array: &dyn Array) -> CliResult<()> {
 
 /// The lease as a person reads it: who, and until when (a time, not a
 /// count of seconds since 1970).
-fn describe_lease(lease: &cairn_checkpoint::LeaseRecord) -> String {
+fn describe_lease(lease: &cairn_checkpoint::internals::LeaseRecord) -> String {
     let holder = format!("{} pid {} (run {})", lease.host, lease.pid, lease.run);
     let at = i64::try_from(lease.expires_at)
         .ok()

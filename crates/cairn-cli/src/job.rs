@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use arrow_array::{ArrayRef, Int64Array, RecordBatch, StringArray};
-use cairn_checkpoint::{CheckpointConfig, idset::id_keys};
+use cairn_checkpoint::internals::{CheckpointConfig, id_keys};
 use cairn_dataset::{Dataset, JobContext, JobSummary, SaveMode, Sink, Source};
 use cairn_fs::{FileSystem, StorageOptions, WriteMode};
 use clap::{Args, Subcommand, ValueEnum};
@@ -129,10 +129,10 @@ pub struct RunArgs {
     #[arg(long, default_value_t = cairn_dataset::DEFAULT_DUPLICATE_CHECK_MAX_IDS)]
     pub duplicate_check_max_ids: u64,
     /// Commit a unit after this many input rows.
-    #[arg(long, default_value_t = cairn_checkpoint::DEFAULT_COMMIT_ROWS)]
+    #[arg(long, default_value_t = cairn_checkpoint::internals::DEFAULT_COMMIT_ROWS)]
     pub commit_every_rows: usize,
     /// ... or after this many seconds, whichever comes first.
-    #[arg(long, default_value_t = cairn_checkpoint::DEFAULT_COMMIT_INTERVAL.as_secs_f64())]
+    #[arg(long, default_value_t = cairn_checkpoint::internals::DEFAULT_COMMIT_INTERVAL.as_secs_f64())]
     pub commit_every_secs: f64,
     /// Keep the checkpoint after a successful run.
     #[arg(long)]

@@ -142,7 +142,7 @@ struct Transfer {
 }
 
 fn main() -> ExitCode {
-    cairn_checkpoint::failpoint::setup_from_env();
+    cairn_checkpoint::internals::failpoint::setup_from_env();
     let args: Vec<String> = std::env::args().collect();
     if let Some(message) = spaced_option(&args) {
         eprintln!("cairn: {message}");

@@ -426,7 +426,10 @@ fn a_live_lease_refuses_a_second_run(place: &Place) {
     let tmp = tempfile::tempdir().unwrap();
     let local = tmp.path().join("lease.json");
     std::fs::write(&local, record.to_string()).unwrap();
-    let lease = place.url(&format!("ckpt/{}", cairn_checkpoint::lease_file(7)));
+    let lease = place.url(&format!(
+        "ckpt/{}",
+        cairn_checkpoint::internals::lease_file(7)
+    ));
     place.ok(&["put", local.to_str().unwrap(), &lease]);
     let before = place.status("ckpt");
     let refused = place.cairn(&args).output().unwrap();
@@ -605,7 +608,7 @@ fn ckpt_verify_does_not_call_a_filtered_out_unit_missing() {
     let place = Place::local();
     place.sample("in", 4_000, 1);
     let (output, ckpt) = (place.url("out"), place.url("ckpt"));
-    let mut config = cairn_checkpoint::CheckpointConfig::new("uid", &ckpt);
+    let mut config = cairn_dataset::CheckpointConfig::new("uid", &ckpt);
     config.commit_rows = 1_000;
     config.delete_checkpoint_on_success = false;
     let ctx = cairn_dataset::JobContext::new()

@@ -6,7 +6,8 @@
 use std::collections::HashSet;
 
 use arrow_schema::SchemaRef;
-use cairn_checkpoint::{IdSet, InputFingerprint};
+use cairn_checkpoint::IdSet;
+use cairn_checkpoint::internals::InputFingerprint;
 use cairn_fs::{ErrorKind, FileSystem, StorageOptions};
 use futures::TryStreamExt;
 
@@ -31,7 +32,7 @@ pub(crate) fn id_column(schema: &SchemaRef, id: &str) -> Result<()> {
             ),
         });
     };
-    cairn_checkpoint::idset::check_id_type(field.data_type()).map_err(|_| Error::Plan {
+    cairn_checkpoint::internals::check_id_type(field.data_type()).map_err(|_| Error::Plan {
         reason: format!(
             "the ID column {id:?} has type {}; IDs must be integers or strings",
             field.data_type()
@@ -76,7 +77,7 @@ pub(crate) fn output_apart_from_inputs(
     options: &StorageOptions,
 ) -> Result<()> {
     for (url, fs, base) in input_locations(source, options) {
-        if cairn_checkpoint::paths_overlap(&fs, &base, out_fs, out_dir)? {
+        if cairn_checkpoint::internals::paths_overlap(&fs, &base, out_fs, out_dir)? {
             return Err(Error::Plan {
                 reason: format!(
                     "the input {url} and the output {} overlap (one is, contains or lies inside the other); nothing was written. The job could delete or overwrite its own input, and a later run would read its output. Write the output to a directory of its own",
@@ -92,11 +93,17 @@ pub(crate) fn output_apart_from_inputs(
 /// have its files read as input, and its clean-up could delete input files.
 pub(crate) fn checkpoint_outside_inputs(
     source: &Source,
-    checkpoint: &cairn_checkpoint::CheckpointDir,
+    checkpoint: &cairn_checkpoint::internals::CheckpointDir,
     options: &StorageOptions,
 ) -> Result<()> {
     for (_, fs, base) in input_locations(source, options) {
-        cairn_checkpoint::refuse_overlap(checkpoint.fs(), checkpoint.path(), &fs, &base, "input")?;
+        cairn_checkpoint::internals::refuse_overlap(
+            checkpoint.fs(),
+            checkpoint.path(),
+            &fs,
+            &base,
+            "input",
+        )?;
     }
     Ok(())
 }

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use cairn_checkpoint::CheckpointConfig;
+use cairn_checkpoint::internals::CheckpointConfig;
 use cairn_fs::StorageOptions;
 
 use crate::progress::Progress;
@@ -17,7 +17,7 @@ pub const DEFAULT_ROWS_PER_FILE: usize = 100_000;
 ///
 /// ```
 /// let ctx = cairn_dataset::JobContext::new()
-///     .checkpoint(cairn_checkpoint::CheckpointConfig::new("uid", "/tmp/ckpt"))
+///     .checkpoint(cairn_dataset::CheckpointConfig::new("uid", "/tmp/ckpt"))
 ///     .workers(4);
 /// assert_eq!(ctx.workers, 4);
 /// ```

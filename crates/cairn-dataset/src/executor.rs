@@ -14,10 +14,9 @@ use std::time::{Duration, Instant};
 
 use arrow_array::{Array, ArrayRef, BooleanArray, RecordBatch};
 use arrow_schema::SchemaRef;
-use cairn_checkpoint::failpoint::crash_point;
-use cairn_checkpoint::{
-    CheckpointDir, IdSet, JobRecord, LeaseKeeper, OutputLayout, RunId, UnitName,
-};
+use cairn_checkpoint::internals::failpoint::crash_point;
+use cairn_checkpoint::internals::{CheckpointDir, JobRecord, LeaseKeeper, OutputLayout, RunId};
+use cairn_checkpoint::{IdSet, UnitName};
 use cairn_fs::{ErrorKind, FileSystem, WriteMode};
 use futures::StreamExt;
 
@@ -42,7 +41,7 @@ struct RunCheckpoint {
     dir: CheckpointDir,
     keeper: LeaseKeeper,
     run: RunId,
-    config: cairn_checkpoint::CheckpointConfig,
+    config: cairn_checkpoint::internals::CheckpointConfig,
     job: JobRecord,
     /// This run made the checkpoint (see `OpenCheckpoint::fresh`).
     fresh: bool,

@@ -3,7 +3,7 @@
 //! A [`Dataset`] reads Parquet or JSON lines from any cairn URL (or batches
 //! in memory), applies map-like operators (Rust closures or an external
 //! command speaking Arrow IPC), and writes Parquet or JSON lines. With a
-//! [`cairn_checkpoint::CheckpointConfig`] in the [`JobContext`], every unit
+//! [`CheckpointConfig`] in the [`JobContext`], every unit
 //! of output commits with the checkpoint protocol, and a re-run of the same
 //! job skips the rows already committed (whole row groups unread when the
 //! IDs are Ray's `row_hash`).
@@ -26,6 +26,9 @@ mod sink;
 mod source;
 mod typed;
 
+/// A job's checkpoint settings (the ID column, the checkpoint's URL, how
+/// often a unit commits, the lease): what [`JobContext::checkpoint`] takes.
+pub use cairn_checkpoint::internals::CheckpointConfig;
 pub use context::{
     DEFAULT_BATCH_SIZE, DEFAULT_DUPLICATE_CHECK_MAX_IDS, DEFAULT_ROWS_PER_FILE, JobContext,
 };

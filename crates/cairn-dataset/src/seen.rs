@@ -90,7 +90,7 @@ impl SeenIds {
 
     /// Adds the IDs of one batch; an ID already seen is an error naming it.
     pub(crate) fn insert(&self, ids: &ArrayRef, column: &str, label: &str) -> Result<()> {
-        let keys = cairn_checkpoint::idset::id_keys(ids.as_ref())?;
+        let keys = cairn_checkpoint::internals::id_keys(ids.as_ref())?;
         let duplicate = |row: usize| Error::DuplicateId {
             id: id_text(ids.as_ref(), row),
             column: column.to_string(),

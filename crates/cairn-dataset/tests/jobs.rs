@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use arrow_array::cast::AsArray;
 use arrow_array::types::Int64Type;
 use arrow_array::{ArrayRef, Int64Array, RecordBatch, StringArray};
-use cairn_checkpoint::CheckpointConfig;
+use cairn_checkpoint::internals::CheckpointConfig;
 use cairn_dataset::{Dataset, Error, JobContext, Row, SaveMode, Sink, Source};
 use parquet::arrow::ArrowWriter;
 use parquet::file::properties::WriterProperties;

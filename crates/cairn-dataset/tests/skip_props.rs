@@ -20,7 +20,7 @@ use std::sync::Arc;
 use arrow_array::cast::AsArray;
 use arrow_array::types::Int64Type;
 use arrow_array::{ArrayRef, Int64Array, RecordBatch, StringArray, UInt64Array};
-use cairn_checkpoint::CheckpointConfig;
+use cairn_checkpoint::internals::CheckpointConfig;
 use cairn_dataset::{Dataset, JobContext, Source};
 use parquet::arrow::ArrowWriter;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;

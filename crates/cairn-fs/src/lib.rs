@@ -24,7 +24,7 @@ mod error;
 mod filesystem;
 mod fsspec_env;
 pub mod hooks;
-mod http;
+mod http_client;
 pub mod metrics;
 mod options;
 mod registry;
@@ -39,10 +39,9 @@ pub use error::{Error, ErrorKind, Result};
 pub use filesystem::{
     DiskUsage, FileInfo, FileReader, FileSystem, FileSystemBuilder, FileType, FileWriter,
     FindOptions, PROBE_PREFIX, TransferProgress, TreeOptions, WalkStep, WriteMode,
-    build_checkpoint_filesystem, other_paths,
+    build_checkpoint_filesystem,
 };
 pub use fsspec_env::FsspecEnv;
-pub use http::is_localhost_name;
 pub use options::{
     BackendOptions, ConfigLine, Environment, Setting, Source, StorageOptions, is_secret_name,
 };
@@ -52,6 +51,27 @@ pub use request_counts::{RequestCounts, request_counts};
 pub use store_view::ObjectStoreView;
 pub use transfer_config::{DEFAULT_CONCURRENCY, DEFAULT_PART_SIZE, TransferConfig};
 pub use url::{has_magic, split_protocol};
+
+/// Apache OpenDAL (0.59), whose `Operator` a [`backend::Backend`] returns:
+/// implement a backend with this one, or with opendal 0.59 of your own.
+///
+/// ```
+/// let op = cairn_fs::opendal::Operator::new(cairn_fs::opendal::services::Memory::default()).unwrap();
+/// assert_eq!(op.info().scheme().to_string(), "memory");
+/// ```
+pub use opendal;
+
+/// reqwest (0.13), whose `Client` [`FileSystemBuilder::http_client`] takes.
+pub use reqwest;
+
+/// The http crate (1.x), whose `Request` a [`hooks::RequestHook`] sees
+/// (its body an [`opendal::Buffer`]).
+pub use http;
+
+/// object_store (0.14), whose `ObjectStore` trait [`ObjectStoreView`]
+/// implements.
+#[cfg(feature = "object-store")]
+pub use object_store;
 
 // docs/library.md's examples are compiled as doc tests of cairn-checkpoint,
 // which depends on this crate and can compile both halves of the guide.

@@ -7,7 +7,8 @@ use arrow_array::{Array, BooleanArray, UInt64Array, make_array};
 use arrow_data::ArrayData;
 use arrow_pyarrow::PyArrowType;
 use bytes::Bytes;
-use cairn_checkpoint::{CheckpointConfig, IdSet, IdSetBuilder, StringMode};
+use cairn_checkpoint::internals::CheckpointConfig;
+use cairn_checkpoint::{IdSet, IdSetBuilder, StringMode};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyMemoryView};
@@ -246,7 +247,8 @@ pub(crate) fn open_checkpoint<'py>(
             let (state, recovery) = wait(py, async {
                 // Ray records no partition columns: an output holding
                 // directories (partition_cols) is searched at any depth.
-                config.output_layout = cairn_checkpoint::found_layout(&output, output_dir).await?;
+                config.output_layout =
+                    cairn_checkpoint::internals::found_layout(&output, output_dir).await?;
                 let open = config.open(&output, output_dir).await?;
                 let checked = open
                     .dir
@@ -342,7 +344,7 @@ pub(crate) fn routing_keys(
     let ids = make_array(ids.0);
     let strings = !ids.data_type().is_integer();
     let keys = py
-        .detach(|| cairn_checkpoint::idset::id_keys(ids.as_ref()))
+        .detach(|| cairn_checkpoint::internals::id_keys(ids.as_ref()))
         .map_err(|e| PyValueError::new_err(e.to_string()))?;
     let keys: UInt64Array = keys
         .into_iter()

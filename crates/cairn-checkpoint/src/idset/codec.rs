@@ -108,7 +108,7 @@ impl IdSet {
     }
 
     /// The set [`IdSet::to_bytes`] wrote; bytes that are not one (damaged,
-    /// truncated, another format version) are [`Error::CorruptIdSet`].
+    /// truncated, another format version) are [`crate::Error::CorruptIdSet`].
     pub fn from_bytes(bytes: &[u8]) -> Result<IdSet> {
         decode(Reader::new(bytes))
     }
@@ -124,7 +124,7 @@ impl IdSet {
     /// let mut builder = IdSetBuilder::new(StringMode::default());
     /// builder.push_array(&UInt64Array::from_iter_values((0..10_000u64).map(|i| i * 7919))).unwrap();
     /// let set = builder.build();
-    /// let shared = IdSet::from_shared(bytes::Bytes::from(set.to_bytes())).unwrap();
+    /// let shared = IdSet::from_shared(cairn_checkpoint::bytes::Bytes::from(set.to_bytes())).unwrap();
     /// assert_eq!(shared, set);
     /// assert!(shared.memory_bytes() < set.memory_bytes() / 4, "the keys are not copied");
     /// ```

@@ -220,8 +220,8 @@ fn for_each_bytes<'a>(array: &'a dyn Array, mut f: impl FnMut(Option<&'a [u8]>))
 ///
 /// ```
 /// use arrow_schema::DataType;
-/// assert!(cairn_checkpoint::idset::check_id_type(&DataType::Utf8).is_ok());
-/// assert!(cairn_checkpoint::idset::check_id_type(&DataType::Float64).is_err());
+/// assert!(cairn_checkpoint::internals::check_id_type(&DataType::Utf8).is_ok());
+/// assert!(cairn_checkpoint::internals::check_id_type(&DataType::Float64).is_err());
 /// ```
 pub fn check_id_type(data_type: &DataType) -> Result<()> {
     Kind::of(data_type).map(|_| ())
@@ -233,7 +233,7 @@ pub fn check_id_type(data_type: &DataType) -> Result<()> {
 ///
 /// ```
 /// use arrow_array::Int64Array;
-/// let keys = cairn_checkpoint::idset::id_keys(&Int64Array::from(vec![Some(7), None, Some(7)])).unwrap();
+/// let keys = cairn_checkpoint::internals::id_keys(&Int64Array::from(vec![Some(7), None, Some(7)])).unwrap();
 /// assert_eq!((keys[0], keys[1]), (keys[2], None));
 /// ```
 pub fn id_keys(array: &dyn Array) -> Result<Vec<Option<u128>>> {

@@ -4,7 +4,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use cairn_checkpoint::InputFingerprint;
+use cairn_checkpoint::internals::InputFingerprint;
 use cairn_fs::{FileInfo, FileSystem, FindOptions, StorageOptions};
 use futures::TryStreamExt;
 

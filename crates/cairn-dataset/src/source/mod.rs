@@ -153,7 +153,7 @@ pub(crate) struct PlannedSource {
     /// the Parquet statistics give it.
     pub(crate) id_range: Option<(i64, i64)>,
     /// Every input file listed (skipped ones too), for the job record.
-    pub(crate) inputs: Vec<cairn_checkpoint::InputFingerprint>,
+    pub(crate) inputs: Vec<cairn_checkpoint::internals::InputFingerprint>,
 }
 
 /// Committed IDs the planner may use to skip row groups.

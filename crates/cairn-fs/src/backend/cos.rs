@@ -13,7 +13,7 @@ use crate::hooks::ContentMd5OnMultiDelete;
 use crate::options::{BackendOptions, Environment};
 
 /// COS through the S3 API: the s3 options, COS defaults.
-pub const COS: S3Flavor = S3Flavor {
+pub(crate) const COS: S3Flavor = S3Flavor {
     protocol: "cos",
     key_env: &["TENCENTCLOUD_SECRET_ID"],
     secret_env: &["TENCENTCLOUD_SECRET_KEY"],

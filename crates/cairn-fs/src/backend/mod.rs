@@ -17,7 +17,7 @@ pub mod local;
 pub mod memory;
 pub mod oss;
 pub mod s3;
-pub mod shared;
+pub(crate) mod shared;
 pub mod tclake;
 
 /// Builds the operator of `bucket` from a service builder, with an error that

@@ -6,13 +6,6 @@ use crate::options::config_error;
 
 /// Checks that `endpoint` (of `protocol`, from `source`) is an http(s) URL
 /// with a host; the error shows how to write one (`example`).
-///
-/// ```
-/// use cairn_fs::backend::shared::check_http_endpoint;
-/// assert!(check_http_endpoint("s3", "http://127.0.0.1:3900", "option s3.endpoint_url", "http://host:port").is_ok());
-/// let err = check_http_endpoint("s3", "127.0.0.1:3900", "option s3.endpoint_url", "http://host:port").unwrap_err();
-/// assert!(err.to_string().contains("s3.endpoint_url"));
-/// ```
 pub fn check_http_endpoint(
     protocol: &str,
     endpoint: &str,
@@ -29,12 +22,6 @@ pub fn check_http_endpoint(
 
 /// The region an endpoint names, such as `ap-guangzhou` in
 /// `https://cos.ap-guangzhou.myqcloud.com`.
-///
-/// ```
-/// use cairn_fs::backend::shared::region_from_endpoint;
-/// assert_eq!(region_from_endpoint("https://cos.ap-guangzhou.myqcloud.com").as_deref(), Some("ap-guangzhou"));
-/// assert_eq!(region_from_endpoint("http://127.0.0.1:3900"), None);
-/// ```
 pub fn region_from_endpoint(endpoint: &str) -> Option<String> {
     let host = url::Url::parse(endpoint).ok()?.host_str()?.to_string();
     let mut labels = host.split('.');
@@ -45,10 +32,49 @@ pub fn region_from_endpoint(endpoint: &str) -> Option<String> {
 }
 
 /// Tencent COS's endpoint of `region` (cos and tclake).
-///
-/// ```
-/// assert_eq!(cairn_fs::backend::shared::cos_endpoint("ap-beijing"), "https://cos.ap-beijing.myqcloud.com");
-/// ```
 pub fn cos_endpoint(region: &str) -> String {
     format!("https://cos.{region}.myqcloud.com")
+}
+
+#[cfg(test)]
+mod examples {
+    use super::*;
+
+    #[test]
+    fn check_http_endpoint_example() {
+        assert!(
+            check_http_endpoint(
+                "s3",
+                "http://127.0.0.1:3900",
+                "option s3.endpoint_url",
+                "http://host:port"
+            )
+            .is_ok()
+        );
+        let err = check_http_endpoint(
+            "s3",
+            "127.0.0.1:3900",
+            "option s3.endpoint_url",
+            "http://host:port",
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("s3.endpoint_url"));
+    }
+
+    #[test]
+    fn region_from_endpoint_example() {
+        assert_eq!(
+            region_from_endpoint("https://cos.ap-guangzhou.myqcloud.com").as_deref(),
+            Some("ap-guangzhou")
+        );
+        assert_eq!(region_from_endpoint("http://127.0.0.1:3900"), None);
+    }
+
+    #[test]
+    fn cos_endpoint_example() {
+        assert_eq!(
+            cos_endpoint("ap-beijing"),
+            "https://cos.ap-beijing.myqcloud.com"
+        );
+    }
 }

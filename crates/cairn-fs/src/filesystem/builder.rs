@@ -90,7 +90,7 @@ impl<'a> FileSystemBuilder<'a> {
     /// host-name overrides); default: OpenDAL's.
     ///
     /// ```
-    /// let client = reqwest::Client::builder().build().unwrap();
+    /// let client = cairn_fs::reqwest::Client::builder().build().unwrap();
     /// let _ = cairn_fs::FileSystemBuilder::new("s3").http_client(client);
     /// ```
     pub fn http_client(mut self, client: reqwest::Client) -> Self {

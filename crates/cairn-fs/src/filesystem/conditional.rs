@@ -6,7 +6,9 @@ use crate::backend::ConditionalWrites;
 use crate::error::Result;
 
 /// What the name of a create-if-absent probe object starts with; it lives
-/// for two writes and a delete, beside the file about to be created.
+/// for two writes and a delete, beside the file about to be created. A
+/// process killed in between leaves one behind: a program that lists a
+/// directory cairn writes to skips these names (cairn-checkpoint does).
 ///
 /// ```
 /// assert!(".cairn-probe-12-34".starts_with(cairn_fs::PROBE_PREFIX));

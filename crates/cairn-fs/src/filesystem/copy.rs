@@ -28,15 +28,12 @@ pub type TransferProgress = std::sync::Arc<dyn Fn(u64) + Send + Sync>;
 ///
 /// `exists` says the target is an existing directory that sources go inside;
 /// `flatten` puts every source directly in it by base name.
-///
-/// ```
-/// use cairn_fs::other_paths;
-/// let src = ["b/src/a", "b/src/sub/c"].map(String::from);
-/// assert_eq!(other_paths(&src, "b/dst", false, false), ["b/dst/a", "b/dst/sub/c"]);
-/// assert_eq!(other_paths(&src, "b/dst", true, false), ["b/dst/src/a", "b/dst/src/sub/c"]);
-/// assert_eq!(other_paths(&src, "b/dst/", false, true), ["b/dst/a", "b/dst/c"]);
-/// ```
-pub fn other_paths(paths: &[String], target: &str, exists: bool, flatten: bool) -> Vec<String> {
+pub(crate) fn other_paths(
+    paths: &[String],
+    target: &str,
+    exists: bool,
+    flatten: bool,
+) -> Vec<String> {
     let target = target.trim_end_matches('/');
     if flatten {
         return paths
@@ -494,6 +491,23 @@ mod tests {
         assert_eq!(
             other_paths(&s(&["x/1", "y/2"]), "t", false, false),
             ["t/x/1", "t/y/2"]
+        );
+    }
+
+    #[test]
+    fn sources_land_under_the_target_as_fsspec_puts_them() {
+        let src = s(&["b/src/a", "b/src/sub/c"]);
+        assert_eq!(
+            other_paths(&src, "b/dst", false, false),
+            ["b/dst/a", "b/dst/sub/c"]
+        );
+        assert_eq!(
+            other_paths(&src, "b/dst", true, false),
+            ["b/dst/src/a", "b/dst/src/sub/c"]
+        );
+        assert_eq!(
+            other_paths(&src, "b/dst/", false, true),
+            ["b/dst/a", "b/dst/c"]
         );
     }
 }

@@ -42,7 +42,7 @@ pub(crate) use paths::Location;
 pub use walk_options::{FindOptions, TreeOptions};
 
 pub use crate::entry::{DiskUsage, FileInfo, FileType, WalkStep};
-pub use copy::{TransferProgress, other_paths};
+pub use copy::TransferProgress;
 pub use io::{FileReader, FileWriter, WriteMode};
 
 /// A filesystem for one protocol and one set of options, fsspec style.

@@ -58,7 +58,7 @@ impl FileSystem {
                 .inner
                 .http_client
                 .clone()
-                .unwrap_or_else(crate::http::default_client);
+                .unwrap_or_else(crate::http_client::default_client);
             let transport = HookedTransport::new(
                 opendal_http_transport_reqwest::ReqwestTransport::new(client),
                 self.inner.hooks.clone(),

@@ -29,6 +29,9 @@ use std::sync::{LazyLock, Mutex};
 use prometheus_client::registry::{Metric, Registry};
 
 pub use samples::Sample;
+
+/// prometheus-client (0.26), whose metric types [`register`] takes.
+pub use prometheus_client;
 pub(crate) use store::{OpKind, RetryCause, StoreMetrics};
 
 /// The label sets of the store metrics.

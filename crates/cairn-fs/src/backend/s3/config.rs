@@ -67,11 +67,6 @@ pub struct S3Config {
 }
 
 /// The checksum header an S3-compatible store verifies on uploads.
-///
-/// ```
-/// use cairn_fs::backend::s3::ChecksumHeader;
-/// assert_eq!(ChecksumHeader::Crc32c.to_string(), "x-amz-checksum-crc32c");
-/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ChecksumHeader {
     /// `x-amz-checksum-crc32c` on every put and part (AWS S3, MinIO, Garage, moto).
@@ -153,16 +148,6 @@ pub const AWS: S3Flavor = S3Flavor {
 
 impl S3Config {
     /// Resolves AWS S3 options (merged over `s3`/`s3a`) against the environment.
-    ///
-    /// ```
-    /// use cairn_fs::{BackendOptions, Environment, backend::s3::S3Config};
-    /// let opts = serde_json::json!({"endpoint_url": "http://127.0.0.1:3900"});
-    /// let opts = BackendOptions::from_map("s3", opts.as_object().unwrap());
-    /// let env = Environment::from_pairs([("AWS_DEFAULT_REGION", "garage")]);
-    /// let cfg = S3Config::resolve(&opts, &env).unwrap();
-    /// assert_eq!(cfg.region.value, "garage");
-    /// assert!(!cfg.virtual_host.value); // custom endpoint: path style
-    /// ```
     pub fn resolve(options: &BackendOptions, env: &Environment) -> Result<Self> {
         Self::resolve_flavor(&AWS, options, env)
     }
@@ -595,4 +580,24 @@ fn retries(
         retry_deadline_source,
         checksum,
     })
+}
+
+#[cfg(test)]
+mod examples {
+    use super::*;
+
+    #[test]
+    fn checksumheader_example() {
+        assert_eq!(ChecksumHeader::Crc32c.to_string(), "x-amz-checksum-crc32c");
+    }
+
+    #[test]
+    fn resolve_example() {
+        let opts = serde_json::json!({"endpoint_url": "http://127.0.0.1:3900"});
+        let opts = BackendOptions::from_map("s3", opts.as_object().unwrap());
+        let env = Environment::from_pairs([("AWS_DEFAULT_REGION", "garage")]);
+        let cfg = S3Config::resolve(&opts, &env).unwrap();
+        assert_eq!(cfg.region.value, "garage");
+        assert!(!cfg.virtual_host.value); // custom endpoint: path style
+    }
 }

@@ -8,13 +8,6 @@ use crate::options::{config_error, unknown_key};
 
 /// Top-level s3 option keys. `FromStr` takes the aliases; `as_ref` gives the
 /// canonical name.
-///
-/// ```
-/// use cairn_fs::backend::s3::S3Option;
-/// let k: S3Option = "aws_secret_access_key".parse().unwrap();
-/// assert_eq!(k.as_ref(), "secret");
-/// assert!("secrte".parse::<S3Option>().is_err());
-/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum S3Option {
@@ -209,11 +202,6 @@ pub(crate) fn canonical_names() -> Vec<&'static str> {
 
 /// Every name (aliases included) of an option whose value is text: an
 /// `FSSPEC_<P>_<KEY>` variable for one of them keeps its raw text.
-///
-/// ```
-/// let names = cairn_fs::backend::s3::string_options();
-/// assert!(names.contains(&"aws_secret_access_key") && !names.contains(&"anon"));
-/// ```
 pub fn string_options() -> &'static [&'static str] {
     static NAMES: std::sync::OnceLock<Vec<&'static str>> = std::sync::OnceLock::new();
     NAMES.get_or_init(|| {
@@ -225,12 +213,6 @@ pub fn string_options() -> &'static [&'static str] {
 }
 
 /// Request addressing: `bucket.host/key` or `host/bucket/key`.
-///
-/// ```
-/// use cairn_fs::backend::s3::AddressingStyle;
-/// assert_eq!("virtual".parse::<AddressingStyle>().unwrap(), AddressingStyle::Virtual);
-/// assert!("sideways".parse::<AddressingStyle>().is_err());
-/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AddressingStyle {
     /// Path style unless the endpoint is AWS's own.
@@ -284,5 +266,32 @@ mod tests {
         ];
         expected.sort_unstable();
         assert_eq!(derived, expected);
+    }
+}
+
+#[cfg(test)]
+mod examples {
+    use super::*;
+
+    #[test]
+    fn s3option_example() {
+        let k: S3Option = "aws_secret_access_key".parse().unwrap();
+        assert_eq!(k.as_ref(), "secret");
+        assert!("secrte".parse::<S3Option>().is_err());
+    }
+
+    #[test]
+    fn string_options_example() {
+        let names = string_options();
+        assert!(names.contains(&"aws_secret_access_key") && !names.contains(&"anon"));
+    }
+
+    #[test]
+    fn addressingstyle_example() {
+        assert_eq!(
+            "virtual".parse::<AddressingStyle>().unwrap(),
+            AddressingStyle::Virtual
+        );
+        assert!("sideways".parse::<AddressingStyle>().is_err());
     }
 }

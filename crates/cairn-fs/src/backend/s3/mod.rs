@@ -19,8 +19,8 @@ mod botocore;
 mod config;
 mod keys;
 
-pub use config::{AWS, ChecksumHeader, DEFAULT_REGION, S3Config, S3Flavor};
-pub use keys::{AddressingStyle, S3Option, string_options};
+pub(crate) use config::{ChecksumHeader, S3Config, S3Flavor};
+pub(crate) use keys::string_options;
 
 /// The factory of `s3://` and `s3a://`.
 ///
@@ -55,7 +55,7 @@ impl BackendFactory for S3Factory {
 
 /// A configured S3-compatible backend.
 #[derive(Debug)]
-pub struct S3Backend {
+pub(crate) struct S3Backend {
     pub(crate) protocol: &'static str,
     pub(crate) config: S3Config,
     pub(crate) hooks: Vec<Arc<dyn crate::hooks::RequestHook>>,
@@ -249,6 +249,7 @@ impl Backend for S3Backend {
 
 #[cfg(test)]
 mod tests {
+    use super::config::DEFAULT_REGION;
     use super::*;
     use serde_json::Value;
     use serde_json::json;

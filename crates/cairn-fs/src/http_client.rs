@@ -11,13 +11,7 @@ use std::sync::Arc;
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 
 /// Whether `host` is a localhost name (RFC 6761): `localhost` or under it.
-///
-/// ```
-/// assert!(cairn_fs::is_localhost_name("bucket.s3.garage.localhost"));
-/// assert!(cairn_fs::is_localhost_name("LOCALHOST"));
-/// assert!(!cairn_fs::is_localhost_name("localhost.example.com"));
-/// ```
-pub fn is_localhost_name(host: &str) -> bool {
+pub(crate) fn is_localhost_name(host: &str) -> bool {
     let host = host.trim_end_matches('.').to_ascii_lowercase();
     host == "localhost" || host.ends_with(".localhost")
 }
@@ -47,4 +41,17 @@ pub(crate) fn default_client() -> reqwest::Client {
         .dns_resolver(Arc::new(LocalhostResolver))
         .build()
         .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_localhost_name;
+
+    #[test]
+    fn localhost_names_are_localhost_and_the_names_under_it() {
+        assert!(is_localhost_name("bucket.s3.garage.localhost"));
+        assert!(is_localhost_name("LOCALHOST"));
+        assert!(is_localhost_name("localhost."));
+        assert!(!is_localhost_name("localhost.example.com"));
+    }
 }
