@@ -49,7 +49,7 @@ def build_checkpoint_filesystem(
     protocol themselves (``{"endpoint_url": ...}``).
     """
     try:
-        import pyarrow.fs as pafs
+        from ._arrow_fs import arrow_filesystem
     except ImportError as e:  # pragma: no cover - depends on the environment
         raise ImportError(
             "build_checkpoint_filesystem returns a pyarrow filesystem: pip install pyarrow"
@@ -65,7 +65,7 @@ def build_checkpoint_filesystem(
                 picked.update(value or {})
         options = picked
     fs = CairnFileSystem(protocol=protocol, checkpoint=True, **options)
-    return pafs.PyFileSystem(pafs.FSSpecHandler(fs))
+    return arrow_filesystem(fs)
 
 
 # A Ray worker of a job whose runtime environment asks for it reports

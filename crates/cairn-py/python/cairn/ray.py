@@ -43,6 +43,7 @@ from ray.data.checkpoint.checkpoint_filter import CheckpointFilter as _RayFilter
 from ray.data.checkpoint.checkpoint_filter import CheckpointManager as _RayManager
 
 from . import _protocol_of, build_checkpoint_filesystem
+from ._arrow_fs import arrow_filesystem
 from ._native import NativeIdSet, load_ids, open_checkpoint
 from ._ray_metrics import flush_metrics, report_metrics
 from ._ray_read import (
@@ -312,7 +313,7 @@ class CheckpointManager(_RayManager):
         its IDs cannot be sharded."""
         directory = checkpoint_fs._native.strip(_local(self.checkpoint_path, checkpoint_fs))
         files = [f"{directory}/{unit}.parquet" for unit in report["committed"]]
-        filesystem = pafs.PyFileSystem(pafs.FSSpecHandler(checkpoint_fs))
+        filesystem = arrow_filesystem(checkpoint_fs)
         try:
             return build_sharded_set(
                 files,
@@ -441,7 +442,7 @@ def checkpoint_config(
     if given is None:
         filesystem = build_checkpoint_filesystem(checkpoint_path, storage_options)
     elif isinstance(given, CairnFileSystem):
-        filesystem = pafs.PyFileSystem(pafs.FSSpecHandler(given))
+        filesystem = arrow_filesystem(given)
     elif _cairn_of(given) is not None:
         filesystem = given
     else:

@@ -1,0 +1,99 @@
+"""The pyarrow filesystem cairn hands to pyarrow and Ray Data.
+
+``pyarrow.fs.FSSpecHandler`` opens a random-access file with fsspec's
+``open``, whose read-ahead cache turns every small ranged read (a Parquet
+footer, one column chunk) into a whole block (5 MiB by default): a file of
+a few MB is fetched whole each time pyarrow opens it, once per row group
+under Ray. Here a random-access file answers each read with exactly the
+bytes asked for, one ranged request each (the size known from opening, so
+no read asks the store for it again), the GIL released while it waits.
+pyarrow's own pre-buffering coalesces a Parquet reader's ranges before they
+reach it. Sequential streams (``open_input_stream``, CSV and JSON lines)
+keep fsspec's read-ahead, which suits reading a file from start to end.
+"""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+
+
+class RangeFile(io.RawIOBase):
+    """A file of a cairn filesystem read by exact byte ranges: ``read(n)``
+    at the current position is one ranged request for at most ``n`` bytes,
+    and nothing is read ahead or kept."""
+
+    def __init__(self, fs: Any, path: str, size: int) -> None:
+        super().__init__()
+        self._fs = fs
+        self._path = path
+        self._size = size
+        self._pos = 0
+
+    @property
+    def size(self) -> int:
+        """The file's size in bytes, as found when it was opened."""
+        return self._size
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        if whence == io.SEEK_SET:
+            pos = offset
+        elif whence == io.SEEK_CUR:
+            pos = self._pos + offset
+        elif whence == io.SEEK_END:
+            pos = self._size + offset
+        else:
+            raise ValueError(f"invalid whence {whence!r} (0, 1 or 2)")
+        if pos < 0:
+            raise OSError(f"seek to {pos} before the start of {self._path}")
+        self._pos = pos
+        return pos
+
+    def read(self, size: int | None = -1) -> bytes:
+        if self.closed:
+            raise ValueError(f"read of closed file {self._path}")
+        end = self._size if size is None or size < 0 else min(self._pos + size, self._size)
+        if end <= self._pos:
+            return b""
+        data = self._fs._native.cat_file(self._path, self._pos, end)
+        self._pos += len(data)
+        return data
+
+    def readall(self) -> bytes:
+        return self.read(-1)
+
+    def readinto(self, buffer: Any) -> int:
+        data = self.read(len(buffer))
+        memoryview(buffer)[: len(data)] = data
+        return len(data)
+
+
+class CairnHandler(pafs.FSSpecHandler):
+    """``pyarrow.fs.FSSpecHandler`` over a ``CairnFileSystem`` whose
+    random-access files (``open_input_file``: Parquet, Arrow IPC, Lance)
+    read exact byte ranges; every other call is fsspec's, answered by
+    cairn's Rust filesystem."""
+
+    def open_input_file(self, path: str) -> pa.NativeFile:
+        info = self.fs.info(path)
+        if info["type"] != "file":
+            raise IsADirectoryError(f"{self.fs.unstrip_protocol(path)} is a directory")
+        stripped = self.fs._strip_protocol(path)
+        return pa.PythonFile(RangeFile(self.fs, stripped, int(info["size"])), mode="r")
+
+
+def arrow_filesystem(fs: Any) -> pafs.PyFileSystem:
+    """``fs`` (a ``CairnFileSystem``) as a ``pyarrow.fs.FileSystem``."""
+    return pafs.PyFileSystem(CairnHandler(fs))

@@ -1,0 +1,80 @@
+"""A local HTTP proxy in front of an S3 endpoint that counts the bytes of
+the objects it serves: what a reader fetched on the wire, measured outside
+the code under test. Requests are forwarded unchanged (the Host header
+included, so SigV4 signatures made for the proxy's address still hold)."""
+
+from __future__ import annotations
+
+import http.client
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import urlsplit
+
+
+class CountingProxy:
+    """``with CountingProxy(upstream) as proxy``: ``proxy.endpoint`` to give
+    clients, ``proxy.get_bytes`` the response bytes of GETs so far,
+    ``proxy.gets`` their number."""
+
+    def __init__(self, upstream: str) -> None:
+        parts = urlsplit(upstream)
+        self.upstream = (parts.hostname, parts.port or 80)
+        self.get_bytes = 0
+        self.gets = 0
+        self._lock = threading.Lock()
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def forward(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else None
+                conn = http.client.HTTPConnection(*proxy.upstream, timeout=60)
+                try:
+                    headers = {k: v for k, v in self.headers.items() if k.lower() != "connection"}
+                    conn.request(self.command, self.path, body=body, headers=headers)
+                    answer = conn.getresponse()
+                    data = answer.read()
+                finally:
+                    conn.close()
+                if self.command == "GET":
+                    with proxy._lock:
+                        proxy.get_bytes += len(data)
+                        proxy.gets += 1
+                self.send_response(answer.status, answer.reason)
+                # A HEAD's Content-Length is the object's size: kept as is.
+                dropped = ("transfer-encoding", "connection")
+                if self.command != "HEAD":
+                    dropped += ("content-length",)
+                for key, value in answer.getheaders():
+                    if key.lower() not in dropped:
+                        self.send_header(key, value)
+                if self.command != "HEAD":
+                    self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(data)
+
+            do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = forward
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self.endpoint = f"http://127.0.0.1:{self._server.server_address[1]}"
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    def reset(self) -> None:
+        with self._lock:
+            self.get_bytes = 0
+            self.gets = 0
+
+    def __enter__(self) -> "CountingProxy":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
