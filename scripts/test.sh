@@ -71,12 +71,6 @@ python_lane() {
   # From another directory, so `import cairn` is the installed wheel.
   (cd crates/cairn-py/tests && "$tools/venv/bin/python" -m pytest . -q -p no:cacheprovider) || status=1
   lane_phase "Python tests (fsspec, pyarrow)"
-  # The library crates' public API, compared with docs/public-api/ (rustdoc
-  # with doc warnings as errors): here rather than after the tests, since
-  # its build of the dependencies' metadata takes minutes of a machine the
-  # Rust tests leave partly idle.
-  PYTHON="$tools/venv/bin/python" scripts/public-api.sh || status=1
-  lane_phase "public API (docs/public-api/)"
   return "$status"
 }
 
