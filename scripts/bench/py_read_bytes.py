@@ -27,12 +27,10 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "crates/cairn-py/tests"))
-from counting_proxy import CountingProxy  # noqa: E402
+from counting_proxy import CountingProxy, needed_bytes  # noqa: E402
 
 import cairn  # noqa: E402
 from cairn.fsspec import CairnFileSystem  # noqa: E402
-
-FOOTER_READ = 64 * 1024
 
 
 def options(endpoint: str) -> dict:
@@ -82,12 +80,7 @@ def main() -> None:
         meta = pq.ParquetFile(f).metadata
 
     def chunks(groups, columns):
-        return sum(
-            meta.row_group(r).column(c).total_compressed_size
-            for r in groups
-            for c in range(meta.num_columns)
-            if meta.row_group(r).column(c).path_in_schema in columns
-        ) + min(FOOTER_READ, size)
+        return needed_bytes(meta, size, groups, columns)
 
     every = range(meta.num_row_groups)
     reads = [

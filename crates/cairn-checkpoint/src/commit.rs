@@ -104,7 +104,7 @@ impl CheckpointDir {
     /// ```
     /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
     /// use std::sync::Arc;
-    /// use cairn_checkpoint::{UnitName};
+    /// use cairn_checkpoint::UnitName;
     /// use cairn_checkpoint::internals::{CheckpointDir, RunId};
     /// let (fs, _) = cairn_fs::build_checkpoint_filesystem("memory:///doc-parts", &Default::default()).unwrap();
     /// let ckpt = CheckpointDir::new(fs.clone(), "memory:///doc-parts", "id");

@@ -1,14 +1,35 @@
 """A local HTTP proxy in front of an S3 endpoint that counts the bytes of
 the objects it serves: what a reader fetched on the wire, measured outside
 the code under test. Requests are forwarded unchanged (the Host header
-included, so SigV4 signatures made for the proxy's address still hold)."""
+included, so SigV4 signatures made for the proxy's address still hold).
+With it, what a Parquet reader needs, from the file's own metadata, to
+hold the count against."""
 
 from __future__ import annotations
 
 import http.client
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Iterable
 from urllib.parse import urlsplit
+
+#: pyarrow reads a Parquet file's last 64 KiB first, to get the footer in
+#: one request.
+FOOTER_READ = 64 * 1024
+
+
+def needed_bytes(metadata: Any, size: int, row_groups: Iterable[int], columns: set) -> int:
+    """The bytes a Parquet reader of ``columns`` in ``row_groups`` needs on
+    the wire: those column chunks (their compressed sizes in ``metadata``,
+    a ``pyarrow.parquet.FileMetaData``) and pyarrow's footer read of a file
+    of ``size`` bytes."""
+    chunks = 0
+    for r in row_groups:
+        group = metadata.row_group(r)
+        for c in range(group.num_columns):
+            if group.column(c).path_in_schema in columns:
+                chunks += group.column(c).total_compressed_size
+    return chunks + min(FOOTER_READ, size)
 
 
 class CountingProxy:

@@ -11,15 +11,12 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
 from conftest import fresh, garage_options
-from counting_proxy import CountingProxy
+from counting_proxy import FOOTER_READ, CountingProxy, needed_bytes
 
 import cairn
 
 ROWS = 200_000
 ROW_GROUP = 20_000
-# pyarrow reads a Parquet file's last 64 KiB first, to get the footer in one
-# request.
-FOOTER_READ = 64 * 1024
 
 
 @pytest.fixture(scope="module")
@@ -58,17 +55,6 @@ def proxied(garage_file):
         )
 
 
-def chunk_bytes(metadata, row_groups, columns):
-    """The bytes of the column chunks a reader decodes."""
-    total = 0
-    for r in row_groups:
-        group = metadata.row_group(r)
-        for c in range(group.num_columns):
-            if group.column(c).path_in_schema in columns:
-                total += group.column(c).total_compressed_size
-    return total
-
-
 def test_one_column_of_one_row_group_fetches_that_chunk_and_the_footer(proxied):
     filesystem, proxy, path, size, metadata = proxied
     assert metadata.num_row_groups == ROWS // ROW_GROUP
@@ -77,7 +63,7 @@ def test_one_column_of_one_row_group_fetches_that_chunk_and_the_footer(proxied):
     assert table.column("a").to_pylist()[:2] == [
         (i * 7919) % 1_000_003 for i in (3 * ROW_GROUP, 3 * ROW_GROUP + 1)
     ]
-    needed = chunk_bytes(metadata, [3], {"a"}) + min(FOOTER_READ, size)
+    needed = needed_bytes(metadata, size, [3], {"a"})
     assert needed < size / 4, "the file is too small for the test to mean anything"
     assert proxy.get_bytes <= needed * 1.05 + 4096, (
         f"read {proxy.get_bytes} bytes in {proxy.gets} GETs for {needed} needed (file of {size})"
@@ -97,8 +83,7 @@ def test_a_projected_dataset_read_fetches_the_column_chunks(proxied):
     filesystem, proxy, path, size, metadata = proxied
     table = ds.dataset(path, filesystem=filesystem, format="parquet").to_table(columns=["uid"])
     assert table.column("uid").to_pylist() == list(range(ROWS))
-    needed = chunk_bytes(metadata, range(metadata.num_row_groups), {"uid"})
-    needed += min(FOOTER_READ, size)
+    needed = needed_bytes(metadata, size, range(metadata.num_row_groups), {"uid"})
     assert needed < size / 2
     assert proxy.get_bytes <= needed * 1.05 + 4096, (
         f"read {proxy.get_bytes} bytes in {proxy.gets} GETs for {needed} needed (file of {size})"
