@@ -149,8 +149,10 @@ impl Target {
     /// [`Target::s3`] whose filesystem goes through a fault proxy in front
     /// of the server (one per test process, started by the first call):
     /// `rate` of the requests get a fault of every kind a store gives
-    /// ([`Fault::JOB`](crate::fault_proxy::Fault::JOB); stalls of 2 s against
-    /// a 1 s read timeout). `CAIRN_FAULT_SEED` sets the seed (default 1).
+    /// ([`Fault::JOB`](crate::fault_proxy::Fault::JOB); stalls of 4 s against
+    /// a 3 s read timeout: a batch delete of 1,000 keys on Garage under CI's
+    /// load can take more than 1 s to answer, and a timeout that tight fails
+    /// every attempt of it). `CAIRN_FAULT_SEED` sets the seed (default 1).
     pub fn s3_through_faults(
         name: &str,
         conditional: ConditionalWrites,
@@ -163,7 +165,7 @@ impl Target {
         let settings = target.s3.clone().expect("an s3 target has settings");
         let proxy = PROXY.get_or_init(|| {
             let mut plan = FaultPlan::new(seed_from_env(1), rate, Fault::JOB);
-            plan.stall = std::time::Duration::from_secs(2);
+            plan.stall = std::time::Duration::from_secs(4);
             FaultProxy::start(&settings.endpoint, plan)
         });
         eprintln!("{test}: faults so far {:?}", proxy.counts());
@@ -172,7 +174,7 @@ impl Target {
         options.set(
             "s3",
             "config_kwargs",
-            serde_json::json!({"read_timeout": 1}),
+            serde_json::json!({"read_timeout": 3}),
         );
         target.fs = FileSystemBuilder::new("s3")
             .options(options)
