@@ -29,6 +29,9 @@ pub struct CleanupReport {
     pub rolled_back: Vec<UnitName>,
     /// Data files those roll-backs deleted.
     pub data_files_deleted: usize,
+    /// Whether the completion marker is still there: a clean-up that
+    /// stopped before its last step, which a driver takes when it exits.
+    pub marker_left: bool,
 }
 
 /// The completion marker's content: which job finished, and whether its
@@ -66,7 +69,50 @@ impl CheckpointDir {
     /// the marker last. A run that finds the marker knows the job finished
     /// (every unit committed), runs no recovery, and finishes the clean-up.
     pub async fn clean_up(&self, output: Output<'_>) -> Result<CleanupReport> {
+        let mut report = self.clean_up_to_marker(output).await?;
+        if report.marker_left {
+            report.removed_directory = self.remove_completion_marker().await?;
+            report.marker_left = false;
+        }
+        Ok(report)
+    }
+
+    /// [`CheckpointDir::clean_up`] that stops before its last step: the
+    /// completion marker stays (`marker_left` in the report), the only
+    /// file of the protocol's left, saying the job finished, until
+    /// [`CheckpointDir::remove_completion_marker`]. A driver that removes
+    /// it only when it exits with success leaves, when killed after its
+    /// clean-up, a checkpoint that still says the job finished, so a run
+    /// again writes nothing.
+    pub async fn clean_up_to_marker(&self, output: Output<'_>) -> Result<CleanupReport> {
         self.clean_up_keeping(output, None).await
+    }
+
+    /// The clean-up's last step: deletes the completion marker, then the
+    /// directory if nothing else is in it. Whether the directory is gone.
+    pub async fn remove_completion_marker(&self) -> Result<bool> {
+        match self.fs.rm_file(&self.file(COMPLETE_FILE)).await {
+            Ok(()) => {}
+            Err(e) if e.kind() == ErrorKind::NotFound => {}
+            Err(e) => return Err(e.into()),
+        }
+        // Files not the protocol's keep the directory.
+        match self.fs.ls(&self.dir).await {
+            Ok(left) if !left.is_empty() => return Ok(false),
+            Ok(_) => {}
+            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(true),
+            Err(e) => return Err(e.into()),
+        }
+        match self.fs.rmdir(&self.dir).await {
+            Ok(()) => Ok(true),
+            // Object stores (and memory://) have no empty directories
+            // to remove: the directory is gone with its last key. A
+            // file that appeared meanwhile keeps it.
+            Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::Other) => {
+                Ok(!self.fs.exists(&self.dir).await?)
+            }
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// [`CheckpointDir::clean_up`] that leaves the lease of generation
@@ -111,18 +157,12 @@ impl CheckpointDir {
         self.delete_protocol_files(output, keep, &seen.committed, &mut report)
             .await?;
         crate::failpoint::crash_point("clean-up-before-marker-delete");
-        self.fs.rm_file(&self.file(COMPLETE_FILE)).await?;
-        if report.kept_foreign.is_empty() && keep.is_none() {
-            match self.fs.rmdir(&self.dir).await {
-                Ok(()) => report.removed_directory = true,
-                // Object stores (and memory://) have no empty directories
-                // to remove: the directory is gone with its last key. A
-                // file that appeared meanwhile keeps it.
-                Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::Other) => {
-                    report.removed_directory = !self.fs.exists(&self.dir).await?;
-                }
-                Err(e) => return Err(e.into()),
-            }
+        if keep.is_some() {
+            // A new run clearing a finished job's checkpoint: its lease
+            // keeps the directory.
+            self.fs.rm_file(&self.file(COMPLETE_FILE)).await?;
+        } else {
+            report.marker_left = true;
         }
         Ok(report)
     }

@@ -1,6 +1,7 @@
 //! The user's checkpoint settings and opening a checkpoint for a run, which
 //! runs steps 5 (lease), 6 (recover) and 7 (load) in that order.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use cairn_fs::{FileSystem, StorageOptions, build_checkpoint_filesystem, split_protocol};
@@ -13,6 +14,7 @@ use crate::layout::{OutputLayout, RunId};
 use crate::lease::LeaseKeeper;
 use crate::load::CommittedState;
 use crate::recover::RecoveryReport;
+use crate::table::UnitLog;
 
 /// Default commit interval in rows (fast transforms write units of this
 /// size; slow ones commit on the time interval first).
@@ -59,6 +61,10 @@ pub struct CheckpointConfig {
     /// partition directories (which recovery and `require_data` then
     /// search at any depth).
     pub output_layout: OutputLayout,
+    /// The output is a table whose own log records which units reached it
+    /// ([`crate::table::UnitLog`]): recovery commits the pending units it
+    /// records and deletes nothing in the output.
+    pub unit_log: Option<Arc<dyn UnitLog>>,
 }
 
 impl CheckpointConfig {
@@ -77,6 +83,7 @@ impl CheckpointConfig {
             lease_ttl: DEFAULT_LEASE_TTL,
             read_ids: true,
             output_layout: OutputLayout::Flat,
+            unit_log: None,
         }
     }
 
@@ -264,6 +271,15 @@ impl CheckpointConfig {
             }
         };
         keeper.check()?;
+        if let Some(log) = &self.unit_log {
+            let recovery = dir.settle_by_log(log.as_ref(), &state).await?;
+            if !recovery.committed_from_table.is_empty() {
+                // The units committed here join the committed state.
+                state = self.load_state(dir).await?;
+            }
+            state.pending.clear();
+            return Ok((state, recovery, job, fresh));
+        }
         let recovery = dir
             .clone()
             .with_layout(self.layout_of(&job))

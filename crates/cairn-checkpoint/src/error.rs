@@ -164,6 +164,30 @@ pub enum Error {
         /// A few of them.
         examples: String,
     },
+    /// Committed units whose transactions the output table does not record.
+    #[error(
+        "checkpoint {checkpoint}: {units} committed units are not in the table {table}'s log (e.g. {examples}); their IDs are committed, so a resume would skip rows the table does not hold. Nothing was changed. The table was replaced, restored to an older version, or lost its transaction records (a transaction retention shorter than the job): restore it, or move the checkpoint away and run the job again"
+    )]
+    UnitsNotInTable {
+        /// The checkpoint.
+        checkpoint: String,
+        /// The table.
+        table: String,
+        /// How many committed units it does not record.
+        units: usize,
+        /// A few of them.
+        examples: String,
+    },
+    /// The output table's log could not be read.
+    #[error(
+        "could not read which units the table {table} records: {reason}. Nothing in the checkpoint was settled; check the table's URL and storage options, then run again"
+    )]
+    TableLog {
+        /// The table.
+        table: String,
+        /// Why.
+        reason: String,
+    },
     /// A pending unit without a committed twin was found where no output is
     /// known to roll its data back in.
     #[error(

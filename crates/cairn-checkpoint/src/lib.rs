@@ -69,6 +69,7 @@ mod load;
 mod metrics;
 mod recover;
 mod run;
+mod table;
 mod verify;
 
 pub use cleanup::CleanupReport;
@@ -105,6 +106,7 @@ pub mod internals {
     };
     pub use crate::lease::{Lease, LeaseKeeper, LeaseRecord};
     pub use crate::load::{CommittedState, infer_id_column, list_committed, load_committed};
+    pub use crate::table::UnitLog;
     pub use crate::verify::{DataCheck, data_file_owner, found_layout};
 
     /// Crash points in the code that runs in production, inert unless the

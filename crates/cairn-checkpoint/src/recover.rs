@@ -23,6 +23,9 @@ pub struct RecoveryReport {
     pub data_files_deleted: usize,
     /// Pending records of committed units, dropped.
     pub released: Vec<UnitName>,
+    /// Pending units an output table records (their table transaction
+    /// landed): committed in the checkpoint, not rolled back.
+    pub committed_from_table: Vec<UnitName>,
 }
 
 /// Where a unit being rolled back may have data files.
@@ -57,15 +60,8 @@ impl CheckpointDir {
             // data must stay.
             return Ok(report);
         }
-        let mut in_flight = Vec::new();
-        for unit in &state.pending {
-            if state.committed.binary_search(unit).is_err() {
-                in_flight.push(unit);
-            } else {
-                self.fs.rm_file(&self.file(&unit.pending_file())).await?;
-                report.released.push(unit.clone());
-            }
-        }
+        let in_flight = self.release_committed_twins(state, &mut report).await?;
+        let in_flight: Vec<&UnitName> = in_flight.iter().collect();
         let mut files = self
             .data_files_of(output_fs, output_dir, &in_flight)
             .await?;
@@ -75,6 +71,27 @@ impl CheckpointDir {
             report.rolled_back.push(unit.clone());
         }
         Ok(report)
+    }
+
+    /// The first part of settling `state`'s pending units, whatever the
+    /// output: drops the pending record of each unit that has a committed
+    /// twin (noted in `report.released`) and returns the others, the units
+    /// in flight when the last run stopped.
+    pub(crate) async fn release_committed_twins(
+        &self,
+        state: &CommittedState,
+        report: &mut RecoveryReport,
+    ) -> Result<Vec<UnitName>> {
+        let mut in_flight = Vec::new();
+        for unit in &state.pending {
+            if state.committed.binary_search(unit).is_err() {
+                in_flight.push(unit.clone());
+            } else {
+                self.release_pending(unit).await?;
+                report.released.push(unit.clone());
+            }
+        }
+        Ok(in_flight)
     }
 
     /// Rolls back one uncommitted unit: deletes its data files in

@@ -219,3 +219,139 @@ fn a_report_shows_unit_names_without_rust_syntax() {
         "{shown}"
     );
 }
+
+/// A table output's log, as a test draws it: the units whose transaction
+/// the table holds.
+#[derive(Debug)]
+struct TableHolding(std::collections::HashSet<String>);
+
+impl cairn_checkpoint::internals::UnitLog for TableHolding {
+    fn recorded<'a>(
+        &'a self,
+        units: &'a [UnitName],
+    ) -> futures::future::BoxFuture<'a, cairn_checkpoint::Result<std::collections::HashSet<UnitName>>>
+    {
+        Box::pin(async move {
+            Ok(units
+                .iter()
+                .filter(|u| self.0.contains(u.as_str()))
+                .cloned()
+                .collect())
+        })
+    }
+
+    fn table(&self) -> String {
+        "memory:///table".into()
+    }
+}
+
+/// What a drawn unit was when the run died: committed in the checkpoint;
+/// pending with its table commit landed; pending without it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Died {
+    Committed,
+    PendingInTable,
+    PendingNotInTable,
+}
+
+fn died() -> impl proptest::strategy::Strategy<Value = Died> {
+    proptest::prop_oneof![
+        proptest::strategy::Just(Died::Committed),
+        proptest::strategy::Just(Died::PendingInTable),
+        proptest::strategy::Just(Died::PendingNotInTable),
+    ]
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(48))]
+
+    /// Settling by a table's log: the IDs committed afterwards are exactly
+    /// those of the units the table holds (every row the table shows is
+    /// skipped on resume, no row it lacks is), no unit stays pending, and
+    /// nothing in the output is deleted. The oracle is the drawn table and
+    /// a listing of the output, not cairn's report.
+    #[test]
+    fn a_table_output_is_settled_by_its_log(units in proptest::collection::vec(died(), 0..12)) {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        rt.block_on(async {
+            let tmp = tempfile::tempdir().unwrap();
+            let root = tmp.path().display().to_string();
+            let fs = FileSystem::new("file", &StorageOptions::new()).unwrap();
+            let out = format!("{root}/table");
+            // A table's own files, which no unit name owns, and one that a
+            // unit's name starts (a table names its files; cairn deletes none).
+            let run = RunId::new();
+            let mut table_files = vec![format!("{out}/_delta_log/00000000000000000000.json")];
+            table_files.push(format!("{out}/{}-0.parquet", UnitName::new(&run, 0).as_str()));
+            for f in &table_files {
+                fs.pipe(f, "x".into(), WriteMode::Overwrite).await.unwrap();
+            }
+            let mut config = CheckpointConfig::new("id", &format!("{root}/ckpt"));
+            let dir = config.dir().unwrap();
+            let mut in_table = std::collections::HashSet::new();
+            let mut expected = std::collections::BTreeSet::new();
+            for (i, kind) in units.iter().enumerate() {
+                let unit = UnitName::new(&run, i as u64);
+                let values = [i as i64 * 10, i as i64 * 10 + 1];
+                dir.write_pending(&unit, ids(&values)).await.unwrap();
+                match kind {
+                    Died::Committed => {
+                        dir.commit(&unit, ids(&values)).await.unwrap();
+                        in_table.insert(unit.as_str().to_string());
+                        expected.extend(values);
+                    }
+                    Died::PendingInTable => {
+                        in_table.insert(unit.as_str().to_string());
+                        expected.extend(values);
+                    }
+                    Died::PendingNotInTable => {}
+                }
+            }
+            config.unit_log = Some(Arc::new(TableHolding(in_table)));
+            let open = config.open(&fs, &out).await.unwrap();
+            open.dir.require_logged(config.unit_log.as_deref().unwrap(), &open.state).await.unwrap();
+            let drawn_pending_in_table = units.iter().filter(|k| **k == Died::PendingInTable).count();
+            assert_eq!(open.recovery.committed_from_table.len(), drawn_pending_in_table);
+            drop(open);
+            // An independent read: the committed ID files, decoded.
+            let state = dir.load(cairn_checkpoint::StringMode::default()).await.unwrap();
+            assert!(state.pending.is_empty(), "nothing left pending: {:?}", state.pending);
+            let mut got = std::collections::BTreeSet::new();
+            for unit in &state.committed {
+                let bytes = fs.cat(&format!("{root}/ckpt/{}", unit.committed_file())).await.unwrap();
+                for array in cairn_checkpoint::internals::decode_ids(&unit.committed_file(), bytes, "id").unwrap() {
+                    let array = array.as_any().downcast_ref::<Int64Array>().unwrap();
+                    got.extend(array.values().iter().copied());
+                }
+            }
+            assert_eq!(got, expected);
+            for f in &table_files {
+                assert!(fs.exists(f).await.unwrap(), "{f} was deleted");
+            }
+        });
+    }
+}
+
+#[tokio::test]
+async fn a_committed_unit_missing_from_the_table_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().display().to_string();
+    let fs = FileSystem::new("file", &StorageOptions::new()).unwrap();
+    let mut config = CheckpointConfig::new("id", &format!("{root}/ckpt"));
+    let dir = config.dir().unwrap();
+    let unit = UnitName::new(&RunId::new(), 0);
+    dir.write_pending(&unit, ids(&[1])).await.unwrap();
+    dir.commit(&unit, ids(&[1])).await.unwrap();
+    config.unit_log = Some(Arc::new(TableHolding(Default::default())));
+    let open = config.open(&fs, &format!("{root}/table")).await.unwrap();
+    let err = open
+        .dir
+        .require_logged(config.unit_log.as_deref().unwrap(), &open.state)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::UnitsNotInTable { units: 1, .. }),
+        "{err}"
+    );
+    assert!(err.to_string().contains("memory:///table"), "{err}");
+}

@@ -7,7 +7,9 @@ use arrow_array::{Array, BooleanArray, UInt64Array, make_array};
 use arrow_data::ArrayData;
 use arrow_pyarrow::PyArrowType;
 use bytes::Bytes;
-use cairn_checkpoint::internals::CheckpointConfig;
+use std::sync::Arc;
+
+use cairn_checkpoint::internals::{CheckpointConfig, UnitLog};
 use cairn_checkpoint::{IdSet, IdSetBuilder, StringMode};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -16,6 +18,7 @@ use pyo3::types::{PyBytes, PyDict, PyMemoryView};
 use crate::errors::checkpoint_to_py;
 use crate::filesystem::NativeFileSystem;
 use crate::runtime::wait;
+use crate::table_log::PyUnitLog;
 
 /// Memory a Python object holds, as the owner of shared bytes: the object
 /// is kept alive (and released, with the GIL, when the last set using the
@@ -214,7 +217,7 @@ impl NativeIdSet {
 /// releases the lease (the writers that follow are Ray's). Without an
 /// output, only loads: pending units are left as they are.
 #[pyfunction]
-#[pyo3(signature = (checkpoint_fs, checkpoint_url, id_column, output_fs=None, output_dir=None, exact_strings=false, lease_ttl=None, read_ids=true))]
+#[pyo3(signature = (checkpoint_fs, checkpoint_url, id_column, output_fs=None, output_dir=None, exact_strings=false, lease_ttl=None, read_ids=true, unit_log=None))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn open_checkpoint<'py>(
     py: Python<'py>,
@@ -226,8 +229,14 @@ pub(crate) fn open_checkpoint<'py>(
     exact_strings: bool,
     lease_ttl: Option<f64>,
     read_ids: bool,
+    unit_log: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<(NativeIdSet, Bound<'py, PyDict>)> {
     let mut config = CheckpointConfig::new(id_column, checkpoint_url);
+    let unit_log: Option<Arc<dyn UnitLog>> = match unit_log {
+        Some(log) => Some(Arc::new(PyUnitLog::new(log)?)),
+        None => None,
+    };
+    config.unit_log = unit_log.clone();
     config.filesystem = Some(checkpoint_fs.fs());
     config.read_ids = read_ids;
     if let Some(seconds) = lease_ttl {
@@ -247,13 +256,21 @@ pub(crate) fn open_checkpoint<'py>(
             let (state, recovery) = wait(py, async {
                 // Ray records no partition columns: an output holding
                 // directories (partition_cols) is searched at any depth.
-                config.output_layout =
-                    cairn_checkpoint::internals::found_layout(&output, output_dir).await?;
+                if unit_log.is_none() {
+                    config.output_layout =
+                        cairn_checkpoint::internals::found_layout(&output, output_dir).await?;
+                }
                 let open = config.open(&output, output_dir).await?;
-                let checked = open
-                    .dir
-                    .require_data(&open.state, &output, output_dir)
-                    .await;
+                let checked = match &unit_log {
+                    // A table names its own files: its log, not their
+                    // names, says which units it holds.
+                    Some(log) => open.dir.require_logged(log.as_ref(), &open.state).await,
+                    None => {
+                        open.dir
+                            .require_data(&open.state, &output, output_dir)
+                            .await
+                    }
+                };
                 // A lease lost or expired while opening is an error: another
                 // run may own the checkpoint now.
                 let released = match open.keeper.stop().await {
@@ -272,7 +289,14 @@ pub(crate) fn open_checkpoint<'py>(
             report.set_item("committed_bytes", state.committed_bytes)?;
             report.set_item("committed", names(&state.committed))?;
             report.set_item("rolled_back", names(&recovery.rolled_back))?;
+            report.set_item(
+                "committed_from_table",
+                names(&recovery.committed_from_table),
+            )?;
             report.set_item("data_files_deleted", recovery.data_files_deleted)?;
+            // The job finished here before: its clean-up was cut short, and
+            // every one of its rows is in the output.
+            report.set_item("finished", state.complete)?;
             report.set_item("foreign", state.foreign.clone())?;
             state.ids
         }

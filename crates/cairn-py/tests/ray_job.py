@@ -27,6 +27,16 @@ by test_ray.py so the test can kill it with SIGKILL. One JSON argument:
     partition_cols              with the parquet sink: the transform adds `source` (one of
                                 PARTITION_SOURCES by uid % 4) and `write_parquet` partitions
                                 by these columns (hive-style directories)
+    die_after_done              once the write has returned, the driver dies at once (exit
+                                137, no exit handlers run), as one killed then
+
+The sink "delta" appends to the Delta table at `output` through
+cairn.ray.DeltaDatasink (`delta_options`: deltalake's storage options;
+`write_concurrency`: write tasks at once); "iceberg" to the existing
+Iceberg table `iceberg_table` of the catalog `iceberg_catalog` (pyiceberg's
+load_catalog arguments) through cairn.ray.IcebergDatasink; "lance" to the
+Lance dataset at `output` through cairn.ray.LanceDatasink. Paths without a
+scheme are on local disk (input, output and checkpoint alike).
 """
 
 import json
@@ -138,8 +148,12 @@ def main() -> None:
         )
     DataContext.get_current().checkpoint_config = config
     # The checkpoint preset: no listing cache, each count is fresh.
-    checkpoint_fs = cairn.CairnFileSystem("s3", checkpoint=True, **options)
-    checkpoint_dir = spec["checkpoint"].split("://", 1)[1]
+    if "://" in spec["checkpoint"]:
+        checkpoint_fs = cairn.CairnFileSystem("s3", checkpoint=True, **options)
+        checkpoint_dir = spec["checkpoint"].split("://", 1)[1]
+    else:
+        checkpoint_fs = cairn.CairnFileSystem("file", checkpoint=True)
+        checkpoint_dir = spec["checkpoint"]
 
     def committed():
         try:
@@ -180,13 +194,32 @@ def main() -> None:
     if spec.get("bare_output"):
         output = output.split("://", 1)[1]
     sink = spec.get("sink", "parquet")
-    if sink == "numpy":
+    if sink == "iceberg":
+        ds.write_datasink(
+            cairn.ray.IcebergDatasink(spec["iceberg_table"], spec["iceberg_catalog"]),
+            concurrency=spec.get("write_concurrency"),
+        )
+    elif sink == "lance":
+        ds.write_datasink(cairn.ray.LanceDatasink(output))
+    elif sink == "delta":
+        ds.write_datasink(
+            cairn.ray.DeltaDatasink(
+                output,
+                storage_options=spec.get("delta_options"),
+                filesystem=data_fs if "://" in output else None,
+            ),
+            concurrency=spec.get("write_concurrency"),
+        )
+    elif sink == "numpy":
         ds.write_numpy(output, column="uid", filesystem=data_fs)
     elif partition_cols:
         ds.write_parquet(output, filesystem=data_fs, partition_cols=partition_cols)
     else:
         getattr(ds, f"write_{sink}")(output, filesystem=data_fs)
     print("JOB DONE", flush=True)
+    if spec.get("die_after_done"):
+        # Killed once the job succeeded, before the driver exits.
+        os._exit(137)
     if spec.get("cluster"):
         # The cluster's exit handlers trip over a node removed or still
         # starting; the test kills what this driver started.

@@ -44,11 +44,11 @@ def write_input(oracle, prefix):
     write_uid_files(oracle, prefix, FILES, ROWS_PER_FILE)
 
 
-def run_job(spec, kill_when=None, timeout=300):
-    """Runs ray_job.py; with `kill_when`, SIGKILLs its whole process group
-    (the driver and the local cluster it started) once kill_when() is true.
-    Returns (exit code, output)."""
-    env = dict(os.environ, RAY_DATA_PARQUET_BIN_PACKING_BYTES=str(64 * 1024))
+def run_job(spec, kill_when=None, timeout=300, env=None):
+    """Runs ray_job.py (with `env` added to its environment); with
+    `kill_when`, SIGKILLs its whole process group (the driver and the local
+    cluster it started) once kill_when() is true. Returns (exit code, output)."""
+    env = dict(os.environ, RAY_DATA_PARQUET_BIN_PACKING_BYTES=str(64 * 1024), **(env or {}))
     proc = subprocess.Popen(
         [sys.executable, JOB, json.dumps(spec)],
         stdout=subprocess.PIPE,
@@ -96,7 +96,9 @@ def kinds(chosen):
 
 @pytest.mark.parametrize("id_column", kinds("uid"))
 def test_a_killed_driver_resumes_exactly_once(s3, id_column):
-    kill_and_resume(s3, id_column)
+    """Killed midway, then killed again while Ray deletes the checkpoint of
+    the resumed run that wrote everything, then run a third time."""
+    kill_and_resume(s3, id_column, kill_in_clean_up=True)
 
 
 @pytest.mark.parametrize("sink", ["json", "csv", "numpy"] if ALL_KINDS else ["json"])
@@ -220,9 +222,13 @@ def test_a_killed_driver_then_a_killed_shard_on_a_cluster_end_exactly_once(s3):
     assert committed_units(oracle, f"{base}/ckpt") == []
 
 
-def kill_and_resume(s3, id_column, sink="parquet", bare_output=False):
+def kill_and_resume(s3, id_column, sink="parquet", bare_output=False, kill_in_clean_up=False):
     """Runs the job, SIGKILLs it once 3 units are committed, runs it again:
-    the output (read by pyarrow) holds every input row once."""
+    the output (read by pyarrow) holds every input row once. With
+    `kill_in_clean_up`, the second run's driver dies (a crash point in
+    cairn's clean-up) once Ray's delete_checkpoint_on_success has deleted
+    every committed ID, and a third run, finding the completion marker,
+    writes nothing."""
     spec, oracle, base = job_spec(
         s3, f"kill-{sink}", id_column, sleep=1.0, sink=sink, bare_output=bare_output
     )
@@ -240,15 +246,30 @@ def kill_and_resume(s3, id_column, sink="parquet", bare_output=False):
     assert 0 < partial < FILES * ROWS_PER_FILE
 
     spec["sleep"] = 0
+    outputs = [first]
+    if kill_in_clean_up:
+        code, out = run_job(spec, env={"FAILPOINTS": "clean-up-before-marker-delete=return"})
+        outputs.append(out)
+        assert code == -signal.SIGABRT, (
+            f"the crash point did not fire (exit {code}):\n{out[-3000:]}"
+        )
+        left = files(oracle, f"{base}/ckpt")
+        assert any(p.endswith("/.cairn-complete") for p in left) and not committed_units(
+            oracle, f"{base}/ckpt"
+        ), f"the kill must land after every committed ID was deleted: {left}"
+        assert_exactly_once(oracle, base, *outputs)
     code, out = run_job(spec)
+    outputs.append(out)
     assert code == 0 and "JOB DONE" in out, out[-5000:]
 
-    assert_exactly_once(oracle, base, first, out)
+    assert_exactly_once(oracle, base, *outputs)
+    if kill_in_clean_up:
+        assert "records that this job" in out, out[-5000:]
     if id_column == "row_hash":
         hashes = column_counts(oracle, f"{base}/out", "row_hash")
         assert len(hashes) == FILES * ROWS_PER_FILE and set(hashes.values()) == {1}
     # Success deleted the checkpoint's files (Ray's delete_checkpoint_on_success).
-    assert committed_units(oracle, f"{base}/ckpt") == []
+    assert files(oracle, f"{base}/ckpt") == []
 
 
 @pytest.mark.parametrize("id_column", kinds("uid"))
@@ -327,7 +348,14 @@ def write_rows(oracle, path, ids):
     )
 
 
-@pytest.mark.parametrize("manager", ["cairn", "ray"])
+# Ray's own manager here records Ray's bug, not cairn's behaviour: it runs
+# with CAIRN_RAY_ALL_KINDS=1 (skipped, and shown as such, in CI's run).
+RAYS_OWN = pytest.mark.skipif(
+    not ALL_KINDS, reason="Ray's own manager's prefix bug, recorded: CAIRN_RAY_ALL_KINDS=1 runs it"
+)
+
+
+@pytest.mark.parametrize("manager", ["cairn", pytest.param("ray", marks=RAYS_OWN)])
 def test_a_pending_unit_named_by_a_prefix_of_a_committed_one(s3, manager):
     """Task numbers pass 999,999: the pending unit `w_100000` is a prefix of
     the committed unit `w_1000000`. Rolling back the pending unit must keep

@@ -10,12 +10,19 @@ no read asks the store for it again), the GIL released while it waits.
 pyarrow's own pre-buffering coalesces a Parquet reader's ranges before they
 reach it. Sequential streams (``open_input_stream``, CSV and JSON lines)
 keep fsspec's read-ahead, which suits reading a file from start to end.
+
+Deleting a directory for which a clean-up was registered
+(:func:`clean_up_on_delete`: cairn's Ray checkpoint manager registers each
+checkpoint it opened) runs that clean-up first: Ray's
+``delete_checkpoint_on_success`` then ends the checkpoint as the protocol
+does, behind a completion marker that survives a kill.
 """
 
 from __future__ import annotations
 
 import io
-from typing import Any
+import os
+from typing import Any, Callable, Dict, Tuple
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -80,6 +87,27 @@ class RangeFile(io.RawIOBase):
         return len(data)
 
 
+#: Clean-ups to run in place of a plain delete, by (protocol, stripped path).
+_CLEAN_UPS: Dict[Tuple[str, str], Callable[[], bool]] = {}
+
+
+def clean_up_on_delete(fs: Any, path: str, clean_up: Callable[[], bool]) -> None:
+    """Makes the next ``delete_dir(path)`` through a pyarrow filesystem over
+    ``fs`` (a ``CairnFileSystem``) in this process call ``clean_up()``
+    first: when it returns True it did the deleting, when False the plain
+    recursive delete follows. A later registration for the same path
+    replaces it."""
+    _CLEAN_UPS[_key(fs, path)] = clean_up
+
+
+def _key(fs: Any, path: str) -> Tuple[str, str]:
+    """``path`` on ``fs`` as the registry knows it: a local path made
+    absolute, as Ray resolves it."""
+    if fs._protocol == "file" and "://" not in path:
+        path = os.path.abspath(path)
+    return fs._protocol, fs._native.strip(path)
+
+
 class CairnHandler(pafs.FSSpecHandler):
     """``pyarrow.fs.FSSpecHandler`` over a ``CairnFileSystem`` whose
     random-access files (``open_input_file``: Parquet, Arrow IPC, Lance)
@@ -92,6 +120,11 @@ class CairnHandler(pafs.FSSpecHandler):
             raise IsADirectoryError(f"{self.fs.unstrip_protocol(path)} is a directory")
         stripped = self.fs._strip_protocol(path)
         return pa.PythonFile(RangeFile(self.fs, stripped, int(info["size"])), mode="r")
+
+    def delete_dir(self, path: str) -> None:
+        clean_up = _CLEAN_UPS.pop(_key(self.fs, path), None)
+        if clean_up is None or not clean_up():
+            super().delete_dir(path)
 
 
 def arrow_filesystem(fs: Any) -> pafs.PyFileSystem:

@@ -1,4 +1,4 @@
-from typing import Any, Dict, List, Optional, Tuple, Union
+from typing import Any, Dict, Iterable, List, Optional, Protocol, Tuple, Union
 
 Entry = Tuple[str, int, str, Optional[str], Optional[str]]
 
@@ -45,6 +45,12 @@ class NativeIdSet:
         self, seed: int, first_row: int, rows: int, low: int = 0, high: Optional[int] = None
     ) -> bool: ...
 
+class UnitLog(Protocol):
+    """A table output's log: which units' transactions it records."""
+
+    table: str
+    def recorded(self, units: List[str]) -> Iterable[str]: ...
+
 def open_checkpoint(
     checkpoint_fs: NativeFileSystem,
     checkpoint_url: str,
@@ -54,7 +60,18 @@ def open_checkpoint(
     exact_strings: bool = False,
     lease_ttl: Optional[float] = None,
     read_ids: bool = True,
+    unit_log: Optional[UnitLog] = None,
 ) -> Tuple[NativeIdSet, Dict[str, Any]]: ...
+def finish_checkpoint(
+    checkpoint_fs: NativeFileSystem,
+    checkpoint_url: str,
+    id_column: str,
+    output_fs: NativeFileSystem,
+    output_dir: str,
+    lease_ttl: Optional[float] = None,
+    unit_log: Optional[UnitLog] = None,
+) -> Dict[str, Any]: ...
+def remove_completion_marker(checkpoint_fs: NativeFileSystem, checkpoint_url: str) -> bool: ...
 def load_ids(
     checkpoint_fs: NativeFileSystem,
     checkpoint_url: str,

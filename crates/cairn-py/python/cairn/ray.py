@@ -28,11 +28,12 @@ and with :func:`cairn.build_checkpoint_filesystem`::
 
 from __future__ import annotations
 
+import atexit
 import inspect
 import logging
 import os
 import time
-from typing import Any, List, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
 import pyarrow as pa
@@ -41,10 +42,21 @@ import ray
 from ray.data.checkpoint import CheckpointConfig
 from ray.data.checkpoint.checkpoint_filter import CheckpointFilter as _RayFilter
 from ray.data.checkpoint.checkpoint_filter import CheckpointManager as _RayManager
+from ray.data.checkpoint.load_checkpoint_callback import LoadCheckpointCallback
 
 from . import _protocol_of, build_checkpoint_filesystem
-from ._arrow_fs import arrow_filesystem
-from ._native import NativeIdSet, load_ids, open_checkpoint
+from ._arrow_fs import arrow_filesystem, clean_up_on_delete
+from ._native import (
+    NativeIdSet,
+    finish_checkpoint,
+    load_ids,
+    open_checkpoint,
+    remove_completion_marker,
+)
+from ._ray_delta import DeltaDatasink, DeltaUnitLog
+from ._ray_iceberg import IcebergDatasink, IcebergUnitLog
+from ._ray_lance import LanceDatasink, LanceUnitLog
+from ._ray_table import TableDatasink
 from ._ray_metrics import flush_metrics, report_metrics
 from ._ray_read import (
     SkippingParquetDatasource,
@@ -67,6 +79,12 @@ from .fsspec import CairnFileSystem
 __all__ = [
     "CheckpointFilter",
     "CheckpointManager",
+    "DeltaDatasink",
+    "DeltaUnitLog",
+    "IcebergDatasink",
+    "IcebergUnitLog",
+    "LanceDatasink",
+    "LanceUnitLog",
     "ShardActor",
     "ShardUnavailable",
     "ShardedSet",
@@ -140,21 +158,83 @@ _EXACTLY_ONCE_WRITES = (
 )
 
 
-def _sink_being_planned() -> str:
-    """The datasink of the plan Ray is planning, named for a message: the
-    planner's ``logical_plan`` found up the stack (Ray does not hand the
-    sink to the manager)."""
+def _datasink_being_planned() -> Any:
+    """The datasink of the plan Ray is planning, or None: the planner's
+    ``logical_plan`` found up the stack (Ray does not hand the sink to the
+    manager)."""
     frame = inspect.currentframe()
     try:
         while frame is not None:
             plan = frame.f_locals.get("logical_plan")
             sink = getattr(getattr(plan, "dag", None), "datasink_or_legacy_datasource", None)
             if sink is not None:
-                return type(sink).__name__
+                return sink
             frame = frame.f_back
     finally:
         del frame
-    return "a sink that writes no files"
+    return None
+
+
+#: The checkpoints whose job finished in this process, by URL, each left
+#: with only its completion marker: removed when the driver exits (not when
+#: it is killed, so a run again knows the job finished), or when this
+#: process starts another job on the same checkpoint.
+_MARKERS_LEFT: Dict[str, Any] = {}
+
+
+def _remove_markers_at_exit() -> None:
+    if not _MARKERS_LEFT:
+        return
+    # Ray's own exit handler (registered when ray is imported, so it runs
+    # after this one) shuts Ray down, which takes seconds: done first here,
+    # so the markers go in the last moment of the driver's life.
+    if ray.is_initialized():
+        ray.shutdown()
+    _remove_markers()
+
+
+def _remove_markers() -> None:
+    """Removes the markers of the jobs that finished in this process."""
+    for url, native in list(_MARKERS_LEFT.items()):
+        _remove_marker(url, native)
+
+
+atexit.register(_remove_markers_at_exit)
+
+
+def _remove_marker(url: str, native: Any) -> None:
+    _MARKERS_LEFT.pop(url, None)
+    try:
+        remove_completion_marker(native, url)
+    except Exception as e:
+        logger.warning(
+            "cairn: the completion marker of the finished job's checkpoint %s was not removed "
+            "(%s): a run of the same job over it writes nothing and removes it",
+            url,
+            e,
+        )
+
+
+def _called_on_rays_success() -> bool:
+    """Whether Ray's checkpoint callback, ending a job that succeeded, is
+    up the stack: the only caller whose delete means the job finished."""
+    frame = inspect.currentframe()
+    try:
+        while frame is not None:
+            if frame.f_code.co_name == "after_execution_succeeds" and isinstance(
+                frame.f_locals.get("self"), LoadCheckpointCallback
+            ):
+                return True
+            frame = frame.f_back
+    finally:
+        del frame
+    return False
+
+
+def _sink_being_planned() -> str:
+    """The datasink of the plan Ray is planning, named for a message."""
+    sink = _datasink_being_planned()
+    return type(sink).__name__ if sink is not None else "a sink that writes no files"
 
 
 def _refusal_of_non_file_sink(checkpoint_path: str) -> str:
@@ -166,7 +246,9 @@ def _refusal_of_non_file_sink(checkpoint_path: str) -> str:
         "once, on the driver, at the end, so a job killed midway keeps IDs whose rows never "
         "reached the table (rows lost on resume) or sends rows twice. Under cairn only Ray's "
         f"file sinks are exactly once ({_EXACTLY_ONCE_WRITES}): write files, or run this "
-        "write without a checkpoint config"
+        "write without a checkpoint config, or write a Delta, Iceberg or Lance table through "
+        "cairn.ray.DeltaDatasink, IcebergDatasink or LanceDatasink, which commit each unit to "
+        "the table exactly once"
     )
 
 
@@ -242,8 +324,15 @@ class CheckpointManager(_RayManager):
             )
         native = checkpoint_fs._native
         checkpoint_url = native.url(native.strip(_local(self.checkpoint_path, checkpoint_fs)))
+        if checkpoint_url in _MARKERS_LEFT:
+            # A job of this process finished here and its execution
+            # returned: this planning is a new job, as Ray has it.
+            _remove_marker(checkpoint_url, _MARKERS_LEFT[checkpoint_url])
         output_fs = self._output_filesystem(data_file_dir, data_file_filesystem, checkpoint_fs)
         output_dir = _local(data_file_dir, output_fs)
+        # A table sink's log, not file names, says which units reached it.
+        sink = _datasink_being_planned()
+        unit_log = sink.unit_log() if isinstance(sink, TableDatasink) else None
         # Settled and listed first, the IDs not read: their files' size
         # decides whether the set is loaded here or spread over shards.
         _, report = open_checkpoint(
@@ -254,7 +343,30 @@ class CheckpointManager(_RayManager):
             output_dir,
             lease_ttl=self._lease_ttl,
             read_ids=False,
+            unit_log=unit_log,
         )
+        if self._config.delete_checkpoint_on_success:
+            self._clean_up_on_success(
+                checkpoint_fs, checkpoint_url, output_fs, output_dir, unit_log
+            )
+        if report.get("finished"):
+            logger.warning(
+                "cairn: the checkpoint %s records that this job (output %s, ID column %s) "
+                "finished and that its clean-up was cut short: every row is already in the "
+                "output, so this run writes none and ends the clean-up when it succeeds. To run "
+                "the job again from the start, delete the checkpoint first",
+                checkpoint_url,
+                output_dir,
+                self.id_column,
+            )
+            return ray.put(_EveryRowCommitted()), 0
+        if report.get("committed_from_table"):
+            logger.info(
+                "cairn: %d pending unit(s) found in the table %s, committed: %s",
+                len(report["committed_from_table"]),
+                unit_log.table if unit_log is not None else output_dir,
+                ", ".join(report["committed_from_table"]),
+            )
         if report.get("foreign"):
             logger.warning(
                 "files cairn did not write were left in the checkpoint %s: %s",
@@ -305,6 +417,66 @@ class CheckpointManager(_RayManager):
             report.get("data_files_deleted", 0),
         )
         return ref, size
+
+    def _clean_up_on_success(
+        self,
+        checkpoint_fs: CairnFileSystem,
+        checkpoint_url: str,
+        output_fs: CairnFileSystem,
+        output_dir: str,
+        unit_log: Any,
+    ) -> None:
+        """Has Ray's ``delete_checkpoint_on_success`` (a ``delete_dir`` of
+        the checkpoint through its filesystem, on this driver, once the job
+        succeeded) end the checkpoint as cairn's protocol does: the
+        completion marker written before anything is deleted and removed
+        last, when the driver exits, so a driver killed in the middle or
+        after it leaves a checkpoint that says the job finished. Any other
+        ``delete_dir`` of it stays plain."""
+        lease_ttl = self._lease_ttl
+        id_column = self.id_column
+
+        def clean_up() -> bool:
+            if not _called_on_rays_success():
+                # Someone else deleting the checkpoint (after a failed run,
+                # say): a plain delete, and no marker saying it finished.
+                return False
+            try:
+                report = finish_checkpoint(
+                    checkpoint_fs._native,
+                    checkpoint_url,
+                    id_column,
+                    output_fs._native,
+                    output_dir,
+                    lease_ttl=lease_ttl,
+                    unit_log=unit_log,
+                )
+            except Exception as e:
+                logger.warning(
+                    "cairn: the checkpoint %s of the finished job was not deleted (%s); a run of "
+                    "the same job over it writes nothing and deletes it",
+                    checkpoint_url,
+                    e,
+                )
+                raise
+            if report["marker_left"]:
+                _MARKERS_LEFT[checkpoint_url] = checkpoint_fs._native
+            if report["rolled_back"]:
+                logger.warning(
+                    "cairn: unit(s) written after their run lost the checkpoint's lease were "
+                    "rolled back at the end of the job: %s (%d data file(s) deleted)",
+                    ", ".join(report["rolled_back"]),
+                    report["data_files_deleted"],
+                )
+            if report["kept_foreign"]:
+                logger.warning(
+                    "cairn: files cairn did not write were left in the checkpoint %s: %s",
+                    checkpoint_url,
+                    ", ".join(report["kept_foreign"]),
+                )
+            return True
+
+        clean_up_on_delete(checkpoint_fs, _local(self.checkpoint_path, checkpoint_fs), clean_up)
 
     def _load_sharded(
         self, checkpoint_fs: CairnFileSystem, report: Mapping[str, Any], budget: int
@@ -363,6 +535,11 @@ class CheckpointManager(_RayManager):
         )
 
 
+class _EveryRowCommitted:
+    """The committed set of a job that finished: every row is committed
+    (its checkpoint's ID files may be partly deleted already)."""
+
+
 class CheckpointFilter(_RayFilter):
     """Ray Data's ``checkpoint_filter_cls``, backed by cairn: built once per
     filter actor from :class:`CheckpointManager`'s set; each block's ID
@@ -381,6 +558,9 @@ class CheckpointFilter(_RayFilter):
             self._sharded: Optional[ShardedSet] = data
         elif isinstance(data, NativeIdSet):
             self._ids = data
+        elif isinstance(data, _EveryRowCommitted):
+            self._ids = None
+            self._sharded = None
         elif isinstance(data, (bytes, bytearray, memoryview)):
             self._ids = NativeIdSet.from_bytes(bytes(data))
         else:
@@ -400,7 +580,9 @@ class CheckpointFilter(_RayFilter):
         if block.num_rows == 0:
             return block
         if self._ids is None:
-            assert self._sharded is not None
+            if self._sharded is None:
+                # _EveryRowCommitted.
+                return block.slice(0, 0)
             committed = self._sharded.committed(block.column(self.id_column))
             return block.filter(pa.array(~committed))
         if len(self._ids) == 0:

@@ -1,0 +1,114 @@
+"""cairn's Delta Lake sink for Ray Data: each unit appended in one Delta
+transaction that records it as an application transaction
+(``cairn:<unit>``); see :mod:`cairn._ray_table`."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Dict, List, Optional
+
+import pyarrow as pa
+
+from ._ray_table import TableDatasink, without_secrets
+
+logger = logging.getLogger(__name__)
+
+#: The Delta application-transaction ID of a unit: ``cairn:<unit>``.
+APP_ID_PREFIX = "cairn:"
+
+#: A unit's transaction version (one transaction per unit, so any will do).
+_UNIT_VERSION = 1
+
+#: Concurrent units commit with Delta's optimistic concurrency: an append
+#: that loses the race for a log version is retried on the next one.
+DEFAULT_MAX_COMMIT_RETRIES = 100
+
+
+class DeltaUnitLog:
+    """The units a Delta table's log records (its application
+    transactions named ``cairn:<unit>``), for cairn's recovery."""
+
+    def __init__(self, table_uri: str, storage_options: Optional[Dict[str, str]] = None):
+        self._uri = table_uri
+        self._storage_options = storage_options
+        #: The table, for messages.
+        self.table = without_secrets(table_uri)
+
+    def recorded(self, units: List[str]) -> List[str]:
+        """The units among ``units`` whose transaction is in the table's
+        current snapshot (none when there is no table yet)."""
+        from deltalake import DeltaTable
+
+        if not DeltaTable.is_deltatable(self._uri, storage_options=self._storage_options):
+            return []
+        table = DeltaTable(self._uri, storage_options=self._storage_options)
+        return [u for u in units if table.transaction_version(APP_ID_PREFIX + u) is not None]
+
+
+class DeltaDatasink(TableDatasink):
+    """Appends a dataset to the Delta table at ``table_uri``, one Delta
+    transaction per write task, exactly once under
+    :func:`cairn.ray.checkpoint_config`::
+
+        ds.write_datasink(cairn.ray.DeltaDatasink("s3://bucket/tables/t", storage_options={...}))
+
+    ``storage_options`` are deltalake's (``AWS_ENDPOINT_URL``, ...);
+    ``filesystem`` is the pyarrow filesystem Ray and cairn's manager see the
+    table directory through (``cairn.build_checkpoint_filesystem(table_uri,
+    options)`` for a store other than local disk). ``partition_by`` and
+    ``schema_mode`` (``"merge"``) go to ``deltalake.write_deltalake``.
+
+    The table's own log decides what is committed, so the sink needs a
+    store where Delta commits are atomic: local disk, or S3-compatible
+    stores with conditional writes (deltalake's ``conditional_put``) or a
+    lock provider. On a store that ignores conditional writes (Garage),
+    deltalake needs ``AWS_S3_ALLOW_UNSAFE_RENAME`` and two tasks committing
+    at once can overwrite each other's log entry: run one write task at a
+    time there (``concurrency=1``), or a resume will refuse the checkpoint
+    whose units the table lost.
+    """
+
+    def __init__(
+        self,
+        table_uri: str,
+        *,
+        storage_options: Optional[Dict[str, str]] = None,
+        partition_by: Optional[List[str]] = None,
+        schema_mode: Optional[str] = None,
+        filesystem: Any = None,
+        max_commit_retries: int = DEFAULT_MAX_COMMIT_RETRIES,
+    ):
+        if schema_mode not in (None, "merge"):
+            raise ValueError(
+                f"schema_mode={schema_mode!r}: cairn.ray.DeltaDatasink appends, so only "
+                "schema_mode='merge' (add new columns) or None (refuse a new schema) apply"
+            )
+        super().__init__(table_uri, filesystem=filesystem)
+        self.table_uri = table_uri
+        self._storage_options = dict(storage_options) if storage_options else None
+        self._partition_by = list(partition_by) if partition_by else None
+        self._schema_mode = schema_mode
+        self._max_commit_retries = int(max_commit_retries)
+
+    def unit_log(self) -> DeltaUnitLog:
+        """What cairn's checkpoint manager asks about pending units."""
+        return DeltaUnitLog(self.table_uri, self._storage_options)
+
+    def append(self, rows: pa.Table, unit: str) -> None:
+        """One ``write_deltalake`` append whose commit carries the unit's
+        application transaction."""
+        from deltalake import CommitProperties, Transaction, write_deltalake
+
+        write_deltalake(
+            self.table_uri,
+            rows,
+            mode="append",
+            partition_by=self._partition_by,
+            schema_mode=self._schema_mode,
+            storage_options=self._storage_options,
+            commit_properties=CommitProperties(
+                custom_metadata={"cairn.unit": unit},
+                max_commit_retries=self._max_commit_retries,
+                app_transactions=[Transaction(APP_ID_PREFIX + unit, _UNIT_VERSION)],
+            ),
+        )

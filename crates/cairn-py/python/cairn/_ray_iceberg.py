@@ -1,0 +1,120 @@
+"""cairn's Apache Iceberg sink for Ray Data: each unit appended in one
+Iceberg snapshot whose summary records it (``cairn.unit``); see
+:mod:`cairn._ray_table`."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any, Dict, List, Mapping, Optional
+
+import pyarrow as pa
+
+from ._ray_table import TableDatasink, without_secrets
+
+logger = logging.getLogger(__name__)
+
+#: The snapshot-summary key that names a snapshot's unit.
+UNIT_PROPERTY = "cairn.unit"
+
+#: Commits that lose the race to another unit's (the catalog's
+#: compare-and-swap of the metadata pointer) are retried this many times
+#: on the table's new metadata, beyond pyiceberg's own retries.
+DEFAULT_MAX_COMMIT_RETRIES = 100
+
+
+def _catalog(catalog_kwargs: Mapping[str, Any]) -> Any:
+    from pyiceberg.catalog import load_catalog
+
+    kwargs = dict(catalog_kwargs)
+    return load_catalog(kwargs.pop("name", "default"), **kwargs)
+
+
+class IcebergUnitLog:
+    """The units an Iceberg table's snapshots record (``cairn.unit`` in
+    their summaries), for cairn's recovery."""
+
+    def __init__(self, table_identifier: str, catalog_kwargs: Mapping[str, Any], location: str):
+        self._identifier = table_identifier
+        self._catalog_kwargs = dict(catalog_kwargs)
+        #: The table, for messages: its identifier and location.
+        self.table = f"{table_identifier} ({without_secrets(location)})"
+
+    def recorded(self, units: List[str]) -> List[str]:
+        """The units among ``units`` that a snapshot of the table's
+        current metadata records."""
+        table = _catalog(self._catalog_kwargs).load_table(self._identifier)
+        found = {s.summary.get(UNIT_PROPERTY) for s in table.metadata.snapshots if s.summary}
+        return [u for u in units if u in found]
+
+
+class IcebergDatasink(TableDatasink):
+    """Appends a dataset to the existing Iceberg table ``table_identifier``
+    of the catalog ``catalog_kwargs`` names (pyiceberg's ``load_catalog``
+    arguments, ``name`` among them, as Ray's ``write_iceberg`` takes them),
+    one snapshot per write task, exactly once under
+    :func:`cairn.ray.checkpoint_config`::
+
+        ds.write_datasink(cairn.ray.IcebergDatasink(
+            "db.events", {"name": "prod", "type": "sql", "uri": "sqlite:///catalog.db"}))
+
+    ``filesystem`` is the pyarrow filesystem Ray and cairn's manager see the
+    table's location through (``cairn.build_checkpoint_filesystem(location,
+    options)`` for a store other than local disk); ``snapshot_properties``
+    are added to each snapshot's summary. Commits race through the
+    catalog's compare-and-swap of the table's metadata, retried on the new
+    metadata. Create the table first (pyiceberg's ``create_table``).
+    Expiring the table's snapshots while a job runs removes the records of
+    its units: the next resume is then refused, not wrong.
+    """
+
+    def __init__(
+        self,
+        table_identifier: str,
+        catalog_kwargs: Mapping[str, Any],
+        *,
+        filesystem: Any = None,
+        snapshot_properties: Optional[Dict[str, str]] = None,
+        max_commit_retries: int = DEFAULT_MAX_COMMIT_RETRIES,
+    ):
+        from pyiceberg.exceptions import NoSuchTableError
+
+        try:
+            table = _catalog(catalog_kwargs).load_table(table_identifier)
+        except NoSuchTableError as e:
+            raise ValueError(
+                f"cairn.ray.IcebergDatasink: the catalog has no table {table_identifier!r}; "
+                "create it first (pyiceberg: catalog.create_table(identifier, schema=...))"
+            ) from e
+        self._location = table.location()
+        super().__init__(self._location, filesystem=filesystem)
+        self.table_identifier = table_identifier
+        self._catalog_kwargs = dict(catalog_kwargs)
+        self._snapshot_properties = dict(snapshot_properties or {})
+        if UNIT_PROPERTY in self._snapshot_properties:
+            raise ValueError(f"snapshot_properties: {UNIT_PROPERTY!r} is cairn's; use another key")
+        self._max_commit_retries = int(max_commit_retries)
+
+    def unit_log(self) -> IcebergUnitLog:
+        """What cairn's checkpoint manager asks about pending units."""
+        return IcebergUnitLog(self.table_identifier, self._catalog_kwargs, self._location)
+
+    def append(self, rows: pa.Table, unit: str) -> None:
+        """One snapshot adding ``rows``, its summary naming ``unit``; a
+        commit that lost the race is retried on the table's new metadata
+        unless that metadata already records the unit."""
+        from pyiceberg.exceptions import CommitFailedException
+
+        properties = {**self._snapshot_properties, UNIT_PROPERTY: unit}
+        catalog = _catalog(self._catalog_kwargs)
+        for attempt in range(self._max_commit_retries + 1):
+            table = catalog.load_table(self.table_identifier)
+            try:
+                table.append(rows, snapshot_properties=properties)
+                return
+            except CommitFailedException:
+                if attempt == self._max_commit_retries:
+                    raise
+                if self.unit_log().recorded([unit]):
+                    return
+                time.sleep(min(0.05 * 2**attempt, 2.0))

@@ -1,0 +1,120 @@
+"""cairn's Lance sink for Ray Data: each unit appended as one Lance version
+whose transaction properties record it (``cairn.unit``); see
+:mod:`cairn._ray_table`."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from typing import Any, Dict, List, Optional
+
+import pyarrow as pa
+
+from ._ray_table import TableDatasink, crash_point, without_secrets
+
+logger = logging.getLogger(__name__)
+
+#: The transaction property that names a version's unit.
+UNIT_PROPERTY = "cairn.unit"
+
+
+def _dataset(uri: str, storage_options: Optional[Dict[str, str]]) -> Any:
+    """The Lance dataset at ``uri``, or None when there is none yet."""
+    import lance
+
+    try:
+        return lance.dataset(uri, storage_options=storage_options)
+    except (FileNotFoundError, ValueError):
+        return None
+
+
+class LanceUnitLog:
+    """The units a Lance dataset's transactions record (``cairn.unit`` in
+    their properties), for cairn's recovery."""
+
+    def __init__(self, uri: str, storage_options: Optional[Dict[str, str]] = None):
+        self._uri = uri
+        self._storage_options = storage_options
+        #: The dataset, for messages.
+        self.table = without_secrets(uri)
+
+    def recorded(self, units: List[str]) -> List[str]:
+        """The units among ``units`` that a transaction of the dataset's
+        history records (a version whose transaction file was cleaned up
+        records nothing)."""
+        dataset = _dataset(self._uri, self._storage_options)
+        if dataset is None:
+            return []
+        transactions = dataset.get_transactions(recent_transactions=dataset.version + 1)
+        found = {
+            (t.transaction_properties or {}).get(UNIT_PROPERTY)
+            for t in transactions
+            if t is not None
+        }
+        return [u for u in units if u in found]
+
+
+class LanceDatasink(TableDatasink):
+    """Appends a dataset to the Lance dataset at ``uri``, one Lance version
+    per write task, exactly once under :func:`cairn.ray.checkpoint_config`::
+
+        ds.write_datasink(cairn.ray.LanceDatasink("/data/lance/embeddings"))
+
+    ``storage_options`` are Lance's; ``filesystem`` is the pyarrow
+    filesystem Ray and cairn's manager see the dataset's directory through.
+    The first unit creates the dataset (a create that finds it made by
+    another unit appends instead: an append to a missing dataset would be a
+    create that can replace rows another unit committed). Concurrent
+    appends commit with Lance's own conflict resolution. While the job
+    runs, only append to the dataset and keep its versions
+    (``cleanup_old_versions`` removes the transactions that record units:
+    the next resume is then refused, not wrong).
+    """
+
+    def __init__(
+        self,
+        uri: str,
+        *,
+        storage_options: Optional[Dict[str, str]] = None,
+        filesystem: Any = None,
+    ):
+        super().__init__(uri, filesystem=filesystem)
+        self.uri = uri
+        self._storage_options = dict(storage_options) if storage_options else None
+
+    def unit_log(self) -> LanceUnitLog:
+        """What cairn's checkpoint manager asks about pending units."""
+        return LanceUnitLog(self.uri, self._storage_options)
+
+    def append(self, rows: pa.Table, unit: str) -> None:
+        """One Lance commit adding ``rows``, its transaction naming ``unit``:
+        the first unit creates the dataset in one call; any other writes its
+        data files, then commits them (files a kill leaves uncommitted are
+        never part of a version: readers never see them)."""
+        import lance
+
+        if _dataset(self.uri, self._storage_options) is None:
+            try:
+                lance.write_dataset(
+                    rows,
+                    self.uri,
+                    mode="create",
+                    storage_options=self._storage_options,
+                    transaction_properties={UNIT_PROPERTY: unit},
+                )
+                return
+            except OSError as e:
+                if "already exists" not in str(e):
+                    raise
+                # Another unit created it first: append below.
+                logger.info("cairn: %s was created meanwhile; appending", self.uri)
+        transaction = lance.fragment.write_fragments(
+            rows,
+            self.uri,
+            mode="append",
+            return_transaction=True,
+            storage_options=self._storage_options,
+        )
+        transaction = dataclasses.replace(transaction, transaction_properties={UNIT_PROPERTY: unit})
+        crash_point("table-before-commit", unit)
+        lance.LanceDataset.commit(self.uri, transaction, storage_options=self._storage_options)

@@ -1,0 +1,132 @@
+"""What cairn's table sinks for Ray Data share: a unit per write task, its
+rows committed to the table in one table transaction that records the
+unit, between Ray's pending and committed checkpoint records; and the
+log that recovery asks about the units a kill left pending.
+
+Ray 2.60's own table writes (``write_delta``, ``write_iceberg``) commit the
+table once, on the driver, at the end, and checkpoint each task after it
+wrote files no one sees yet: a job killed midway loses those tasks' rows on
+resume. Here a unit's rows are in the table (readable, a version of their
+own) before its checkpoint commit, and recovery reads the table's history
+for the units left pending: a unit the table records is committed, one it
+does not is written again. Its data files, never committed, are left to
+the format's own clean-up; cairn deletes nothing inside a table.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from typing import Any, Iterable, List, Protocol
+from urllib.parse import urlsplit, urlunsplit
+
+import pyarrow as pa
+from ray.data._internal.delegating_block_builder import DelegatingBlockBuilder
+from ray.data._internal.planner.plan_write_op import WRITE_UUID_KWARG_NAME
+from ray.data.block import Block, BlockAccessor
+from ray.data.context import DataContext
+from ray.data.datasource.file_datasink import _FileDatasink
+from ray.data.datasource.filename_provider import _split_base_and_ext
+
+logger = logging.getLogger(__name__)
+
+
+class UnitLog(Protocol):
+    """A table's record of the units committed to it."""
+
+    #: The table, for messages (no secrets).
+    table: str
+
+    def recorded(self, units: List[str]) -> List[str]:
+        """The units among ``units`` the table records."""
+        ...
+
+
+def without_secrets(uri: str) -> str:
+    """``uri`` for messages: no user info, no query."""
+    parts = urlsplit(uri)
+    if not parts.scheme:
+        return uri
+    netloc = parts.hostname or ""
+    if parts.port:
+        netloc += f":{parts.port}"
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+class TableDatasink(_FileDatasink):
+    """A Ray datasink that commits each write task's rows to a table, once:
+    subclasses give :meth:`unit_log` and :meth:`append` (one table
+    transaction adding ``rows`` and recording ``unit``)."""
+
+    def unit_log(self) -> UnitLog:
+        """What cairn's checkpoint manager asks about pending units."""
+        raise NotImplementedError
+
+    def append(self, rows: pa.Table, unit: str) -> None:
+        """Commits ``rows`` to the table in one transaction that records
+        ``unit``."""
+        raise NotImplementedError
+
+    def on_write_start(self, schema: Any = None) -> None:
+        config = DataContext.get_current().checkpoint_config
+        if config is not None:
+            from .ray import CheckpointManager
+
+            manager = getattr(config, "checkpoint_manager_cls", None)
+            if not (isinstance(manager, type) and issubclass(manager, CheckpointManager)):
+                raise ValueError(
+                    f"cairn.ray.{type(self).__name__}({self.unit_log().table}) needs cairn's "
+                    f"checkpoint manager, not {getattr(manager, '__name__', manager)}: another "
+                    "manager rolls back a unit the table already holds, and its rows are written "
+                    "twice. Use cairn.ray.checkpoint_config(...)"
+                )
+        super().on_write_start(schema)
+
+    def _unit(self, ctx: Any) -> str:
+        """The unit (Ray's checkpoint ID) of this write task: the base name
+        Ray's planner gives its pending checkpoint record."""
+        name = self.filename_provider.get_filename_for_task(
+            ctx.kwargs[WRITE_UUID_KWARG_NAME], ctx.task_idx
+        )
+        return _split_base_and_ext(name)[0]
+
+    def write(self, blocks: Iterable[Block], ctx: Any) -> None:
+        builder = DelegatingBlockBuilder()
+        for block in blocks:
+            builder.add_block(block)
+        rows = BlockAccessor.for_block(builder.build()).to_arrow()
+        if rows.num_rows == 0:
+            return
+        unit = self._unit(ctx)
+        log = self.unit_log()
+        if log.recorded([unit]):
+            # A retried task whose table commit landed before it died.
+            logger.info("cairn: unit %s is already in %s", unit, log.table)
+            return
+        self.append(rows, unit)
+        crash_point("table-after-commit", unit)
+
+
+def crash_point(name: str, unit: str) -> None:
+    """A failpoint for the tests (``table-after-commit``: a unit's rows in
+    the table, its checkpoint commit to come; ``table-before-commit``, in
+    the Lance sink: its data files written, its table commit to come): with
+    ``CAIRN_PY_FAILPOINT=<name>:<action>:<flag file>``, the first task to
+    reach it writes its unit to the flag file,
+    then ``hang`` (waits there for the harness to kill the job) or ``exit``
+    (its worker process dies at once, as a SIGKILLed one)."""
+    point, _, rest = os.environ.get("CAIRN_PY_FAILPOINT", "").partition(":")
+    action, _, flag = rest.partition(":")
+    if point != name or not flag:
+        return
+    try:
+        fd = os.open(flag, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    except FileExistsError:
+        return
+    with os.fdopen(fd, "w") as f:
+        f.write(unit)
+    if action == "exit":
+        os._exit(137)
+    while True:
+        time.sleep(1)

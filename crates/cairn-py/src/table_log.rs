@@ -1,0 +1,76 @@
+//! A table output's log as Python answers it: the object `cairn.ray`'s
+//! table sinks hand to `open_checkpoint` (its `recorded(units)` gives the
+//! units whose table transaction the table holds; its `table` names the
+//! table for messages).
+
+use std::collections::HashSet;
+use std::fmt;
+
+use cairn_checkpoint::UnitName;
+use cairn_checkpoint::internals::UnitLog;
+use futures::future::BoxFuture;
+use pyo3::prelude::*;
+
+/// A Python object with `recorded(list[str]) -> iterable of str` and a
+/// `table` string.
+pub(crate) struct PyUnitLog {
+    log: Py<PyAny>,
+    table: String,
+}
+
+impl PyUnitLog {
+    /// Wraps `log`, reading its `table` now.
+    pub(crate) fn new(log: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let table: String = log.getattr("table")?.extract()?;
+        Ok(Self {
+            log: log.clone().unbind(),
+            table,
+        })
+    }
+
+    fn ask(&self, units: &[UnitName]) -> PyResult<HashSet<UnitName>> {
+        // Called from a future that `wait` blocks on in this thread, with
+        // the GIL released: take it back for the call.
+        Python::attach(|py| {
+            let names: Vec<&str> = units.iter().map(UnitName::as_str).collect();
+            let answer = self.log.bind(py).call_method1("recorded", (names,))?;
+            let wanted: HashSet<&str> = units.iter().map(UnitName::as_str).collect();
+            let mut recorded = HashSet::new();
+            for name in answer.try_iter()? {
+                let name: String = name?.extract()?;
+                // Only names asked about count: a unit is never made up.
+                if wanted.contains(name.as_str()) {
+                    recorded.insert(UnitName::from_stem(&name));
+                }
+            }
+            Ok(recorded)
+        })
+    }
+}
+
+impl fmt::Debug for PyUnitLog {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PyUnitLog")
+            .field("table", &self.table)
+            .finish()
+    }
+}
+
+impl UnitLog for PyUnitLog {
+    fn recorded<'a>(
+        &'a self,
+        units: &'a [UnitName],
+    ) -> BoxFuture<'a, cairn_checkpoint::Result<HashSet<UnitName>>> {
+        Box::pin(async move {
+            self.ask(units)
+                .map_err(|e| cairn_checkpoint::Error::TableLog {
+                    table: self.table.clone(),
+                    reason: e.to_string(),
+                })
+        })
+    }
+
+    fn table(&self) -> String {
+        self.table.clone()
+    }
+}

@@ -1,0 +1,190 @@
+"""One Ray Data job (read_parquet -> map_batches -> write), timed into each
+output on local disk, in one run:
+
+- Parquet files with cairn's checkpoint (cairn.ray.checkpoint_config);
+- a Delta table, an Iceberg table (SQLite catalog) and a Lance dataset
+  through cairn.ray's DeltaDatasink, IcebergDatasink and LanceDatasink with
+  cairn's checkpoint (one table commit per write task, exactly once);
+- Ray's own write_delta, write_iceberg and write_lance without a
+  checkpoint (one commit at the end; Ray 2.60 with a checkpoint loses rows
+  there, so cairn refuses them);
+- Ray's own write_parquet without a checkpoint (the floor).
+
+Run in the ray-venv (scripts/tools.sh) with the wheel installed:
+
+    RAY_ADDRESS=local ~/.cache/cairn-tools/ray-venv/bin/python scripts/bench/ray_tables.py [ROWS] [FILES]
+
+Each input file is one read task and one write task (a unit): Ray's
+bin-packing of small files is turned down. A warm-up write runs first
+(Ray's worker pool). Prints one line per output: seconds, rows written,
+table commits."""
+
+import os
+
+# One read task per file, so one unit per file.
+os.environ.setdefault("RAY_DATA_PARQUET_BIN_PACKING_BYTES", str(64 * 1024))
+
+import shutil
+import sys
+import tempfile
+import time
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import ray
+from ray.data import DataContext
+
+import cairn.ray
+
+
+def write_input(directory, rows, files):
+    os.makedirs(directory)
+    per = rows // files
+    for f in range(files):
+        start = f * per
+        table = pa.table(
+            {
+                "uid": pa.array(range(start, start + per), pa.int64()),
+                "text": pa.array([f"row {i}" for i in range(start, start + per)]),
+            }
+        )
+        pq.write_table(table, f"{directory}/part-{f:04}.parquet")
+
+
+def upper(batch):
+    batch["text"] = batch["text"].astype(str)
+    return batch
+
+
+def iceberg_catalog(out):
+    """pyiceberg's load_catalog arguments for a SQLite catalog under `out`."""
+    return {
+        "name": "bench",
+        "type": "sql",
+        "uri": f"sqlite:///{out}/catalog.db",
+        "warehouse": f"file://{out}/warehouse",
+    }
+
+
+def run(name, root, write):
+    out = f"{root}/{name}"
+    ckpt = f"{root}/ckpt-{name}"
+    started = time.monotonic()
+    write(
+        ray.data.read_parquet(f"{root}/in").map_batches(upper, batch_format="pandas"),
+        out,
+        ckpt,
+    )
+    seconds = time.monotonic() - started
+    DataContext.get_current().checkpoint_config = None
+    return out, seconds
+
+
+def main():
+    rows = int(sys.argv[1]) if len(sys.argv) > 1 else 2_000_000
+    files = int(sys.argv[2]) if len(sys.argv) > 2 else 40
+    ray.init(address="local", include_dashboard=False, log_to_driver=False)
+    from deltalake import DeltaTable
+
+    root = tempfile.mkdtemp(prefix="cairn-bench-delta-")
+    try:
+        write_input(f"{root}/in", rows, files)
+
+        def with_cairn(ckpt):
+            DataContext.get_current().checkpoint_config = cairn.ray.checkpoint_config(
+                "uid", ckpt
+            )
+
+        def parquet_cairn(ds, out, ckpt):
+            with_cairn(ckpt)
+            ds.write_parquet(out)
+
+        def delta_cairn(ds, out, ckpt):
+            with_cairn(ckpt)
+            ds.write_datasink(cairn.ray.DeltaDatasink(out))
+
+        def delta_ray(ds, out, ckpt):
+            ds.write_delta(out)
+
+        def iceberg_table(out):
+            """A fresh Iceberg table in a SQLite catalog under `out`: its
+            catalog's arguments."""
+            from pyiceberg.catalog import load_catalog
+
+            os.makedirs(out)
+            kwargs = iceberg_catalog(out)
+            catalog = load_catalog(kwargs.pop("name"), **kwargs)
+            catalog.create_namespace("db")
+            catalog.create_table(
+                "db.t", schema=pa.schema([("uid", pa.int64()), ("text", pa.string())])
+            )
+            return iceberg_catalog(out)
+
+        def iceberg_cairn(ds, out, ckpt):
+            catalog = iceberg_table(out)
+            with_cairn(ckpt)
+            ds.write_datasink(cairn.ray.IcebergDatasink("db.t", catalog))
+
+        def iceberg_ray(ds, out, ckpt):
+            ds.write_iceberg("db.t", catalog_kwargs=iceberg_table(out))
+
+        def lance_cairn(ds, out, ckpt):
+            with_cairn(ckpt)
+            ds.write_datasink(cairn.ray.LanceDatasink(out))
+
+        def lance_ray(ds, out, ckpt):
+            ds.write_lance(out)
+
+        def parquet_ray(ds, out, ckpt):
+            ds.write_parquet(out)
+
+        print(f"{rows} rows in {files} files, local disk, {os.cpu_count()} cores")
+        run("warm-up", root, parquet_ray)
+        for name, write in [
+            ("parquet-cairn", parquet_cairn),
+            ("delta-cairn", delta_cairn),
+            ("delta-ray", delta_ray),
+            ("iceberg-cairn", iceberg_cairn),
+            ("iceberg-ray", iceberg_ray),
+            ("lance-cairn", lance_cairn),
+            ("lance-ray", lance_ray),
+            ("parquet-ray", parquet_ray),
+        ]:
+            try:
+                out, seconds = run(name, root, write)
+            except (
+                Exception
+            ) as e:  # a write Ray itself cannot do is reported, not fatal
+                DataContext.get_current().checkpoint_config = None
+                print(f"{name:15} failed: {str(e).strip().splitlines()[-1][:160]}")
+                continue
+            if name.startswith("delta"):
+                table = DeltaTable(out)
+                written = table.to_pyarrow_table(columns=["uid"]).num_rows
+                commits = table.version() + 1
+            elif name.startswith("iceberg"):
+                from pyiceberg.catalog import load_catalog
+
+                kwargs = iceberg_catalog(out)
+                catalog = load_catalog(kwargs.pop("name"), **kwargs)
+                table = catalog.load_table("db.t")
+                written = table.scan(selected_fields=("uid",)).to_arrow().num_rows
+                commits = len(table.snapshots())
+            elif name.startswith("lance"):
+                import lance
+
+                dataset = lance.dataset(out)
+                written = dataset.count_rows()
+                commits = dataset.version
+            else:
+                written = pq.read_table(out, columns=["uid"]).num_rows
+                commits = "-"
+            print(
+                f"{name:15} {seconds:7.2f} s  {written} rows  table commits {commits}"
+            )
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
