@@ -7,9 +7,8 @@ use arrow_array::{Array, BooleanArray, UInt64Array, make_array};
 use arrow_data::ArrayData;
 use arrow_pyarrow::PyArrowType;
 use bytes::Bytes;
-use std::sync::Arc;
 
-use cairn_checkpoint::internals::{CheckpointConfig, UnitLog};
+use cairn_checkpoint::internals::CheckpointConfig;
 use cairn_checkpoint::{IdSet, IdSetBuilder, StringMode};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -18,7 +17,7 @@ use pyo3::types::{PyBytes, PyDict, PyMemoryView};
 use crate::errors::checkpoint_to_py;
 use crate::filesystem::NativeFileSystem;
 use crate::runtime::wait;
-use crate::table_log::PyUnitLog;
+use crate::table_log::unit_log_arg;
 
 /// Memory a Python object holds, as the owner of shared bytes: the object
 /// is kept alive (and released, with the GIL, when the last set using the
@@ -210,6 +209,19 @@ impl NativeIdSet {
     }
 }
 
+/// A `lease_ttl=` argument in seconds as a duration (None: the default).
+pub(crate) fn lease_ttl_arg(seconds: Option<f64>) -> PyResult<Option<std::time::Duration>> {
+    seconds
+        .map(|seconds| {
+            std::time::Duration::try_from_secs_f64(seconds).map_err(|_| {
+                PyValueError::new_err(format!(
+                    "lease_ttl={seconds} is not a number of seconds; give at least 3"
+                ))
+            })
+        })
+        .transpose()
+}
+
 /// Opens the checkpoint at `checkpoint_url` for a run writing to
 /// `output_dir` on `output_fs`: takes the lease, refuses a checkpoint bound
 /// to another output, rolls back pending units, loads the committed IDs,
@@ -232,19 +244,12 @@ pub(crate) fn open_checkpoint<'py>(
     unit_log: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<(NativeIdSet, Bound<'py, PyDict>)> {
     let mut config = CheckpointConfig::new(id_column, checkpoint_url);
-    let unit_log: Option<Arc<dyn UnitLog>> = match unit_log {
-        Some(log) => Some(Arc::new(PyUnitLog::new(log)?)),
-        None => None,
-    };
+    let unit_log = unit_log_arg(unit_log)?;
     config.unit_log = unit_log.clone();
     config.filesystem = Some(checkpoint_fs.fs());
     config.read_ids = read_ids;
-    if let Some(seconds) = lease_ttl {
-        config.lease_ttl = std::time::Duration::try_from_secs_f64(seconds).map_err(|_| {
-            PyValueError::new_err(format!(
-                "lease_ttl={seconds} is not a number of seconds; give at least 3"
-            ))
-        })?;
+    if let Some(ttl) = lease_ttl_arg(lease_ttl)? {
+        config.lease_ttl = ttl;
     }
     if exact_strings {
         config.string_mode = StringMode::Exact;

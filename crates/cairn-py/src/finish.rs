@@ -4,17 +4,15 @@
 //! the next run knows the job finished instead of writing again the rows
 //! whose IDs were already deleted.
 
-use std::sync::Arc;
-
-use cairn_checkpoint::internals::{CheckpointConfig, OutputLayout, RunId, UnitLog};
-use pyo3::exceptions::PyValueError;
+use cairn_checkpoint::internals::{CheckpointConfig, OutputLayout, RunId};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
+use crate::checkpoint::lease_ttl_arg;
 use crate::errors::checkpoint_to_py;
 use crate::filesystem::NativeFileSystem;
 use crate::runtime::wait;
-use crate::table_log::PyUnitLog;
+use crate::table_log::unit_log_arg;
 
 /// Deletes the checkpoint at `checkpoint_url` of a job that finished
 /// writing to `output_dir` on `output_fs`, crash-safe: takes the lease,
@@ -40,18 +38,8 @@ pub(crate) fn finish_checkpoint<'py>(
 ) -> PyResult<Bound<'py, PyDict>> {
     let mut config = CheckpointConfig::new(id_column, checkpoint_url);
     config.filesystem = Some(checkpoint_fs.fs());
-    let ttl = match lease_ttl {
-        Some(seconds) => std::time::Duration::try_from_secs_f64(seconds).map_err(|_| {
-            PyValueError::new_err(format!(
-                "lease_ttl={seconds} is not a number of seconds; give at least 3"
-            ))
-        })?,
-        None => config.lease_ttl,
-    };
-    let unit_log: Option<Arc<dyn UnitLog>> = match unit_log {
-        Some(log) => Some(Arc::new(PyUnitLog::new(log)?)),
-        None => None,
-    };
+    let ttl = lease_ttl_arg(lease_ttl)?.unwrap_or(config.lease_ttl);
+    let unit_log = unit_log_arg(unit_log)?;
     let dir = config.dir().map_err(checkpoint_to_py)?;
     let output = output_fs.fs();
     let cleaned = wait(py, async {

@@ -5,6 +5,7 @@
 
 use std::collections::HashSet;
 use std::fmt;
+use std::sync::Arc;
 
 use cairn_checkpoint::UnitName;
 use cairn_checkpoint::internals::UnitLog;
@@ -16,6 +17,15 @@ use pyo3::prelude::*;
 pub(crate) struct PyUnitLog {
     log: Py<PyAny>,
     table: String,
+}
+
+/// The checkpoint's view of a `unit_log=` argument: None when none was
+/// given.
+pub(crate) fn unit_log_arg(log: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Arc<dyn UnitLog>>> {
+    match log {
+        Some(log) => Ok(Some(Arc::new(PyUnitLog::new(log)?))),
+        None => Ok(None),
+    }
 }
 
 impl PyUnitLog {

@@ -35,7 +35,8 @@ cairn.ray.DeltaDatasink (`delta_options`: deltalake's storage options;
 `write_concurrency`: write tasks at once); "iceberg" to the existing
 Iceberg table `iceberg_table` of the catalog `iceberg_catalog` (pyiceberg's
 load_catalog arguments) through cairn.ray.IcebergDatasink; "lance" to the
-Lance dataset at `output` through cairn.ray.LanceDatasink. Paths without a
+Lance dataset at `output` through cairn.ray.LanceDatasink (`lance_options`:
+Lance's storage options). Paths without a
 scheme are on local disk (input, output and checkpoint alike).
 """
 
@@ -194,19 +195,28 @@ def main() -> None:
     if spec.get("bare_output"):
         output = output.split("://", 1)[1]
     sink = spec.get("sink", "parquet")
+    # A table on a store is seen by Ray and the manager through cairn.
+    table_fs = data_fs if "://" in output else None
     if sink == "iceberg":
         ds.write_datasink(
-            cairn.ray.IcebergDatasink(spec["iceberg_table"], spec["iceberg_catalog"]),
+            cairn.ray.IcebergDatasink(
+                spec["iceberg_table"], spec["iceberg_catalog"], filesystem=table_fs
+            ),
             concurrency=spec.get("write_concurrency"),
         )
     elif sink == "lance":
-        ds.write_datasink(cairn.ray.LanceDatasink(output))
+        ds.write_datasink(
+            cairn.ray.LanceDatasink(
+                output, storage_options=spec.get("lance_options"), filesystem=table_fs
+            ),
+            concurrency=spec.get("write_concurrency"),
+        )
     elif sink == "delta":
         ds.write_datasink(
             cairn.ray.DeltaDatasink(
                 output,
                 storage_options=spec.get("delta_options"),
-                filesystem=data_fs if "://" in output else None,
+                filesystem=table_fs,
             ),
             concurrency=spec.get("write_concurrency"),
         )
@@ -222,7 +232,9 @@ def main() -> None:
         os._exit(137)
     if spec.get("cluster"):
         # The cluster's exit handlers trip over a node removed or still
-        # starting; the test kills what this driver started.
+        # starting; the test kills what this driver started. cairn's own
+        # exit handler is run here: the completion marker removed.
+        cairn.ray._remove_markers()
         sys.stderr.flush()
         os._exit(0)
 

@@ -3,7 +3,8 @@ cairn.ray.IcebergDatasink (a SQLite catalog) and cairn.ray.LanceDatasink: each R
 commits its rows to the table in one table transaction that records the
 unit, between Ray's pending and committed checkpoint records. The driver's process group SIGKILLed while a unit sits
 between its table commit and its checkpoint commit, then the job run again;
-a worker dying there, retried by Ray in the same driver; a table on Garage.
+a worker dying there, retried by Ray in the same driver; a table of each
+format on Garage (Iceberg's on a cluster that loses a worker node).
 
 Judged by the format's own reader (deltalake, pyiceberg, lance) and by
 pyarrow over the Parquet files the table lists, never by cairn: every input row once; a table read while the job
@@ -102,20 +103,21 @@ class Table:
     """A table read by its format's own library (deltalake, pyiceberg):
     its uids (at a version), the files it lists, the units it records."""
 
-    def __init__(self, table_format, root, storage_options=None):
+    def __init__(self, table_format, root, storage_options=None, uri=None, catalog_kwargs=None):
         self.format = table_format
         self.root = root
         self.storage_options = storage_options
+        #: Delta's and Lance's table (`root`/table unless on a store).
+        self.uri = uri or f"{root}/table"
+        self.catalog_kwargs = catalog_kwargs or iceberg_catalog_kwargs(root)
 
     def _delta(self, version=None):
-        return DeltaTable(
-            f"{self.root}/table", version=version, storage_options=self.storage_options
-        )
+        return DeltaTable(self.uri, version=version, storage_options=self.storage_options)
 
     def _lance(self, version=None):
         import lance
 
-        return lance.dataset(f"{self.root}/table", version=version)
+        return lance.dataset(self.uri, version=version, storage_options=self.storage_options)
 
     def _lance_units(self):
         """{version: the unit its transaction names}."""
@@ -127,7 +129,10 @@ class Table:
         return found
 
     def _iceberg(self):
-        return iceberg_catalog(self.root).load_table("db.t")
+        from pyiceberg.catalog import load_catalog
+
+        kwargs = dict(self.catalog_kwargs)
+        return load_catalog(kwargs.pop("name"), **kwargs).load_table("db.t")
 
     def uids(self, version=None):
         """Counts of each uid in the table (at `version`: a Delta version,
@@ -296,38 +301,77 @@ def test_a_driver_killed_inside_a_units_commit_resumes_exactly_once(tmp_path, ta
     assert by_files == counts
 
 
-def test_a_table_on_garage_resumes_exactly_once(tmp_path):
-    """The table on Garage, which ignores conditional writes: deltalake
-    needs AWS_S3_ALLOW_UNSAFE_RENAME there, so one write task runs at a
-    time (concurrency=1). Killed once 3 units are checkpointed, run again
-    to the end and killed once the write has returned (the checkpoint's
-    clean-up done, the driver not yet exited), run a third time: every row
-    once, read by deltalake from Garage."""
+@pytest.mark.parametrize("table_format", FORMATS)
+def test_a_table_on_garage_resumes_exactly_once(tmp_path, table_format):
+    """The table on Garage, which ignores conditional writes, judged by the
+    format's reader from Garage: every row once, the checkpoint gone.
+    deltalake needs AWS_S3_ALLOW_UNSAFE_RENAME there and Lance's commit of a
+    version is a put-if-absent Garage does not enforce, so their write
+    tasks run one at a time (concurrency=1), and the driver's process group
+    is SIGKILLed once 3 units are checkpointed, then the job run again;
+    Delta's run again is also killed once the write has returned (the
+    checkpoint's clean-up done, the driver not yet exited) and run a third
+    time. Iceberg commits through its SQL catalog's swap, its tasks at
+    once, on a local cluster where a worker node is removed once 3 units
+    are checkpointed (Ray retries its lost tasks, whose units may be in the
+    table already, or fails the job, which is run again)."""
     options = garage_options()
     oracle = pyarrow_s3(options)
     bucket = os.environ["CAIRN_TEST_GARAGE_BUCKET"]
-    base = f"{bucket}/ray-delta-{uuid.uuid4().hex[:10]}"
+    base = f"{bucket}/ray-{table_format}-{uuid.uuid4().hex[:10]}"
     write_uid_files(oracle, f"{base}/in", FILES, ROWS_PER_FILE)
-    delta_options = {
-        "AWS_ENDPOINT_URL": options["endpoint_url"],
-        "AWS_ACCESS_KEY_ID": options["key"],
-        "AWS_SECRET_ACCESS_KEY": options["secret"],
-        "AWS_REGION": options["region"],
-        "AWS_ALLOW_HTTP": "true",
-        "AWS_S3_ALLOW_UNSAFE_RENAME": "true",
-    }
     spec = {
         "input": f"s3://{base}/in",
         "output": f"s3://{base}/table",
         "checkpoint": f"s3://{base}/ckpt",
         "storage_options": options,
-        "delta_options": delta_options,
-        "write_concurrency": 1,
         "id_column": "uid",
         "manager": "cairn",
-        "sink": "delta",
+        "sink": table_format,
         "sleep": 0.5,
     }
+    root = str(tmp_path)
+    table_options = None
+    catalog_kwargs = None
+    if table_format == "delta":
+        table_options = {
+            "AWS_ENDPOINT_URL": options["endpoint_url"],
+            "AWS_ACCESS_KEY_ID": options["key"],
+            "AWS_SECRET_ACCESS_KEY": options["secret"],
+            "AWS_REGION": options["region"],
+            "AWS_ALLOW_HTTP": "true",
+            "AWS_S3_ALLOW_UNSAFE_RENAME": "true",
+        }
+        spec.update(delta_options=table_options, write_concurrency=1)
+    elif table_format == "lance":
+        table_options = {
+            "aws_endpoint": options["endpoint_url"],
+            "aws_access_key_id": options["key"],
+            "aws_secret_access_key": options["secret"],
+            "aws_region": options["region"],
+            "allow_http": "true",
+        }
+        spec.update(lance_options=table_options, write_concurrency=1)
+    else:
+        catalog_kwargs = {
+            **iceberg_catalog_kwargs(root),
+            "warehouse": f"s3://{base}/warehouse",
+            "s3.endpoint": options["endpoint_url"],
+            "s3.access-key-id": options["key"],
+            "s3.secret-access-key": options["secret"],
+            "s3.region": options["region"],
+        }
+        from pyiceberg.catalog import load_catalog
+
+        kwargs = dict(catalog_kwargs)
+        catalog = load_catalog(kwargs.pop("name"), **kwargs)
+        catalog.create_namespace("db")
+        catalog.create_table(
+            "db.t",
+            schema=pa.schema([("uid", pa.int64()), ("text", pa.string())]),
+            location=f"s3://{base}/table",
+        )
+        spec.update(iceberg_table="db.t", iceberg_catalog=catalog_kwargs)
     import pyarrow.fs as pafs
 
     def some_committed():
@@ -337,19 +381,40 @@ def test_a_table_on_garage_resumes_exactly_once(tmp_path):
         names = [f.path for f in found]
         return sum(n.endswith(".parquet") and ".pending." not in n for n in names) >= 3
 
-    code, first = run_job(spec, kill_when=some_committed)
-    assert code == -signal.SIGKILL, f"the job was not killed (exit {code}):\n{first[-3000:]}"
+    if table_format == "iceberg":
+        spec.update(
+            cluster=True, sleep=1.0, remove_node_after_units=3, replaced_flag=str(tmp_path / "r")
+        )
+        code, first = run_job(spec, timeout=420)
+        assert "NODE REMOVED" in first, f"no node was removed (exit {code}):\n{first[-4000:]}"
+        spec.update(cluster=False, remove_node_after_units=None)
+    else:
+        code, first = run_job(spec, kill_when=some_committed)
+        assert code == -signal.SIGKILL, f"the job was not killed (exit {code}):\n{first[-3000:]}"
     spec["sleep"] = 0
-    code, second = run_job(dict(spec, die_after_done=True))
-    assert code == 137 and "JOB DONE" in second, f"exit {code}:\n{second[-3000:]}"
-    left = [f.path for f in oracle.get_file_info(pafs.FileSelector(f"{base}/ckpt"))]
-    assert [p.rsplit("/", 1)[-1] for p in left] == [".cairn-complete"], left
-    code, out = run_job(spec)
+    outputs = [first]
+    if table_format == "delta":
+        code, second = run_job(dict(spec, die_after_done=True))
+        outputs.append(second)
+        assert code == 137 and "JOB DONE" in second, f"exit {code}:\n{second[-3000:]}"
+        left = [f.path for f in oracle.get_file_info(pafs.FileSelector(f"{base}/ckpt"))]
+        assert [p.rsplit("/", 1)[-1] for p in left] == [".cairn-complete"], left
+    if table_format == "iceberg" and code == 0 and "JOB DONE" in first:
+        out = first  # Ray rode out the lost node
+    else:
+        code, out = run_job(spec)
+        outputs.append(out)
     assert code == 0 and "JOB DONE" in out, out[-5000:]
-    table = DeltaTable(f"s3://{base}/table", storage_options=delta_options)
-    counts = collections.Counter(table.to_pyarrow_table(columns=["uid"])["uid"].to_pylist())
-    assert_every_row_once(counts, (first, second, out))
-    assert "records that this job" in out, out[-5000:]
+    table = Table(
+        table_format,
+        root,
+        storage_options=table_options,
+        uri=f"s3://{base}/table",
+        catalog_kwargs=catalog_kwargs,
+    )
+    assert_every_row_once(table.uids(), outputs)
+    if table_format == "delta":
+        assert "records that this job" in out, out[-5000:]
     gone = oracle.get_file_info(
         pafs.FileSelector(f"{base}/ckpt", recursive=True, allow_not_found=True)
     )
