@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import http.client
 import threading
+from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Iterable
 from urllib.parse import urlsplit
@@ -42,6 +43,8 @@ class CountingProxy:
         self.upstream = (parts.hostname, parts.port or 80)
         self.get_bytes = 0
         self.gets = 0
+        #: Requests forwarded so far, by method (GET, PUT, HEAD, ...).
+        self.requests: Counter = Counter()
         self._lock = threading.Lock()
         proxy = self
 
@@ -52,16 +55,27 @@ class CountingProxy:
                 pass
 
             def forward(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                body = self.rfile.read(length) if length else None
+                chunked = "chunked" in (self.headers.get("Transfer-Encoding") or "").lower()
+                if chunked:
+                    body = self.read_chunked()
+                else:
+                    length = int(self.headers.get("Content-Length") or 0)
+                    body = self.rfile.read(length) if length else None
                 conn = http.client.HTTPConnection(*proxy.upstream, timeout=60)
                 try:
-                    headers = {k: v for k, v in self.headers.items() if k.lower() != "connection"}
+                    dropped = ("connection", "transfer-encoding") if chunked else ("connection",)
+                    headers = {k: v for k, v in self.headers.items() if k.lower() not in dropped}
+                    if chunked:
+                        # Forwarded whole (AWS's C++ SDK, under pyarrow,
+                        # streams uploads in HTTP chunks).
+                        headers["Content-Length"] = str(len(body))
                     conn.request(self.command, self.path, body=body, headers=headers)
                     answer = conn.getresponse()
                     data = answer.read()
                 finally:
                     conn.close()
+                with proxy._lock:
+                    proxy.requests[self.command] += 1
                 if self.command == "GET":
                     with proxy._lock:
                         proxy.get_bytes += len(data)
@@ -80,6 +94,18 @@ class CountingProxy:
                 if self.command != "HEAD":
                     self.wfile.write(data)
 
+            def read_chunked(self) -> bytes:
+                body = bytearray()
+                while True:
+                    size = int(self.rfile.readline().split(b";", 1)[0].strip(), 16)
+                    if size == 0:
+                        # Trailers, then the blank line that ends them.
+                        while self.rfile.readline().strip():
+                            pass
+                        return bytes(body)
+                    body += self.rfile.read(size)
+                    self.rfile.readline()
+
             do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = forward
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
@@ -91,6 +117,7 @@ class CountingProxy:
         with self._lock:
             self.get_bytes = 0
             self.gets = 0
+            self.requests = Counter()
 
     def __enter__(self) -> "CountingProxy":
         self._thread.start()

@@ -1,0 +1,167 @@
+"""Requests per unit on a store: one Ray Data job (read_parquet ->
+map_batches -> write) with input, output and checkpoint on Garage, every
+request counted by a proxy in front of Garage (outside the code under
+test), into each output:
+
+- Parquet files with cairn's checkpoint (cairn.ray.checkpoint_config);
+- a Delta table, an Iceberg table (SQLite catalog, data on Garage) and a
+  Lance dataset through cairn.ray's sinks with cairn's checkpoint.
+
+Delta and Lance write one task at a time (Garage ignores the conditional
+writes they commit with; docs/python.md), the others at once. Run in the
+ray-venv with the wheel installed and the servers started
+(scripts/servers.sh start; . target/cairn-servers/servers.env):
+
+    RAY_ADDRESS=local ~/.cache/cairn-tools/ray-venv/bin/python scripts/bench/table_requests.py [ROWS] [FILES]
+
+Prints per output: seconds, units, requests by method and per unit (the
+input's reads included: the Parquet row is the baseline)."""
+
+import os
+
+# One read task per file, so one unit per file.
+os.environ.setdefault("RAY_DATA_PARQUET_BIN_PACKING_BYTES", str(64 * 1024))
+
+import sys
+import time
+import uuid
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+import ray
+from ray.data import DataContext
+
+import cairn
+import cairn.ray
+
+sys.path.insert(
+    0, os.path.join(os.path.dirname(__file__), "../../crates/cairn-py/tests")
+)
+from counting_proxy import CountingProxy  # noqa: E402
+
+
+def upper(batch):
+    batch["text"] = batch["text"].str.upper()
+    return batch
+
+
+def main():
+    rows = int(sys.argv[1]) if len(sys.argv) > 1 else 200_000
+    files = int(sys.argv[2]) if len(sys.argv) > 2 else 20
+    endpoint = os.environ["CAIRN_TEST_GARAGE_ENDPOINT"]
+    key = os.environ["CAIRN_TEST_GARAGE_KEY"]
+    secret = os.environ["CAIRN_TEST_GARAGE_SECRET"]
+    region = os.environ.get("CAIRN_TEST_GARAGE_REGION", "garage")
+    bucket = os.environ["CAIRN_TEST_GARAGE_BUCKET"]
+    base = f"{bucket}/bench-table-requests-{uuid.uuid4().hex[:8]}"
+    ray.init(address="local", include_dashboard=False, log_to_driver=False)
+    with CountingProxy(endpoint) as proxy:
+        options = {
+            "key": key,
+            "secret": secret,
+            "endpoint_url": proxy.endpoint,
+            "region": region,
+        }
+        s3 = pafs.S3FileSystem(
+            access_key=key,
+            secret_key=secret,
+            endpoint_override=endpoint,
+            region=region,
+            scheme="http",
+        )
+        per_file = rows // files
+        for f in range(files):
+            uids = pa.array(range(f * per_file, (f + 1) * per_file), pa.int64())
+            text = pa.array([f"row {u}" for u in uids.to_pylist()])
+            pq.write_table(
+                pa.table({"uid": uids, "text": text}),
+                f"{base}/in/{f:04d}.parquet",
+                filesystem=s3,
+            )
+        data_fs = cairn.build_checkpoint_filesystem(f"s3://{base}", options)
+
+        def delta(out):
+            storage = {
+                "AWS_ENDPOINT_URL": proxy.endpoint,
+                "AWS_ACCESS_KEY_ID": key,
+                "AWS_SECRET_ACCESS_KEY": secret,
+                "AWS_REGION": region,
+                "AWS_ALLOW_HTTP": "true",
+                "AWS_S3_ALLOW_UNSAFE_RENAME": "true",
+            }
+            return cairn.ray.DeltaDatasink(
+                out, storage_options=storage, filesystem=data_fs
+            ), 1
+
+        def lance(out):
+            storage = {
+                "aws_endpoint": proxy.endpoint,
+                "aws_access_key_id": key,
+                "aws_secret_access_key": secret,
+                "aws_region": region,
+                "allow_http": "true",
+            }
+            return cairn.ray.LanceDatasink(
+                out, storage_options=storage, filesystem=data_fs
+            ), 1
+
+        def iceberg(out):
+            from pyiceberg.catalog import load_catalog
+
+            name = out.rsplit("/", 1)[-1]
+            kwargs = {
+                "type": "sql",
+                "uri": f"sqlite:////tmp/{name}-catalog.db",
+                "warehouse": f"s3://{base}/warehouse",
+                "s3.endpoint": proxy.endpoint,
+                "s3.access-key-id": key,
+                "s3.secret-access-key": secret,
+                "s3.region": region,
+            }
+            catalog = load_catalog("bench", **kwargs)
+            catalog.create_namespace("db")
+            catalog.create_table(
+                "db.t",
+                schema=pa.schema([("uid", pa.int64()), ("text", pa.string())]),
+                location=out,
+            )
+            sink = cairn.ray.IcebergDatasink(
+                "db.t", {"name": "bench", **kwargs}, filesystem=data_fs
+            )
+            return sink, None
+
+        print(f"{rows} rows in {files} files, Garage behind a counting proxy")
+        for name, sink in [
+            ("parquet", None),
+            ("delta", delta),
+            ("iceberg", iceberg),
+            ("lance", lance),
+        ]:
+            out = f"s3://{base}/out-{name}-{uuid.uuid4().hex[:6]}"
+            DataContext.get_current().checkpoint_config = cairn.ray.checkpoint_config(
+                "uid", f"s3://{base}/ckpt-{name}", options
+            )
+            made = sink(out) if sink else None
+            proxy.reset()
+            started = time.monotonic()
+            ds = ray.data.read_parquet(f"s3://{base}/in", filesystem=data_fs)
+            ds = ds.map_batches(upper, batch_format="pandas")
+            if made is None:
+                ds.write_parquet(out, filesystem=data_fs)
+            else:
+                ds.write_datasink(made[0], concurrency=made[1])
+            seconds = time.monotonic() - started
+            counts = dict(proxy.requests)
+            total = sum(counts.values())
+            DataContext.get_current().checkpoint_config = None
+            by_method = " ".join(f"{m}={n}" for m, n in sorted(counts.items()))
+            print(
+                f"{name:8} {seconds:7.2f} s  {files} units  {total} requests "
+                f"({total / files:.1f} a unit): {by_method}",
+                flush=True,
+            )
+
+
+if __name__ == "__main__":
+    main()
