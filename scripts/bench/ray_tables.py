@@ -30,40 +30,28 @@ import tempfile
 import time
 
 import pyarrow as pa
+import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import ray
 from ray.data import DataContext
 
 import cairn.ray
 
+sys.path.insert(
+    0, os.path.join(os.path.dirname(__file__), "../../crates/cairn-py/tests")
+)
+from oracle import write_uid_files  # noqa: E402
+from test_ray_tables import iceberg_catalog_kwargs as iceberg_catalog  # noqa: E402
+
 
 def write_input(directory, rows, files):
     os.makedirs(directory)
-    per = rows // files
-    for f in range(files):
-        start = f * per
-        table = pa.table(
-            {
-                "uid": pa.array(range(start, start + per), pa.int64()),
-                "text": pa.array([f"row {i}" for i in range(start, start + per)]),
-            }
-        )
-        pq.write_table(table, f"{directory}/part-{f:04}.parquet")
+    write_uid_files(pafs.LocalFileSystem(), directory, files, rows // files)
 
 
 def upper(batch):
     batch["text"] = batch["text"].astype(str)
     return batch
-
-
-def iceberg_catalog(out):
-    """pyiceberg's load_catalog arguments for a SQLite catalog under `out`."""
-    return {
-        "name": "bench",
-        "type": "sql",
-        "uri": f"sqlite:///{out}/catalog.db",
-        "warehouse": f"file://{out}/warehouse",
-    }
 
 
 def run(name, root, write):

@@ -15,71 +15,17 @@ deletes it (docs/python.md).
 Prints one line per round: the format, each kill's instant and the rows
 the table showed then, and the verdict."""
 
-import collections
-import json
 import os
 import random
-import signal
-import subprocess
 import sys
 import tempfile
 import time
 
-import pyarrow as pa
-import pyarrow.parquet as pq
-
 HERE = os.path.dirname(os.path.abspath(__file__))
-JOB = os.path.join(HERE, "..", "..", "crates", "cairn-py", "tests", "ray_job.py")
-FILES = 20
-ROWS_PER_FILE = 5000
-FORMATS = ["delta", "iceberg", "lance"]
-
-
-def write_input(directory):
-    os.makedirs(directory)
-    for f in range(FILES):
-        start = f * ROWS_PER_FILE
-        uids = range(start, start + ROWS_PER_FILE)
-        table = pa.table(
-            {"uid": pa.array(uids, pa.int64()), "text": [f"row {i}" for i in uids]}
-        )
-        pq.write_table(table, f"{directory}/part-{f:04}.parquet")
-
-
-def iceberg_catalog(root):
-    return {
-        "name": "loop",
-        "type": "sql",
-        "uri": f"sqlite:///{root}/catalog.db",
-        "warehouse": f"file://{root}/warehouse",
-    }
-
-
-def spec_for(root, table_format, keep):
-    spec = {
-        "input": f"{root}/in",
-        "output": f"{root}/table",
-        "checkpoint": f"{root}/ckpt",
-        "storage_options": {},
-        "id_column": "uid",
-        "manager": "cairn",
-        "sink": table_format,
-        "sleep": 0.5,
-        "delete_checkpoint_on_success": not keep,
-    }
-    if table_format == "iceberg":
-        from pyiceberg.catalog import load_catalog
-
-        kwargs = iceberg_catalog(root)
-        catalog = load_catalog(kwargs.pop("name"), **kwargs)
-        catalog.create_namespace("db")
-        catalog.create_table(
-            "db.t",
-            schema=pa.schema([("uid", pa.int64()), ("text", pa.string())]),
-            location=f"file://{root}/table",
-        )
-        spec.update(iceberg_table="db.t", iceberg_catalog=iceberg_catalog(root))
-    return spec
+sys.path.insert(0, os.path.join(HERE, "..", "..", "crates", "cairn-py", "tests"))
+# The job, its input and the table's reader are test_ray_tables.py's.
+from test_ray import run_job  # noqa: E402
+from test_ray_tables import FILES, FORMATS, ROWS_PER_FILE, Table, local_job  # noqa: E402
 
 
 def run(spec, kill_after):
@@ -87,45 +33,15 @@ def run(spec, kill_after):
     (None: never). Returns "done" when it ended with JOB DONE, "killed
     after JOB DONE" when the kill came once the job had printed it (its
     checkpoint already deleted, Ray shutting down), else "killed"."""
-    env = dict(os.environ, RAY_DATA_PARQUET_BIN_PACKING_BYTES=str(64 * 1024))
-    proc = subprocess.Popen(
-        [sys.executable, JOB, json.dumps(spec)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env=env,
-        start_new_session=True,
-    )
-    try:
-        out, _ = proc.communicate(timeout=kill_after)
-        return "done" if proc.returncode == 0 and "JOB DONE" in out else "killed"
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, _ = proc.communicate()
-        return "killed after JOB DONE" if "JOB DONE" in (out or "") else "killed"
-    finally:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+    deadline = time.monotonic() + (kill_after or 0)
 
+    def past_the_instant():
+        return time.monotonic() >= deadline
 
-def table_uids(root, table_format):
-    if table_format == "delta":
-        from deltalake import DeltaTable
-
-        read = DeltaTable(f"{root}/table").to_pyarrow_table(columns=["uid"])
-    elif table_format == "lance":
-        import lance
-
-        read = lance.dataset(f"{root}/table").to_table(columns=["uid"])
-    else:
-        from pyiceberg.catalog import load_catalog
-
-        kwargs = iceberg_catalog(root)
-        table = load_catalog(kwargs.pop("name"), **kwargs).load_table("db.t")
-        read = table.scan(selected_fields=("uid",)).to_arrow()
-    return collections.Counter(read["uid"].to_pylist())
+    code, out = run_job(spec, kill_when=past_the_instant if kill_after else None)
+    if code == 0 and "JOB DONE" in out:
+        return "done"
+    return "killed after JOB DONE" if "JOB DONE" in (out or "") else "killed"
 
 
 def main():
@@ -136,8 +52,10 @@ def main():
     for n in range(rounds):
         table_format = FORMATS[n % len(FORMATS)]
         root = tempfile.mkdtemp(prefix=f"cairn-kill-{table_format}-")
-        write_input(f"{root}/in")
-        spec = spec_for(root, table_format, keep)
+        spec, _ = local_job(
+            root, table_format, sleep=0.5, delete_checkpoint_on_success=not keep
+        )
+        table = Table(table_format, root)
         kills = []
         started = time.monotonic()
         # Killed at a random instant up to twice, then run to the end.
@@ -149,7 +67,7 @@ def main():
                 break
             # What the kill left: the rows readers of the table saw then.
             try:
-                seen = sum(table_uids(root, table_format).values())
+                seen = sum(table.uids().values())
             except Exception:  # no table yet
                 seen = 0
             after = " (after JOB DONE)" if ended == "killed after JOB DONE" else ""
@@ -158,7 +76,7 @@ def main():
             )
             if kill_after is None:
                 break
-        counts = table_uids(root, table_format)
+        counts = table.uids()
         expected = set(range(FILES * ROWS_PER_FILE))
         missing = len(expected - set(counts))
         repeated = sum(1 for v in counts.values() if v != 1)

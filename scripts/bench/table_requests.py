@@ -28,7 +28,6 @@ import uuid
 
 import pyarrow as pa
 import pyarrow.fs as pafs
-import pyarrow.parquet as pq
 import ray
 from ray.data import DataContext
 
@@ -39,6 +38,7 @@ sys.path.insert(
     0, os.path.join(os.path.dirname(__file__), "../../crates/cairn-py/tests")
 )
 from counting_proxy import CountingProxy  # noqa: E402
+from oracle import write_uid_files  # noqa: E402
 
 
 def upper(batch):
@@ -70,15 +70,7 @@ def main():
             region=region,
             scheme="http",
         )
-        per_file = rows // files
-        for f in range(files):
-            uids = pa.array(range(f * per_file, (f + 1) * per_file), pa.int64())
-            text = pa.array([f"row {u}" for u in uids.to_pylist()])
-            pq.write_table(
-                pa.table({"uid": uids, "text": text}),
-                f"{base}/in/{f:04d}.parquet",
-                filesystem=s3,
-            )
+        write_uid_files(s3, f"{base}/in", files, rows // files)
         data_fs = cairn.build_checkpoint_filesystem(f"s3://{base}", options)
 
         def delta(out):
