@@ -13,6 +13,7 @@ names = {
     "s3fs": "s3fs",
     "opendal": "bare OpenDAL",
     "obstore": "obstore",
+    "pyarrow": "pyarrow S3FileSystem",
 }
 tools = (sys.argv[2] if len(sys.argv) > 2 else "cairn,s3fs,opendal").split(",")
 runs = defaultdict(list)
@@ -20,11 +21,22 @@ for line in open(sys.argv[1]):
     r = json.loads(line)
     runs[(r["tool"], r["op"])].append(r)
 ops = ["put_1k", "get_1k", "ls", "rm_recursive", "put_large", "get_large"]
-unit = {"put_large": "MiB/s", "get_large": "MiB/s", "get_large_contiguous": "MiB/s"}
+ops = [op for op in ops if any(o == op for _, o in runs)]
+ops += [op for op in dict.fromkeys(o for _, o in runs) if op not in ops]
+unit = {
+    op: "MiB/s"
+    for op in [
+        "put_large",
+        "get_large",
+        "get_large_contiguous",
+        "read_whole",
+        "read_column",
+        "write_2",
+        "ray_job",
+    ]
+}
 # The bare reader's result made one contiguous buffer, as cairn's and s3fs's
 # reads return it (their get_large is already that, and stands in the row).
-if any(op == "get_large_contiguous" for _, op in runs):
-    ops.append("get_large_contiguous")
 
 
 def rate(tool, op):

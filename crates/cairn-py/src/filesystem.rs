@@ -1,6 +1,7 @@
 //! `NativeFileSystem`: one cairn filesystem (a protocol and its storage
 //! options) for `cairn.fsspec.CairnFileSystem`.
 
+use std::collections::HashMap;
 use std::sync::Mutex;
 
 use bytes::Bytes;
@@ -15,6 +16,21 @@ use crate::runtime::wait;
 use crate::writer::NativeWriter;
 
 type Entry = (String, u64, &'static str, Option<String>, Option<String>);
+
+/// The store's pieces of a read copied once, into a new `bytes`.
+fn pieces_to_bytes(
+    py: Python<'_>,
+    pieces: cairn_fs::opendal::Buffer,
+) -> PyResult<Bound<'_, PyBytes>> {
+    PyBytes::new_with(py, pieces.len(), |out| {
+        let mut at = 0;
+        for piece in pieces {
+            out[at..at + piece.len()].copy_from_slice(&piece);
+            at += piece.len();
+        }
+        Ok(())
+    })
+}
 
 fn entry(info: FileInfo) -> Entry {
     let kind = if info.is_dir() { "directory" } else { "file" };
@@ -135,6 +151,75 @@ impl NativeFileSystem {
         }
         .map_err(to_py)?;
         Ok(PyBytes::new(py, &data))
+    }
+
+    /// Bytes `start..end` (`end` None: to the end) of a file of `size`
+    /// bytes, as found when it was opened: no stat, a range longer than
+    /// one part read in parallel pieces, the pieces copied once into the
+    /// `bytes` returned.
+    #[pyo3(signature = (path, start, end, size))]
+    fn read_range<'py>(
+        &self,
+        py: Python<'py>,
+        path: &str,
+        start: u64,
+        end: Option<u64>,
+        size: u64,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        let pieces =
+            wait(py, self.fs().read_range_with_size(path, start, end, size)).map_err(to_py)?;
+        pieces_to_bytes(py, pieces)
+    }
+
+    /// Byte ranges `(path, start, end)` (`end` None: to the end) of files,
+    /// fetched concurrently: one size lookup a file, then each range as
+    /// `read_range` reads it. Each a `bytes`, or the exception its read
+    /// raised.
+    fn cat_ranges(
+        &self,
+        py: Python<'_>,
+        ranges: Vec<(String, u64, Option<u64>)>,
+    ) -> PyResult<Vec<Py<PyAny>>> {
+        let fs = self.fs();
+        let results: Vec<cairn_fs::Result<cairn_fs::opendal::Buffer>> = wait(py, async move {
+            let mut files: Vec<String> = ranges.iter().map(|r| r.0.clone()).collect();
+            files.sort_unstable();
+            files.dedup();
+            let sizes: HashMap<String, u64> = futures::stream::iter(files)
+                .map(|path| {
+                    let fs = fs.clone();
+                    async move { fs.info(&path).await.ok().map(|i| (path, i.size)) }
+                })
+                .buffer_unordered(32)
+                .filter_map(std::future::ready)
+                .collect()
+                .await;
+            let reads = ranges.into_iter().map(|(path, start, end)| {
+                let fs = fs.clone();
+                let size = sizes.get(&path).copied();
+                async move {
+                    match size {
+                        Some(size) => fs.read_range_with_size(&path, start, end, size).await,
+                        // The lookup failed: the read says why, in its own error.
+                        None => fs
+                            .cat_range(&path, start, end)
+                            .await
+                            .map(cairn_fs::opendal::Buffer::from),
+                    }
+                }
+            });
+            futures::stream::iter(reads)
+                .buffered(32)
+                .collect::<Vec<_>>()
+                .await
+        });
+        results
+            .into_iter()
+            .map(|r| match r {
+                Ok(pieces) => Ok(pieces_to_bytes(py, pieces)?.into_any().unbind()),
+                Err(e) => Ok(to_py(e).into_value(py).into_any()),
+            })
+            .collect()
     }
 
     /// Many whole files at once, fetched concurrently: each a `bytes`, or

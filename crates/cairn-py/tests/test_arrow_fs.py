@@ -1,8 +1,9 @@
 """The pyarrow filesystem cairn hands out (``build_checkpoint_filesystem``)
-reads what pyarrow asks for and no more: bytes on the wire counted by a
-proxy in front of Garage, against the byte ranges the Parquet metadata
-says a reader needs. A read-ahead of whole blocks (fsspec's 5 MiB) would
-fetch the whole file for one column chunk."""
+and the fsspec ``CairnFile`` read what they are asked for and no more:
+bytes and requests on the wire counted by a proxy in front of Garage,
+against the byte ranges the Parquet metadata says a reader needs. A
+read-ahead of whole blocks (fsspec's 5 MiB) would fetch the whole file for
+one column chunk; a size lookup per read would double the requests."""
 
 import os
 
@@ -14,6 +15,7 @@ from conftest import fresh, garage_options
 from counting_proxy import FOOTER_READ, CountingProxy, needed_bytes
 
 import cairn
+from cairn.fsspec import CairnFileSystem
 
 ROWS = 200_000
 ROW_GROUP = 20_000
@@ -68,6 +70,8 @@ def test_one_column_of_one_row_group_fetches_that_chunk_and_the_footer(proxied):
     assert proxy.get_bytes <= needed * 1.05 + 4096, (
         f"read {proxy.get_bytes} bytes in {proxy.gets} GETs for {needed} needed (file of {size})"
     )
+    # The size is looked up once, when the file is opened; no read asks again.
+    assert proxy.requests["HEAD"] <= 1, dict(proxy.requests)
 
 
 def test_a_dataset_read_fetches_the_file_once(proxied):
@@ -103,3 +107,96 @@ def test_reads_past_the_end_and_of_missing_files(proxied):
     directory = path.rsplit("/", 1)[0]
     with pytest.raises(OSError):
         filesystem.open_input_file(directory)
+
+
+def test_a_read_longer_than_a_part_is_fetched_in_parallel_pieces(garage_file):
+    options, path, size, _ = garage_file
+    part = 5 << 20
+    # A file of three parts and a bit: one read_at of all of it.
+    big = path.replace("data.parquet", "big.bin")
+    payload = os.urandom(3 * part + 12345)
+    CairnFileSystem("s3", **options).pipe_file(big, payload)
+    with CountingProxy(options["endpoint_url"]) as proxy:
+        through = dict(options, endpoint_url=proxy.endpoint, part_size=part)
+        filesystem = cairn.build_checkpoint_filesystem(f"s3://{big}", through)
+        with filesystem.open_input_file(big) as f:
+            proxy.reset()
+            assert f.read_at(len(payload) - 100, 50) == payload[50:-50]
+    assert proxy.get_bytes == len(payload) - 100
+    assert proxy.requests["GET"] == 4 and proxy.requests["HEAD"] == 0, dict(proxy.requests)
+
+
+@pytest.fixture
+def fsspec_proxied(garage_file):
+    """(CairnFileSystem through a counting proxy, proxy, path, size, the file's bytes)."""
+    options, path, size, _ = garage_file
+    whole = CairnFileSystem("s3", **options).cat_file(path)
+    with CountingProxy(options["endpoint_url"]) as proxy:
+        through = dict(options, endpoint_url=proxy.endpoint)
+        yield CairnFileSystem("s3", **through), proxy, path, size, whole
+
+
+def test_an_fsspec_file_reads_ahead_in_order_and_exactly_out_of_order(fsspec_proxied):
+    fs, proxy, path, size, whole = fsspec_proxied
+    block = 1 << 20
+    with fs.open(path, "rb", block_size=block) as f:
+        proxy.reset()
+        # Random access: a footer, then one chunk in the middle.
+        f.seek(size - 8)
+        assert f.read(8) == whole[-8:]
+        f.seek(size // 2)
+        assert f.read(1000) == whole[size // 2 : size // 2 + 1000]
+        assert proxy.get_bytes == 1008, dict(proxy.requests)
+        # Reads in order: the first after a jump is exact, the one that
+        # follows on from it reads a block ahead, the rest are served from it.
+        proxy.reset()
+        f.seek(0)
+        assert b"".join(f.read(4096) for _ in range(16)) == whole[: 16 * 4096]
+        assert proxy.requests["GET"] == 2 and proxy.get_bytes == 2 * 4096 + block
+        # A read inside bytes already held fetches nothing.
+        f.seek(5000)
+        assert f.read(100) == whole[5000:5100]
+        assert proxy.requests["GET"] == 2
+    assert proxy.requests["HEAD"] == 0, dict(proxy.requests)
+
+
+def test_cat_ranges_fetches_each_range_exactly(fsspec_proxied):
+    fs, proxy, path, size, whole = fsspec_proxied
+    paths = [path] * 5
+    starts = [0, size - 8, size // 3, size - 10, -4]
+    ends = [100, None, size // 3 + 5000, size + 50, None]
+    proxy.reset()
+    got = fs.cat_ranges(paths, starts, ends)
+    assert got == [
+        whole[:100],
+        whole[-8:],
+        whole[size // 3 : size // 3 + 5000],
+        whole[-10:],
+        b"PAR1",
+    ]
+    # Each range once, nothing read ahead; one size lookup for the file
+    # and one for the negative start.
+    assert proxy.get_bytes == 100 + 8 + 5000 + 10 + 4, dict(proxy.requests)
+    assert proxy.requests["GET"] == 5 and proxy.requests["HEAD"] == 2, dict(proxy.requests)
+    missing = path + ".missing"
+    got = fs.cat_ranges([path, missing], [0, 0], [4, 10])
+    assert got[0] == b"PAR1" and isinstance(got[1], FileNotFoundError), got
+    with pytest.raises(FileNotFoundError):
+        fs.cat_ranges([missing], [0], [10], on_error="raise")
+
+
+def test_a_local_file_is_pyarrows_own(tmp_path):
+    table = pa.table({"uid": pa.array(range(1000), pa.int64())})
+    path = str(tmp_path / "data.parquet")
+    filesystem = cairn.build_checkpoint_filesystem(f"file://{tmp_path}")
+    pq.write_table(table, path, filesystem=filesystem, row_group_size=100)
+    with filesystem.open_input_file(path) as f:
+        # Not a Python file, whose reads pyarrow takes one at a time.
+        assert not isinstance(f, pa.PythonFile)
+        assert f.size() == os.path.getsize(path)
+    read = ds.dataset(path, filesystem=filesystem, format="parquet").to_table()
+    assert read.equals(table)
+    with pytest.raises(FileNotFoundError):
+        filesystem.open_input_file(path + ".missing")
+    with pytest.raises(OSError):
+        filesystem.open_input_file(str(tmp_path))

@@ -452,6 +452,68 @@ impl FileSystem {
             .await
     }
 
+    /// Bytes `start..end` (`end` None: to the end) of a file whose size the
+    /// caller knows, as the pieces the store sent: no stat, and no copy
+    /// into one buffer (the caller copies the pieces once, to where it
+    /// needs them). A range longer than one part is read as parallel
+    /// ranged requests of `part_size`, `max_concurrency` in flight
+    /// ([`FileSystem::transfer`]), so one large read (pyarrow's coalesced
+    /// Parquet ranges) is not one GET stream; a shorter one is one GET. A
+    /// range past `size` is cut there. A file found shorter than `size` is
+    /// an error (it changed since its size was found).
+    ///
+    /// ```
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let fs = cairn_fs::FileSystem::new("memory", &cairn_fs::StorageOptions::new()).unwrap();
+    /// fs.pipe("/pieces-doc", "abcdef".into(), cairn_fs::WriteMode::Overwrite).await.unwrap();
+    /// let size = fs.info("/pieces-doc").await.unwrap().size;
+    /// let pieces = fs.read_range_with_size("/pieces-doc", 1, Some(100), size).await.unwrap();
+    /// assert_eq!(pieces.to_bytes(), "bcdef");
+    /// # })
+    /// ```
+    pub async fn read_range_with_size(
+        &self,
+        path: &str,
+        start: u64,
+        end: Option<u64>,
+        size: u64,
+    ) -> Result<opendal::Buffer> {
+        let loc = self.locate(path).await?;
+        self.refuse_directory(&loc)?;
+        let end = end.map_or(size, |e| e.min(size));
+        if start >= end {
+            return Ok(opendal::Buffer::new());
+        }
+        let transfer = self.transfer();
+        let request = if end - start <= transfer.part_size.value as u64 {
+            loc.op.read_with(&loc.key).range(start..end).await
+        } else {
+            match loc
+                .op
+                .reader_with(&loc.key)
+                .chunk(transfer.part_size.value)
+                .concurrent(transfer.concurrency.value)
+                .content_length_hint(size)
+                .await
+            {
+                Ok(reader) => reader.read(start..end).await,
+                Err(e) => Err(e),
+            }
+        };
+        let pieces = request.map_err(|e| self.error(e, &loc))?;
+        if (pieces.len() as u64) != end - start {
+            return Err(Error::new(
+                ErrorKind::Other,
+                format!(
+                    "read {} bytes of {start}..{end} where the file was {size} bytes: it changed since its size was found; open it again",
+                    pieces.len()
+                ),
+            )
+            .with_url(self.url(&loc.path)));
+        }
+        Ok(pieces)
+    }
+
     /// Bytes `start..end` of `loc`, `end` within the file: one GET.
     async fn read_range_at(&self, loc: &Location, start: u64, end: u64) -> Result<Bytes> {
         if start >= end {

@@ -5,8 +5,11 @@
 footer, one column chunk) into a whole block (5 MiB by default): a file of
 a few MB is fetched whole each time pyarrow opens it, once per row group
 under Ray. Here a random-access file answers each read with exactly the
-bytes asked for, one ranged request each (the size known from opening, so
-no read asks the store for it again), the GIL released while it waits.
+bytes asked for (the size known from opening, so no read asks the store
+for it again; a read longer than a part in parallel pieces), the GIL
+released while it waits. pyarrow takes the reads of one Python file one at
+a time, under a lock; a local file is pyarrow's own, whose reads do not
+wait for each other.
 pyarrow's own pre-buffering coalesces a Parquet reader's ranges before they
 reach it. Sequential streams (``open_input_stream``, CSV and JSON lines)
 keep fsspec's read-ahead, which suits reading a file from start to end.
@@ -30,8 +33,9 @@ import pyarrow.fs as pafs
 
 class RangeFile(io.RawIOBase):
     """A file of a cairn filesystem read by exact byte ranges: ``read(n)``
-    at the current position is one ranged request for at most ``n`` bytes,
-    and nothing is read ahead or kept."""
+    at the current position fetches at most ``n`` bytes (one ranged
+    request, or parallel ones of ``part_size`` for a read longer than a
+    part), with no size lookup; nothing is read ahead or kept."""
 
     def __init__(self, fs: Any, path: str, size: int) -> None:
         super().__init__()
@@ -74,7 +78,7 @@ class RangeFile(io.RawIOBase):
         end = self._size if size is None or size < 0 else min(self._pos + size, self._size)
         if end <= self._pos:
             return b""
-        data = self._fs._native.cat_file(self._path, self._pos, end)
+        data = self._fs._native.read_range(self._path, self._pos, end, self._size)
         self._pos += len(data)
         return data
 
@@ -108,17 +112,24 @@ def _key(fs: Any, path: str) -> Tuple[str, str]:
     return fs._protocol, fs._native.strip(path)
 
 
+_LOCAL = pafs.LocalFileSystem()
+
+
 class CairnHandler(pafs.FSSpecHandler):
     """``pyarrow.fs.FSSpecHandler`` over a ``CairnFileSystem`` whose
     random-access files (``open_input_file``: Parquet, Arrow IPC, Lance)
-    read exact byte ranges; every other call is fsspec's, answered by
-    cairn's Rust filesystem."""
+    read exact byte ranges (on local disk: pyarrow's own file); every other
+    call is fsspec's, answered by cairn's Rust filesystem."""
 
     def open_input_file(self, path: str) -> pa.NativeFile:
         info = self.fs.info(path)
         if info["type"] != "file":
             raise IsADirectoryError(f"{self.fs.unstrip_protocol(path)} is a directory")
         stripped = self.fs._strip_protocol(path)
+        if self.fs._protocol == "file":
+            # pyarrow's own file: its reads of one file run at once (pread),
+            # where a Python file's are taken one at a time under a lock.
+            return _LOCAL.open_input_file(stripped)
         return pa.PythonFile(RangeFile(self.fs, stripped, int(info["size"])), mode="r")
 
     def delete_dir(self, path: str) -> None:

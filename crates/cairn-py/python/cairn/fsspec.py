@@ -17,6 +17,7 @@ from typing import Any, Dict, Iterable, List, Optional, Union
 from fsspec.spec import AbstractBufferedFile, AbstractFileSystem
 
 from ._native import NativeFileSystem
+from ._read_cache import SequentialReadAheadCache
 
 __all__ = ["CairnFileSystem", "CosFileSystem", "TclakeFileSystem", "register"]
 
@@ -143,6 +144,44 @@ class CairnFileSystem(AbstractFileSystem):
             start = max(size + start, 0) if start is not None and start < 0 else start
             end = max(size + end, 0) if end is not None and end < 0 else end
         return self._native.cat_file(path, start, end)
+
+    def cat_ranges(
+        self,
+        paths: List[str],
+        starts: Any,
+        ends: Any,
+        max_gap: Optional[int] = None,
+        on_error: str = "return",
+        **kwargs: Any,
+    ) -> List[Any]:
+        """Byte ranges of files, fetched concurrently: each exactly the
+        bytes asked for (one size lookup a file, one ranged request a
+        range, a long range in parallel pieces). A failed range is its
+        exception in the list (``on_error="return"``) or raised."""
+        if max_gap is not None:
+            raise NotImplementedError("cat_ranges(max_gap=...): ranges are read as asked")
+        if not isinstance(paths, list):
+            raise TypeError(f"cat_ranges takes a list of paths, not {type(paths).__name__}")
+        starts = list(starts) if isinstance(starts, Iterable) else [starts] * len(paths)
+        ends = list(ends) if isinstance(ends, Iterable) else [ends] * len(paths)
+        if len(starts) != len(paths) or len(ends) != len(paths):
+            raise ValueError(
+                f"cat_ranges: {len(paths)} paths, {len(starts)} starts and {len(ends)} ends"
+            )
+        ranges = []
+        for path, start, end in zip(paths, starts, ends):
+            path = self._strip_protocol(path)
+            if (start is not None and start < 0) or (end is not None and end < 0):
+                size = self.info(path)["size"]
+                start = max(size + start, 0) if start is not None and start < 0 else start
+                end = max(size + end, 0) if end is not None and end < 0 else end
+            ranges.append((path, start or 0, end))
+        out = self._native.cat_ranges(ranges)
+        if on_error != "return":
+            for value in out:
+                if isinstance(value, BaseException):
+                    raise value
+        return out
 
     def cat(
         self, path: Any, recursive: bool = False, on_error: str = "raise", **kwargs: Any
@@ -304,6 +343,7 @@ class CairnFileSystem(AbstractFileSystem):
             raise FileExistsError(
                 f"{self.unstrip_protocol(self._strip_protocol(path))} exists (mode {mode!r})"
             )
+        kwargs.setdefault("cache_type", SequentialReadAheadCache.name)
         return CairnFile(
             self,
             path,
@@ -316,8 +356,11 @@ class CairnFileSystem(AbstractFileSystem):
 
 
 class CairnFile(AbstractBufferedFile):
-    """A file of a ``CairnFileSystem``. Reads are ranged requests with
-    read-ahead (one size lookup when opened). ``wb`` streams: each full
+    """A file of a ``CairnFileSystem``. Reads are ranged requests (one size
+    lookup when opened, none after) that read a block ahead while the
+    caller reads in order and fetch exactly what is asked otherwise
+    (``cache_type="cairn-sequential"``; fsspec's caches can be asked for
+    by name). ``wb`` streams: each full
     block is uploaded as it fills (a multipart upload on object stores, a
     temporary file on local disk) and the file appears whole at ``close()``;
     ``discard()``, or an exception leaving a ``with`` block, abandons the
@@ -325,7 +368,7 @@ class CairnFile(AbstractBufferedFile):
     one create-if-absent request (``FileExistsError`` if the file appeared)."""
 
     def _fetch_range(self, start: int, end: int) -> bytes:
-        return self.fs.cat_file(self.path, start, end)
+        return self.fs._native.read_range(self.fs._strip_protocol(self.path), start, end, self.size)
 
     def _initiate_upload(self) -> None:
         if "x" in self.mode:
