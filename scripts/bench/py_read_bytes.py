@@ -7,6 +7,9 @@ decodes plus the 64 KiB footer read).
     python scripts/bench/py_read_bytes.py      (BENCH_MIB: file size, default 32)
     python scripts/bench/py_read_bytes.py ray  (Ray 2.60's read_parquet with
         row_hash over BENCH_FILES files of 10 row groups; the ray-venv's python)
+    python scripts/bench/py_read_bytes.py resume  (a 95%-committed resume
+        through cairn.ray.read_parquet: BENCH_FILES files of BENCH_FILE_MIB
+        MB, 40 and 2.2 by default; the ray-venv's python)
 
 Filesystems: pyarrow's own S3FileSystem (C++), cairn's
 (`build_checkpoint_filesystem`), and cairn's fsspec filesystem under
@@ -160,5 +163,79 @@ def ray_read() -> None:
                 )
 
 
+def resume() -> None:
+    """A 95%-committed resume through cairn.ray.read_parquet: the input on
+    Garage behind the counting proxy, the checkpoint and output on local
+    disk (so every byte the proxy counts is input)."""
+    import shutil
+    import tempfile
+
+    import ray
+    from ray.data import DataContext
+
+    import cairn.ray
+
+    bucket = os.environ["CAIRN_TEST_GARAGE_BUCKET"]
+    upstream = os.environ["CAIRN_TEST_GARAGE_ENDPOINT"]
+    files = int(os.environ.get("BENCH_FILES", "40"))
+    file_mib = float(os.environ.get("BENCH_FILE_MIB", "2.2"))
+    committed = files * 95 // 100
+    base = f"{bucket}/py-read-bytes-{uuid.uuid4().hex[:8]}/in"
+    writer = cairn.build_checkpoint_filesystem(f"s3://{base}", options(upstream))
+    # uid and 100 random hex characters: about 112 bytes a row on disk.
+    rows = int(file_mib * 1e6 / 112)
+    root = tempfile.mkdtemp(prefix="cairn-resume-bytes-")
+    ckpt, out = f"{root}/ckpt", f"{root}/out"
+    os.makedirs(ckpt)
+    os.makedirs(out)
+    total = 0
+    # One file's text, shifted by a row a file so no two files are alike.
+    text = pa.array([os.urandom(50).hex() for _ in range(rows + files)])
+    for n in range(files):
+        uids = pa.array(range(n * rows, (n + 1) * rows), pa.int64())
+        table = pa.table({"uid": uids, "text": text.slice(n, rows)})
+        pq.write_table(
+            table,
+            f"{base}/part-{n:05}.parquet",
+            filesystem=writer,
+            row_group_size=-(-rows // 10),
+        )
+        total += writer.get_file_info(f"{base}/part-{n:05}.parquet").size
+        if n < committed:
+            # Ray's layout: the unit's ID file, and its data file in the output.
+            pq.write_table(pa.table({"uid": uids}), f"{ckpt}/w_{n:06}.parquet")
+            pq.write_table(table.slice(0, 0), f"{out}/w_{n:06}-0.parquet")
+    left = total * (files - committed) / files
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    DataContext.get_current().checkpoint_config = cairn.ray.checkpoint_config(
+        "uid", ckpt
+    )
+    print(
+        f"input: {files} files, {total} bytes, 10 row groups each, {committed} committed\n"
+    )
+    print(
+        "| reader | bytes fetched | of the input | of what is left | GETs | rows written |"
+    )
+    print("|---|---:|---:|---:|---:|---:|")
+    with CountingProxy(upstream) as proxy:
+        fs = cairn.build_checkpoint_filesystem("s3://", options(proxy.endpoint))
+        started = time.perf_counter()
+        cairn.ray.read_parquet(base, filesystem=fs).map_batches(
+            lambda batch: batch, batch_format="pyarrow"
+        ).write_parquet(out)
+        took = time.perf_counter() - started
+        written = sum(
+            pq.ParquetFile(f"{out}/{name}").metadata.num_rows
+            for name in os.listdir(out)
+            if name.endswith(".parquet")
+        )
+        print(
+            f"| cairn.ray.read_parquet | {proxy.get_bytes} | {proxy.get_bytes / total:.1%} | "
+            f"{proxy.get_bytes / left:.2f}x | {proxy.gets} | {written} ({took:.1f} s) |"
+        )
+    shutil.rmtree(root, ignore_errors=True)
+
+
 if __name__ == "__main__":
-    ray_read() if sys.argv[1:] == ["ray"] else main()
+    modes = {"ray": ray_read, "resume": resume}
+    modes.get(sys.argv[1] if sys.argv[1:] else "", main)()

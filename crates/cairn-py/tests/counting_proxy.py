@@ -45,6 +45,8 @@ class CountingProxy:
         self.gets = 0
         #: Requests forwarded so far, by method (GET, PUT, HEAD, ...).
         self.requests: Counter = Counter()
+        #: Each GET so far: (path and query, Range header or None, bytes).
+        self.get_log: list = []
         self._lock = threading.Lock()
         proxy = self
 
@@ -80,6 +82,7 @@ class CountingProxy:
                     with proxy._lock:
                         proxy.get_bytes += len(data)
                         proxy.gets += 1
+                        proxy.get_log.append((self.path, self.headers.get("Range"), len(data)))
                 self.send_response(answer.status, answer.reason)
                 # A HEAD's Content-Length is the object's size: kept as is.
                 dropped = ("transfer-encoding", "connection")
@@ -118,6 +121,7 @@ class CountingProxy:
             self.get_bytes = 0
             self.gets = 0
             self.requests = Counter()
+            self.get_log = []
 
     def __enter__(self) -> "CountingProxy":
         self._thread.start()

@@ -439,3 +439,59 @@ def test_rays_reader_through_cairn_fetches_what_pyarrows_own_s3_does(local_ray, 
         f"cairn read {cairn_bytes} bytes in {cairn_gets} GETs, pyarrow's S3FileSystem "
         f"{native_bytes} in {native_gets}, for {total} bytes of input"
     )
+
+
+def test_a_95_percent_resume_fetches_what_is_left_and_each_footer_exactly(
+    local_ray, no_checkpoint, tmp_path
+):
+    """19 of 20 files committed; the input on Garage behind a counting
+    proxy, the checkpoint and output on local disk. On the wire: the file
+    left (its read task's footer read included), each file's footer read
+    by cairn's planning by exact range (at most 16 KiB a file, where
+    pyarrow's read takes the last 64 KiB), and what Ray's read_parquet reads
+    before any checkpoint is known: the first file's footer (the schema)
+    and, to estimate sizes, the first row group and footer of the first
+    and the last file."""
+    from conftest import fresh, garage_options
+    from counting_proxy import FOOTER_READ, CountingProxy, needed_bytes
+
+    options = garage_options()
+    base = f"{fresh(os.environ['CAIRN_TEST_GARAGE_BUCKET'])}/in"
+    writer = cairn.build_checkpoint_filesystem(f"s3://{base}", options)
+    checkpoint, out = tmp_path / "ckpt", tmp_path / "out"
+    checkpoint.mkdir()
+    out.mkdir()
+    files, rows, sizes, sampled = 20, 10_000, [], []
+    for n in range(files):
+        uids = pa.array(range(n * rows, (n + 1) * rows), pa.int64())
+        table = pa.table({"uid": uids, "text": [os.urandom(50).hex() for _ in range(rows)]})
+        path = f"{base}/part-{n:02}.parquet"
+        pq.write_table(table, path, filesystem=writer, row_group_size=rows // 10)
+        sizes.append(writer.get_file_info(path).size)
+        if n in (0, files - 1):
+            metadata = pq.ParquetFile(writer.open_input_file(path)).metadata
+            sampled.append(needed_bytes(metadata, sizes[-1], [0], {"uid", "text"}))
+        if n < files - 1:
+            pq.write_table(table.select(["uid"]), str(checkpoint / f"w_{n:06}.parquet"))
+            pq.write_table(table.slice(0, 0), str(out / f"w_{n:06}-0.parquet"))
+    assert min(sizes) > 8 * FOOTER_READ, "files too small for footers to matter"
+    no_checkpoint.checkpoint_config = cairn.ray.checkpoint_config(
+        "uid", str(checkpoint), delete_checkpoint_on_success=False
+    )
+    with CountingProxy(options["endpoint_url"]) as proxy:
+        through = cairn.build_checkpoint_filesystem(
+            f"s3://{base}", dict(options, endpoint_url=proxy.endpoint)
+        )
+        cairn.ray.read_parquet(base, filesystem=through).write_parquet(str(out))
+    written = pa.concat_tables(
+        pq.read_table(str(out / n)) for n in sorted(os.listdir(out)) if n.endswith(".parquet")
+    )
+    assert sorted(written["uid"].to_pylist()) == list(range((files - 1) * rows, files * rows))
+    planning = sum(min(s, 16 << 10) for s in sizes)
+    rays_own = FOOTER_READ + sum(sampled)
+    listings = 16 << 10
+    bound = sizes[-1] + FOOTER_READ + planning + rays_own + listings
+    assert proxy.get_bytes <= bound, (
+        f"{proxy.get_bytes} bytes in {proxy.gets} GETs for {sizes[-1]} left of {sum(sizes)}: "
+        + "; ".join(f"{p.rsplit('/', 1)[-1]} {r} {n}" for p, r, n in proxy.get_log)
+    )

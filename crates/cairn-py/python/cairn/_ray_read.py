@@ -39,6 +39,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Union
 import numpy as np
 import pyarrow as pa
 import pyarrow.fs as pafs
+import pyarrow.parquet as pq
 import ray
 from ray.data import Dataset
 from ray.data._internal.arrow_block import ArrowBlockAccessor
@@ -70,6 +71,9 @@ _OFFERED: Dict[str, Tuple["weakref.ref[Any]", Any, Any]] = {}
 
 #: Footers read at once on the driver when the read tasks are planned.
 _FOOTER_THREADS = 16
+#: Bytes read from a file's end to find its footer in one request: the
+#: metadata of a few hundred row groups of a few columns fits.
+_FOOTER_GUESS = 16 << 10
 
 #: The widest min..max range, as a multiple of the row count, whose every
 #: integer is looked up to prove a row group committed.
@@ -170,9 +174,35 @@ class SkipReport:
     bytes: int = 0
 
 
-def _id_leaf(metadata: Any, arrow_schema: pa.Schema, id_column: str) -> Optional[int]:
+def _footer(fragment: Any) -> Any:
+    """The Parquet footer (``FileMetaData``) of a fragment's file, read by
+    exact ranges: the tail of ``_FOOTER_GUESS`` bytes, and the rest of the
+    metadata only when it is longer. pyarrow's own read of a footer takes
+    the last 64 KiB, a few percent of a file of a few MB, for every file a
+    resume plans, committed or not. An encrypted footer, or one that does
+    not parse, is left to pyarrow's own read (and its error, which names
+    the file)."""
+    with fragment.filesystem.open_input_file(fragment.path) as f:
+        size = f.size()
+        tail = f.read_at(min(size, _FOOTER_GUESS), max(0, size - _FOOTER_GUESS))
+        wanted = int.from_bytes(tail[-8:-4], "little") + 8 if len(tail) >= 8 else size + 1
+        if tail[-4:] == b"PAR1" and wanted <= size:
+            if wanted > len(tail):
+                tail = f.read_at(wanted - len(tail), size - wanted) + tail
+            try:
+                # The metadata, its length and the magic, read as a file of
+                # their own: pyarrow checks only a file's last 8 bytes.
+                return pq.read_metadata(pa.BufferReader(tail[-wanted:]))
+            except (OSError, ValueError):
+                pass
+    fragment.ensure_complete_metadata()
+    return fragment.metadata
+
+
+def _id_leaf(metadata: Any, id_column: str) -> Optional[int]:
     """The leaf index of ``id_column`` when it is a signed integer column
     (whose statistics order like its values)."""
+    arrow_schema = metadata.schema.to_arrow_schema()
     index = arrow_schema.get_field_index(id_column)
     if index < 0 or arrow_schema.field(index).type not in _SIGNED_INTS:
         return None
@@ -224,19 +254,14 @@ def _plan_pieces(
     without a ``committed`` set), or each such group a piece of its own
     with ``one_group_a_piece`` (``row_hash`` numbered per row group)."""
     originals = [f.original for f in fragments]
-
-    def footer(fragment: Any) -> Any:
-        fragment.ensure_complete_metadata()
-        return fragment.metadata
-
     with ThreadPoolExecutor(max_workers=max(1, min(_FOOTER_THREADS, len(originals)))) as pool:
-        footers = list(pool.map(footer, originals))
+        footers = list(pool.map(_footer, originals))
 
     # Every row group's question first, so a sharded set is asked once.
     groups: List[List[Tuple[int, int, Optional[int]]]] = []
     queries: List[Tuple[int, int, int]] = []
     for fragment, metadata in zip(originals, footers):
-        leaf = None if by_row_hash else _id_leaf(metadata, fragment.physical_schema, id_column)
+        leaf = None if by_row_hash else _id_leaf(metadata, id_column)
         seed = _path_seed(fragment.path) if by_row_hash else 0
         first_row = 0
         file_groups = []
