@@ -233,6 +233,9 @@ def resume() -> None:
             f"| cairn.ray.read_parquet | {proxy.get_bytes} | {proxy.get_bytes / total:.1%} | "
             f"{proxy.get_bytes / left:.2f}x | {proxy.gets} | {written} ({took:.1f} s) |"
         )
+        if os.environ.get("BENCH_VERBOSE"):
+            for path, ranged, length in proxy.get_log:
+                print(f"  GET {path.rsplit('/', 1)[-1]} {ranged} {length}")
     shutil.rmtree(root, ignore_errors=True)
 
 

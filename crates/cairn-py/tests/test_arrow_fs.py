@@ -5,7 +5,10 @@ against the byte ranges the Parquet metadata says a reader needs. A
 read-ahead of whole blocks (fsspec's 5 MiB) would fetch the whole file for
 one column chunk; a size lookup per read would double the requests."""
 
+import json
 import os
+import subprocess
+import sys
 
 import pyarrow as pa
 import pyarrow.dataset as ds
@@ -200,3 +203,48 @@ def test_a_local_file_is_pyarrows_own(tmp_path):
         filesystem.open_input_file(path + ".missing")
     with pytest.raises(OSError):
         filesystem.open_input_file(str(tmp_path))
+
+
+EXIT_SCRIPT = """
+import json, os, sys
+import pyarrow.dataset as ds
+import cairn
+options = json.loads(os.environ["READ_AND_EXIT_OPTIONS"])
+filesystem = cairn.build_checkpoint_filesystem("s3://", options)
+for columns in (None, ["a"], ["a"]):
+    ds.dataset(sys.argv[1], filesystem=filesystem, format="parquet").to_table(columns=columns)
+"""
+
+
+def test_a_script_that_ends_right_after_a_read_exits_cleanly(tmp_path):
+    """pyarrow releases a Python file's buffers on its I/O threads, possibly
+    after the script ends; released during Python's shutdown, that aborts
+    the process (exit 134, apache/arrow#39162: 3 runs in 4 here before
+    cairn waited for its reads at exit). Five runs, each must exit 0."""
+    options = garage_options()
+    base = f"{fresh(os.environ['CAIRN_TEST_GARAGE_BUCKET'])}/exit"
+    filesystem = cairn.build_checkpoint_filesystem(f"s3://{base}", options)
+    rows = 400_000
+    for n in range(4):
+        table = pa.table(
+            {
+                "uid": pa.array(range(n * rows, (n + 1) * rows), pa.int64()),
+                "a": pa.array(range(rows), pa.float64()),
+                "noise": pa.array([os.urandom(16) for _ in range(rows)], pa.binary(16)),
+            }
+        )
+        pq.write_table(
+            table, f"{base}/part-{n}.parquet", filesystem=filesystem, row_group_size=rows // 8
+        )
+    script = tmp_path / "read_and_exit.py"
+    script.write_text(EXIT_SCRIPT)
+    env = dict(os.environ, READ_AND_EXIT_OPTIONS=json.dumps(options))
+    for _ in range(5):
+        done = subprocess.run(
+            [sys.executable, str(script), base],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, (done.returncode, done.stderr[-2000:])

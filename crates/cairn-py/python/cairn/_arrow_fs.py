@@ -23,12 +23,58 @@ does, behind a completion marker that survives a kill.
 
 from __future__ import annotations
 
+import atexit
 import io
 import os
-from typing import Any, Callable, Dict, Tuple
+import threading
+import time
+from typing import Any, Callable, Dict, Optional, Tuple
 
 import pyarrow as pa
 import pyarrow.fs as pafs
+
+
+class _Reads:
+    """The reads of ``RangeFile`` in flight, and when the last one ended.
+
+    pyarrow keeps what a Python file's ``read`` returned in buffers that its
+    I/O threads release when a scan's last reads finish, possibly after
+    the script's end: a release then (it takes the GIL) during Python's
+    shutdown aborts the process ("terminate called without an active
+    exception", apache/arrow#39162). So, at exit, Python waits until no
+    read has been in flight for a moment (at most ``EXIT_WAIT_S``) before
+    it shuts down."""
+
+    QUIET_S = 0.2
+    EXIT_WAIT_S = 5.0
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._in_flight = 0
+        self._last_end: Optional[float] = None
+
+    def __enter__(self) -> None:
+        with self._lock:
+            self._in_flight += 1
+
+    def __exit__(self, *exc: object) -> None:
+        with self._lock:
+            self._in_flight -= 1
+            self._last_end = time.monotonic()
+
+    def wait_until_quiet(self) -> None:
+        deadline = time.monotonic() + self.EXIT_WAIT_S
+        while time.monotonic() < deadline:
+            with self._lock:
+                if self._last_end is None:
+                    return
+                if self._in_flight == 0 and time.monotonic() - self._last_end >= self.QUIET_S:
+                    return
+            time.sleep(0.02)
+
+
+_READS = _Reads()
+atexit.register(_READS.wait_until_quiet)
 
 
 class RangeFile(io.RawIOBase):
@@ -78,7 +124,8 @@ class RangeFile(io.RawIOBase):
         end = self._size if size is None or size < 0 else min(self._pos + size, self._size)
         if end <= self._pos:
             return b""
-        data = self._fs._native.read_range(self._path, self._pos, end, self._size)
+        with _READS:
+            data = self._fs._native.read_range(self._path, self._pos, end, self._size)
         self._pos += len(data)
         return data
 
