@@ -13,7 +13,8 @@ decodes plus the 64 KiB footer read).
 
 Filesystems: pyarrow's own S3FileSystem (C++), cairn's
 (`build_checkpoint_filesystem`), and cairn's fsspec filesystem under
-pyarrow's `FSSpecHandler` (the path before it). Prints a Markdown table.
+pyarrow's `FSSpecHandler` (the path before it, whose files now read ahead
+only in order). Prints a Markdown table.
 """
 
 from __future__ import annotations
@@ -58,7 +59,7 @@ def filesystems(endpoint: str) -> dict:
         "cairn (build_checkpoint_filesystem)": cairn.build_checkpoint_filesystem(
             "s3://bucket", opts
         ),
-        "cairn under FSSpecHandler (before)": pafs.PyFileSystem(
+        "cairn's fsspec file under FSSpecHandler": pafs.PyFileSystem(
             pafs.FSSpecHandler(CairnFileSystem("s3", checkpoint=True, **opts))
         ),
     }
