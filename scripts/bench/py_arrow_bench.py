@@ -57,30 +57,10 @@ def filesystem(tool: str) -> pafs.FileSystem:
             "s3://",
             {"key": key, "secret": secret, "endpoint_url": endpoint, "region": region},
         )
-    if tool == "obstore":
-        from obstore.fsspec import FsspecStore
+    if tool in ("obstore", "s3fs"):
+        from py_fs_bench import filesystem as fsspec_filesystem
 
-        store = FsspecStore(
-            "s3",
-            config={
-                "access_key_id": key,
-                "secret_access_key": secret,
-                "endpoint": endpoint,
-                "region": region,
-                "virtual_hosted_style_request": False,
-            },
-            client_options={"allow_http": True},
-        )
-        return pafs.PyFileSystem(pafs.FSSpecHandler(store))
-    if tool == "s3fs":
-        import s3fs
-
-        store = s3fs.S3FileSystem(
-            key=key,
-            secret=secret,
-            client_kwargs={"endpoint_url": endpoint, "region_name": region},
-        )
-        return pafs.PyFileSystem(pafs.FSSpecHandler(store))
+        return pafs.PyFileSystem(pafs.FSSpecHandler(fsspec_filesystem(tool)))
     raise SystemExit(f"unknown tool {tool!r}: pyarrow, cairn, obstore or s3fs")
 
 

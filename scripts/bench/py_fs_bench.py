@@ -24,10 +24,11 @@ region = os.environ.get("BENCH_REGION", "us-east-1")
 key, secret = os.environ["BENCH_KEY"], os.environ["BENCH_SECRET"]
 count = int(os.environ.get("BENCH_SMALL_COUNT", "2000"))
 large_mib = int(os.environ.get("BENCH_LARGE_MIB", "256"))
-tool = sys.argv[1]
 
 
-def filesystem():
+def filesystem(tool):
+    """The fsspec filesystem of ``tool`` on the bench's Garage (py_arrow_bench.py
+    hands obstore's and s3fs's to pyarrow)."""
     if tool == "cairn":
         from cairn.fsspec import CairnFileSystem
 
@@ -65,7 +66,7 @@ def filesystem():
     raise SystemExit(f"unknown tool {tool!r}: cairn, s3fs or obstore")
 
 
-def report(op, started, ops, nbytes):
+def report(tool, op, started, ops, nbytes):
     secs = time.perf_counter() - started
     print(
         json.dumps(
@@ -81,37 +82,42 @@ def report(op, started, ops, nbytes):
     )
 
 
-fs = filesystem()
-prefix = f"{bucket}/bench-py-{tool}-{os.getpid()}"
-keys = [f"{prefix}/small/{i:06}" for i in range(count)]
-payload = b"\x07" * 1024
+def main(tool):
+    fs = filesystem(tool)
+    prefix = f"{bucket}/bench-py-{tool}-{os.getpid()}"
+    keys = [f"{prefix}/small/{i:06}" for i in range(count)]
+    payload = b"\x07" * 1024
 
-t = time.perf_counter()
-fs.pipe({k: payload for k in keys})
-report("put_1k", t, count, count * 1024)
+    t = time.perf_counter()
+    fs.pipe({k: payload for k in keys})
+    report(tool, "put_1k", t, count, count * 1024)
 
-t = time.perf_counter()
-got = fs.cat(keys)
-assert sum(len(v) for v in got.values()) == count * 1024
-report("get_1k", t, count, count * 1024)
+    t = time.perf_counter()
+    got = fs.cat(keys)
+    assert sum(len(v) for v in got.values()) == count * 1024
+    report(tool, "get_1k", t, count, count * 1024)
 
-t = time.perf_counter()
-assert len(fs.ls(f"{prefix}/small", detail=False)) == count
-report("ls", t, 1, 0)
+    t = time.perf_counter()
+    assert len(fs.ls(f"{prefix}/small", detail=False)) == count
+    report(tool, "ls", t, 1, 0)
 
-t = time.perf_counter()
-fs.rm(f"{prefix}/small", recursive=True)
-report("rm_recursive", t, count, 0)
+    t = time.perf_counter()
+    fs.rm(f"{prefix}/small", recursive=True)
+    report(tool, "rm_recursive", t, count, 0)
 
-large = bytes(i % 251 for i in range(256)) * (large_mib << 12)
-step = 8 << 20
-t = time.perf_counter()
-with fs.open(f"{prefix}/large.bin", "wb") as f:
-    for i in range(0, len(large), step):
-        f.write(large[i : i + step])
-report("put_large", t, 1, len(large))
-t = time.perf_counter()
-data = fs.cat_file(f"{prefix}/large.bin")
-assert len(data) == len(large)
-report("get_large", t, 1, len(large))
-fs.rm(f"{prefix}/large.bin")
+    large = bytes(i % 251 for i in range(256)) * (large_mib << 12)
+    step = 8 << 20
+    t = time.perf_counter()
+    with fs.open(f"{prefix}/large.bin", "wb") as f:
+        for i in range(0, len(large), step):
+            f.write(large[i : i + step])
+    report(tool, "put_large", t, 1, len(large))
+    t = time.perf_counter()
+    data = fs.cat_file(f"{prefix}/large.bin")
+    assert len(data) == len(large)
+    report(tool, "get_large", t, 1, len(large))
+    fs.rm(f"{prefix}/large.bin")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

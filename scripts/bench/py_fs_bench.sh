@@ -37,25 +37,22 @@ if [[ " $parts " == *" fsspec "* ]]; then
   done
   python3 scripts/bench/table.py "$out" cairn,s3fs,obstore
 fi
-if [[ " $parts " == *" arrow "* ]]; then
-  out="target/py_arrow_bench.jsonl"; : >"$out"
-  export BENCH_PREFIX="bench-arrow-$$"
+# py_arrow_bench.py's dataset written once, then each filesystem in turn,
+# $rounds rounds, with the virtualenv $1, into target/$2.jsonl.
+four_filesystems() {
+  local out="target/$2.jsonl"; : >"$out"
   "$tools/venv/bin/python" scripts/bench/py_arrow_bench.py prepare
   for _ in $(seq 1 "$rounds"); do
     for tool in cairn pyarrow obstore s3fs; do
-      "$tools/venv/bin/python" scripts/bench/py_arrow_bench.py "$tool" >>"$out"
+      "$tools/$1/bin/python" scripts/bench/py_arrow_bench.py "$tool" >>"$out"
     done
   done
   echo; python3 scripts/bench/table.py "$out" cairn,pyarrow,obstore,s3fs
+}
+if [[ " $parts " == *" arrow "* ]]; then
+  BENCH_PREFIX="bench-arrow-$$" four_filesystems venv py_arrow_bench
 fi
 if [[ " $parts " == *" ray "* ]]; then
-  out="target/py_ray_bench.jsonl"; : >"$out"
-  export BENCH_PREFIX="bench-ray-$$" BENCH_FILES="${BENCH_RAY_FILES:-20}" BENCH_RAY=1 RAY_ADDRESS=local
-  "$tools/venv/bin/python" scripts/bench/py_arrow_bench.py prepare
-  for _ in $(seq 1 "$rounds"); do
-    for tool in cairn pyarrow obstore s3fs; do
-      "$tools/ray-venv/bin/python" scripts/bench/py_arrow_bench.py "$tool" >>"$out"
-    done
-  done
-  echo; python3 scripts/bench/table.py "$out" cairn,pyarrow,obstore,s3fs
+  BENCH_PREFIX="bench-ray-$$" BENCH_FILES="${BENCH_RAY_FILES:-20}" BENCH_RAY=1 RAY_ADDRESS=local \
+    four_filesystems ray-venv py_ray_bench
 fi

@@ -17,6 +17,34 @@ use crate::writer::NativeWriter;
 
 type Entry = (String, u64, &'static str, Option<String>, Option<String>);
 
+/// Requests in flight at once in the batch calls (`cat_many`,
+/// `cat_ranges`, `pipe_many`).
+const IN_FLIGHT: usize = 32;
+
+/// The outputs of `operations`, run `IN_FLIGHT` at a time, in their order.
+async fn in_order<F: std::future::Future>(operations: impl Iterator<Item = F>) -> Vec<F::Output> {
+    futures::stream::iter(operations)
+        .buffered(IN_FLIGHT)
+        .collect()
+        .await
+}
+
+/// Each outcome of a batch call as Python gets it: `ok(value)`, or the
+/// exception its operation raised (not raised here).
+fn outcomes<T>(
+    py: Python<'_>,
+    results: Vec<cairn_fs::Result<T>>,
+    ok: impl Fn(T) -> PyResult<Py<PyAny>>,
+) -> PyResult<Vec<Py<PyAny>>> {
+    results
+        .into_iter()
+        .map(|r| match r {
+            Ok(value) => ok(value),
+            Err(e) => Ok(to_py(e).into_value(py).into_any()),
+        })
+        .collect()
+}
+
 /// The store's pieces of a read copied once, into a new `bytes`.
 fn pieces_to_bytes(
     py: Python<'_>,
@@ -190,7 +218,7 @@ impl NativeFileSystem {
                     let fs = fs.clone();
                     async move { fs.info(&path).await.ok().map(|i| (path, i.size)) }
                 })
-                .buffer_unordered(32)
+                .buffer_unordered(IN_FLIGHT)
                 .filter_map(std::future::ready)
                 .collect()
                 .await;
@@ -208,18 +236,11 @@ impl NativeFileSystem {
                     }
                 }
             });
-            futures::stream::iter(reads)
-                .buffered(32)
-                .collect::<Vec<_>>()
-                .await
+            in_order(reads).await
         });
-        results
-            .into_iter()
-            .map(|r| match r {
-                Ok(pieces) => Ok(pieces_to_bytes(py, pieces)?.into_any().unbind()),
-                Err(e) => Ok(to_py(e).into_value(py).into_any()),
-            })
-            .collect()
+        outcomes(py, results, |pieces| {
+            Ok(pieces_to_bytes(py, pieces)?.into_any().unbind())
+        })
     }
 
     /// Many whole files at once, fetched concurrently: each a `bytes`, or
@@ -231,18 +252,11 @@ impl NativeFileSystem {
                 let fs = fs.clone();
                 async move { fs.cat(&p).await }
             });
-            futures::stream::iter(reads)
-                .buffered(32)
-                .collect::<Vec<_>>()
-                .await
+            in_order(reads).await
         });
-        results
-            .into_iter()
-            .map(|r| match r {
-                Ok(data) => Ok(PyBytes::new(py, &data).into_any().unbind()),
-                Err(e) => Ok(to_py(e).into_value(py).into_any()),
-            })
-            .collect()
+        outcomes(py, results, |data| {
+            Ok(PyBytes::new(py, &data).into_any().unbind())
+        })
     }
 
     /// Opens `path` for a streaming write (see `NativeWriter`).
@@ -260,18 +274,9 @@ impl NativeFileSystem {
                 let fs = fs.clone();
                 async move { fs.pipe(&p, Bytes::from(data), WriteMode::Overwrite).await }
             });
-            futures::stream::iter(writes)
-                .buffered(32)
-                .collect::<Vec<_>>()
-                .await
+            in_order(writes).await
         });
-        Ok(results
-            .into_iter()
-            .map(|r| match r {
-                Ok(()) => py.None(),
-                Err(e) => to_py(e).into_value(py).into_any(),
-            })
-            .collect())
+        outcomes(py, results, |()| Ok(py.None()))
     }
 
     /// Writes a whole file in one request; `exclusive`: fail if it exists.

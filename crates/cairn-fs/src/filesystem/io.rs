@@ -351,14 +351,9 @@ impl FileSystem {
         if size <= transfer.part_size.value as u64 {
             return self.read_range_at(&loc, 0, size).await;
         }
-        let mut parts = loc
-            .op
-            .reader_with(&loc.key)
-            .chunk(transfer.part_size.value)
-            .concurrent(transfer.concurrency.value)
-            .content_length_hint(size)
-            .await
-            .map_err(|e| self.error(e, &loc))?
+        let mut parts = self
+            .parallel_reader(&loc, size)
+            .await?
             .into_bytes_stream(0..size)
             .await
             .map_err(|e| self.error(e, &loc))?;
@@ -374,14 +369,13 @@ impl FileSystem {
             out.extend_from_slice(&chunk);
         }
         if out.len() as u64 != size {
-            return Err(Error::new(
-                ErrorKind::Other,
+            return Err(self.changed_size(
+                &loc,
                 format!(
                     "read {} bytes where the listing said {size}: the file changed since it was listed; list it again",
                     out.len()
                 ),
-            )
-            .with_url(self.url(&loc.path)));
+            ));
         }
         Ok(Bytes::from(out))
     }
@@ -484,34 +478,43 @@ impl FileSystem {
         if start >= end {
             return Ok(opendal::Buffer::new());
         }
-        let transfer = self.transfer();
-        let request = if end - start <= transfer.part_size.value as u64 {
+        let pieces = if end - start <= self.transfer().part_size.value as u64 {
             loc.op.read_with(&loc.key).range(start..end).await
         } else {
-            match loc
-                .op
-                .reader_with(&loc.key)
-                .chunk(transfer.part_size.value)
-                .concurrent(transfer.concurrency.value)
-                .content_length_hint(size)
+            self.parallel_reader(&loc, size)
+                .await?
+                .read(start..end)
                 .await
-            {
-                Ok(reader) => reader.read(start..end).await,
-                Err(e) => Err(e),
-            }
-        };
-        let pieces = request.map_err(|e| self.error(e, &loc))?;
+        }
+        .map_err(|e| self.error(e, &loc))?;
         if (pieces.len() as u64) != end - start {
-            return Err(Error::new(
-                ErrorKind::Other,
+            return Err(self.changed_size(
+                &loc,
                 format!(
                     "read {} bytes of {start}..{end} where the file was {size} bytes: it changed since its size was found; open it again",
                     pieces.len()
                 ),
-            )
-            .with_url(self.url(&loc.path)));
+            ));
         }
         Ok(pieces)
+    }
+
+    /// A reader of `loc`, a file of `size` bytes, whose reads go out as
+    /// ranged requests of `part_size`, `max_concurrency` in flight.
+    async fn parallel_reader(&self, loc: &Location, size: u64) -> Result<opendal::Reader> {
+        let transfer = self.transfer();
+        loc.op
+            .reader_with(&loc.key)
+            .chunk(transfer.part_size.value)
+            .concurrent(transfer.concurrency.value)
+            .content_length_hint(size)
+            .await
+            .map_err(|e| self.error(e, loc))
+    }
+
+    /// The error of a read that found `loc` another size than it was told.
+    fn changed_size(&self, loc: &Location, message: String) -> Error {
+        Error::new(ErrorKind::Other, message).with_url(self.url(&loc.path))
     }
 
     /// Bytes `start..end` of `loc`, `end` within the file: one GET.

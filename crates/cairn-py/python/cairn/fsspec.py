@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import io
 import json
-from typing import Any, Dict, Iterable, List, Optional, Union
+from typing import Any, Dict, Iterable, List, Optional, Tuple, Union
 
 from fsspec.spec import AbstractBufferedFile, AbstractFileSystem
 
@@ -139,11 +139,19 @@ class CairnFileSystem(AbstractFileSystem):
         self, path: str, start: Optional[int] = None, end: Optional[int] = None, **kwargs: Any
     ) -> bytes:
         path = self._strip_protocol(path)
+        start, end = self._from_the_start(path, start, end)
+        return self._native.cat_file(path, start, end)
+
+    def _from_the_start(
+        self, path: str, start: Optional[int], end: Optional[int]
+    ) -> Tuple[Optional[int], Optional[int]]:
+        """``start`` and ``end`` counted from the start of the file, as
+        fsspec counts a negative one from its end (one size lookup then)."""
         if (start is not None and start < 0) or (end is not None and end < 0):
             size = self.info(path)["size"]
             start = max(size + start, 0) if start is not None and start < 0 else start
             end = max(size + end, 0) if end is not None and end < 0 else end
-        return self._native.cat_file(path, start, end)
+        return start, end
 
     def cat_ranges(
         self,
@@ -171,10 +179,7 @@ class CairnFileSystem(AbstractFileSystem):
         ranges = []
         for path, start, end in zip(paths, starts, ends):
             path = self._strip_protocol(path)
-            if (start is not None and start < 0) or (end is not None and end < 0):
-                size = self.info(path)["size"]
-                start = max(size + start, 0) if start is not None and start < 0 else start
-                end = max(size + end, 0) if end is not None and end < 0 else end
+            start, end = self._from_the_start(path, start, end)
             ranges.append((path, start or 0, end))
         out = self._native.cat_ranges(ranges)
         if on_error != "return":
