@@ -128,6 +128,39 @@ async fn reads_cost_one_request_each() {
     );
     assert_eq!(fs.cat_with_size(&file, size).await.unwrap(), data);
     assert_eq!(counter.take(), 1, "cat_with_size of a small file: one GET");
+    // Size unknown: the last 8 MiB as a suffix range names the size, then
+    // the first 12 MB in two parallel 8 MiB ranges; no HEAD.
+    let got = fs.cat(&large).await.unwrap();
+    assert!(got == big, "20 MB read by cat, byte for byte");
+    assert_eq!(
+        counter.take(),
+        3,
+        "cat of 20 MB: the last part, then two ranges"
+    );
+    let exact = format!("{root}/two-parts.bin");
+    fs.pipe(
+        &exact,
+        big[..16 << 20].to_vec().into(),
+        WriteMode::Overwrite,
+    )
+    .await
+    .unwrap();
+    let empty = format!("{root}/empty.bin");
+    fs.pipe(&empty, bytes::Bytes::new(), WriteMode::Overwrite)
+        .await
+        .unwrap();
+    counter.take();
+    assert!(
+        fs.cat(&exact).await.unwrap() == big[..16 << 20],
+        "two parts exactly"
+    );
+    assert_eq!(
+        counter.take(),
+        2,
+        "cat of two parts exactly: the last, then the first"
+    );
+    assert!(fs.cat(&empty).await.unwrap().is_empty());
+    counter.take();
 
     let store = ObjectStoreView::new(fs.clone(), &root).unwrap();
     let path = Path::from("f.bin");
@@ -200,4 +233,84 @@ async fn part_size_option_sets_the_ranges_of_a_large_read() {
     assert!(got == big, "byte for byte");
     assert_eq!(counter.take(), 4, "20 MB in 5 MiB ranges");
     fs.rm(&file).await.unwrap();
+}
+
+/// Overwrites a file, once, when the first ranged read of its start goes
+/// out: the moment between `cat`'s read of a large file's last part and its
+/// reads of the rest.
+#[derive(Debug)]
+struct OverwriteOnce {
+    fs: FileSystem,
+    path: String,
+    data: Vec<u8>,
+    armed: std::sync::atomic::AtomicBool,
+}
+
+impl RequestHook for OverwriteOnce {
+    fn on_request(&self, request: &mut http::Request<opendal::Buffer>) {
+        let from_the_start = request
+            .headers()
+            .get(http::header::RANGE)
+            .is_some_and(|range| range.as_bytes().starts_with(b"bytes=0-"));
+        if from_the_start && self.armed.swap(false, Ordering::SeqCst) {
+            let (fs, path, data) = (self.fs.clone(), self.path.clone(), self.data.clone());
+            std::thread::spawn(move || {
+                tokio::runtime::Runtime::new().unwrap().block_on(fs.pipe(
+                    &path,
+                    data.into(),
+                    WriteMode::Overwrite,
+                ))
+            })
+            .join()
+            .unwrap()
+            .unwrap();
+        }
+    }
+}
+
+/// A large file overwritten (by another of the same size) while `cat`
+/// reads it is an error naming it, never a mix of the two objects: the
+/// ranged reads are pinned to the ETag the last part came with.
+#[tokio::test]
+async fn cat_refuses_a_file_overwritten_while_it_is_read() {
+    let Some((options, s3)) = cairn_conformance::s3_server("GARAGE", "cat-overwrite") else {
+        return;
+    };
+    let path = format!(
+        "s3://{}/request-counts/cat-overwrite-{}/large.bin",
+        s3.bucket,
+        std::process::id()
+    );
+    let writer = FileSystemBuilder::new("s3")
+        .options(options.clone())
+        .env(Environment::default())
+        .build()
+        .unwrap();
+    let first: Vec<u8> = vec![1; 20_000_000];
+    writer
+        .pipe(&path, first.clone().into(), WriteMode::Overwrite)
+        .await
+        .unwrap();
+    let overwrite = Arc::new(OverwriteOnce {
+        fs: writer.clone(),
+        path: path.clone(),
+        data: vec![2; 20_000_000],
+        armed: true.into(),
+    });
+    let reader = FileSystemBuilder::new("s3")
+        .options(options)
+        .env(Environment::default())
+        .request_hook(overwrite.clone())
+        .build()
+        .unwrap();
+    let err = reader.cat(&path).await.unwrap_err();
+    assert!(
+        !overwrite.armed.load(Ordering::SeqCst),
+        "the file was overwritten during the read"
+    );
+    assert_eq!(err.kind(), cairn_fs::ErrorKind::PreconditionFailed, "{err}");
+    assert!(err.to_string().contains(&path), "{err}");
+    // Read again, the file is the second object whole.
+    assert!(reader.cat(&path).await.unwrap().iter().all(|&b| b == 2));
+    writer.rm(&path).await.unwrap();
 }

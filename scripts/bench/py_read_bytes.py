@@ -6,7 +6,8 @@ decodes plus the 64 KiB footer read).
     . target/cairn-servers/servers.env
     python scripts/bench/py_read_bytes.py      (BENCH_MIB: file size, default 32)
     python scripts/bench/py_read_bytes.py ray  (Ray 2.60's read_parquet with
-        row_hash over BENCH_FILES files of 10 row groups; the ray-venv's python)
+        and without row_hash over BENCH_FILES files of BENCH_ROWS rows, 8 and
+        100,000 by default, in 10 row groups; the ray-venv's python)
     python scripts/bench/py_read_bytes.py resume  (a 95%-committed resume
         through cairn.ray.read_parquet: BENCH_FILES files of BENCH_FILE_MIB
         MB, 40 and 2.2 by default; the ray-venv's python)
@@ -133,7 +134,8 @@ def ray_read() -> None:
     upstream = os.environ["CAIRN_TEST_GARAGE_ENDPOINT"]
     base = f"{bucket}/py-read-bytes-{uuid.uuid4().hex[:8]}/in"
     writer = cairn.build_checkpoint_filesystem(f"s3://{base}", options(upstream))
-    files, rows, total = int(os.environ.get("BENCH_FILES", "8")), 100_000, 0
+    files, total = int(os.environ.get("BENCH_FILES", "8")), 0
+    rows = int(os.environ.get("BENCH_ROWS", "100000"))
     for n in range(files):
         uids = range(n * rows, (n + 1) * rows)
         table = pa.table(
