@@ -129,6 +129,28 @@ def test_a_read_longer_than_a_part_is_fetched_in_parallel_pieces(garage_file):
     assert proxy.requests["GET"] == 4 and proxy.requests["HEAD"] == 0, dict(proxy.requests)
 
 
+def test_a_whole_large_file_is_fetched_in_parallel_pieces_without_a_head(garage_file):
+    options, path, _, _ = garage_file
+    part = 5 << 20
+    big = path.replace("data.parquet", "whole.bin")
+    payload = os.urandom(3 * part + 12345)
+    CairnFileSystem("s3", **options).pipe_file(big, payload)
+    with CountingProxy(options["endpoint_url"]) as proxy:
+        fs = CairnFileSystem("s3", **dict(options, endpoint_url=proxy.endpoint, part_size=part))
+        proxy.reset()
+        assert fs.cat_file(big) == payload
+        # The last part (which names the size), then the other three and
+        # a bit as three ranges; each byte once.
+        assert proxy.get_bytes == len(payload), proxy.get_log
+        assert proxy.requests["GET"] == 4 and proxy.requests["HEAD"] == 0, dict(proxy.requests)
+        proxy.reset()
+        small = big + ".small"
+        fs.pipe_file(small, b"abc")
+        proxy.reset()
+        assert fs.cat_file(small) == b"abc"
+        assert proxy.requests["GET"] == 1 and proxy.requests["HEAD"] == 0, dict(proxy.requests)
+
+
 @pytest.fixture
 def fsspec_proxied(garage_file):
     """(CairnFileSystem through a counting proxy, proxy, path, size, the file's bytes)."""
