@@ -9,7 +9,7 @@ use cairn_fs::{FileInfo, FileSystem, FileSystemBuilder, StorageOptions, WriteMod
 use futures::StreamExt;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::PyBytes;
+use pyo3::types::{PyBytes, PyDict};
 
 use crate::errors::to_py;
 use crate::runtime::wait;
@@ -132,6 +132,26 @@ impl NativeFileSystem {
     /// The URL of a stripped path.
     fn url(&self, path: &str) -> String {
         self.fs().url(path)
+    }
+
+    /// What pyarrow's own S3 client needs to read this filesystem's
+    /// objects as cairn does (`FileSystem::s3_read_settings`), as a dict,
+    /// or None where that client would not read them the same way.
+    fn s3_read_settings<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
+        let Some(s) = self.fs().s3_read_settings() else {
+            return Ok(None);
+        };
+        let settings = PyDict::new(py);
+        settings.set_item("endpoint", s.endpoint)?;
+        settings.set_item("region", s.region)?;
+        settings.set_item("virtual_host", s.virtual_host)?;
+        settings.set_item("anonymous", s.anonymous)?;
+        settings.set_item("key", s.key)?;
+        settings.set_item("secret", s.secret)?;
+        settings.set_item("token", s.token)?;
+        settings.set_item("max_attempts", s.max_attempts)?;
+        settings.set_item("request_timeout", s.request_timeout.as_secs_f64())?;
+        Ok(Some(settings))
     }
 
     fn info(&self, py: Python<'_>, path: &str) -> PyResult<Entry> {

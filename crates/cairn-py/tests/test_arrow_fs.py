@@ -45,9 +45,13 @@ def garage_file():
     return options, path, size, metadata
 
 
-@pytest.fixture
-def proxied(garage_file):
-    """(pyarrow filesystem through a counting proxy, proxy, path, size, metadata)."""
+@pytest.fixture(params=["pyarrow's S3 file", "cairn's file"])
+def proxied(request, monkeypatch, garage_file):
+    """(pyarrow filesystem through a counting proxy, proxy, path, size,
+    metadata), its random-access files pyarrow's own S3 client's (built
+    from cairn's settings) or cairn's (``CAIRN_PYARROW_S3=0``)."""
+    if request.param == "cairn's file":
+        monkeypatch.setenv("CAIRN_PYARROW_S3", "0")
     options, path, size, metadata = garage_file
     with CountingProxy(options["endpoint_url"]) as proxy:
         through = dict(options, endpoint_url=proxy.endpoint)
@@ -112,7 +116,50 @@ def test_reads_past_the_end_and_of_missing_files(proxied):
         filesystem.open_input_file(directory)
 
 
-def test_a_read_longer_than_a_part_is_fetched_in_parallel_pieces(garage_file):
+def test_random_access_files_are_pyarrows_own_s3_files(garage_file):
+    """Where pyarrow's S3 client reads the objects as cairn does (static
+    keys here), the files are that client's, whose reads of one file run
+    at once; a pickled filesystem (as Ray ships it) builds its own."""
+    import pickle
+
+    options, path, size, metadata = garage_file
+    filesystem = cairn.build_checkpoint_filesystem(f"s3://{path}", options)
+    # The handler's file as pyarrow gets it (pyarrow wraps every file its
+    # filesystem returns in a plain NativeFile).
+    with filesystem.handler.open_input_file(path) as f:
+        assert not isinstance(f, pa.PythonFile), type(f)
+        assert f.size() == size
+        assert f.read_at(4, size - 4) == b"PAR1"
+    shipped = pickle.loads(pickle.dumps(filesystem))
+    table = ds.dataset(path, filesystem=shipped, format="parquet").to_table(columns=["uid"])
+    assert table.column("uid").to_pylist() == list(range(ROWS))
+    with pytest.raises(FileNotFoundError, match="s3://"):
+        filesystem.open_input_file(path + ".missing")
+    with pytest.raises(IsADirectoryError, match="s3://"):
+        filesystem.open_input_file(path.rsplit("/", 1)[0])
+
+
+def test_with_a_proxy_or_switched_off_the_files_are_cairns(monkeypatch, garage_file):
+    """With a proxy in the environment (which cairn's client honours and
+    pyarrow's would not), or CAIRN_PYARROW_S3=0, the file is cairn's. (A
+    credential chain is too: s3_read_settings is None without static keys,
+    a cairn-fs unit test.)"""
+    options, path, size, _ = garage_file
+    filesystem = cairn.build_checkpoint_filesystem(f"s3://{path}", options)
+    for name, value in (("CAIRN_PYARROW_S3", "0"), ("https_proxy", "http://127.0.0.1:9")):
+        with monkeypatch.context() as m:
+            m.setenv(name, value)
+            m.setenv("NO_PROXY", "127.0.0.1,localhost")
+            fresh_fs = cairn.build_checkpoint_filesystem(f"s3://{path}", options)
+            with fresh_fs.handler.open_input_file(path) as f:
+                assert isinstance(f, pa.PythonFile), name
+                assert f.read_at(4, size - 4) == b"PAR1"
+    with filesystem.handler.open_input_file(path) as f:
+        assert not isinstance(f, pa.PythonFile)
+
+
+def test_a_read_longer_than_a_part_is_fetched_in_parallel_pieces(monkeypatch, garage_file):
+    monkeypatch.setenv("CAIRN_PYARROW_S3", "0")
     options, path, size, _ = garage_file
     part = 5 << 20
     # A file of three parts and a bit: one read_at of all of it.
@@ -215,9 +262,9 @@ def test_a_local_file_is_pyarrows_own(tmp_path):
     path = str(tmp_path / "data.parquet")
     filesystem = cairn.build_checkpoint_filesystem(f"file://{tmp_path}")
     pq.write_table(table, path, filesystem=filesystem, row_group_size=100)
-    with filesystem.open_input_file(path) as f:
+    with filesystem.handler.open_input_file(path) as f:
         # Not a Python file, whose reads pyarrow takes one at a time.
-        assert not isinstance(f, pa.PythonFile)
+        assert not isinstance(f, pa.PythonFile), type(f)
         assert f.size() == os.path.getsize(path)
     read = ds.dataset(path, filesystem=filesystem, format="parquet").to_table()
     assert read.equals(table)
@@ -260,7 +307,8 @@ def test_a_script_that_ends_right_after_a_read_exits_cleanly(tmp_path):
         )
     script = tmp_path / "read_and_exit.py"
     script.write_text(EXIT_SCRIPT)
-    env = dict(os.environ, READ_AND_EXIT_OPTIONS=json.dumps(options))
+    # cairn's own file: pyarrow's S3 file holds no Python buffers.
+    env = dict(os.environ, READ_AND_EXIT_OPTIONS=json.dumps(options), CAIRN_PYARROW_S3="0")
     for _ in range(5):
         done = subprocess.run(
             [sys.executable, str(script), base],

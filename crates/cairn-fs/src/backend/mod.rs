@@ -9,6 +9,7 @@ use opendal::Operator;
 use crate::error::Result;
 use crate::hooks::RequestHook;
 use crate::options::{BackendOptions, ConfigLine, Environment};
+pub use read_settings::S3ReadSettings;
 
 pub mod cos;
 mod flat;
@@ -16,6 +17,7 @@ pub mod gcs;
 pub mod local;
 pub mod memory;
 pub mod oss;
+mod read_settings;
 pub mod s3;
 pub(crate) mod shared;
 pub mod tclake;
@@ -225,6 +227,13 @@ pub trait Backend: Send + Sync + std::fmt::Debug + 'static {
     /// Hooks that see (and may amend) every HTTP request of this backend.
     fn request_hooks(&self) -> Vec<Arc<dyn RequestHook>> {
         Vec::new()
+    }
+
+    /// What another S3 client needs to read this backend's objects as it
+    /// does, where that is possible (`None`: not an S3-compatible store, or
+    /// one whose reads another client would not make the same way).
+    fn s3_read_settings(&self) -> Option<S3ReadSettings> {
+        None
     }
 }
 

@@ -137,6 +137,26 @@ impl FileSystem {
         &self.inner.protocol
     }
 
+    /// What another S3 client needs to read this filesystem's objects as it
+    /// does: `None` unless the store is S3-compatible (`s3`, `cos`), its
+    /// credentials are static keys (or anonymous), reads are not
+    /// requester-pays, and requests go through cairn's own HTTP client
+    /// (not one given to [`FileSystemBuilder::http_client`]). cairn-py
+    /// hands pyarrow its own S3 client built from these, for the
+    /// random-access reads of a Parquet file, which pyarrow runs at once
+    /// only through its own client.
+    ///
+    /// ```
+    /// let fs = cairn_fs::FileSystem::new("memory", &cairn_fs::StorageOptions::new()).unwrap();
+    /// assert!(fs.s3_read_settings().is_none());
+    /// ```
+    pub fn s3_read_settings(&self) -> Option<crate::backend::S3ReadSettings> {
+        if self.inner.http_client.is_some() {
+            return None;
+        }
+        self.inner.backend.s3_read_settings()
+    }
+
     /// The resolved configuration of this filesystem's backend, secrets redacted.
     ///
     /// ```

@@ -8,8 +8,15 @@ under Ray. Here a random-access file answers each read with exactly the
 bytes asked for (the size known from opening, so no read asks the store
 for it again; a read longer than a part in parallel pieces), the GIL
 released while it waits. pyarrow takes the reads of one Python file one at
-a time, under a lock; a local file is pyarrow's own, whose reads do not
-wait for each other.
+a time, under a lock, so where another client can read the objects as
+cairn does the file is pyarrow's own, whose reads do not wait for each
+other: on local disk pyarrow's local file, and on an S3-compatible store
+with static keys (or anonymous) a file of pyarrow's ``S3FileSystem``
+configured from cairn's resolved settings (endpoint, region, addressing,
+credentials, attempts, timeout; ``NativeFileSystem.s3_read_settings``).
+Elsewhere (credential chains, tclake volumes, OSS, GCS, requester-pays, a
+proxy in the environment, ``CAIRN_PYARROW_S3=0``), or if pyarrow's client
+cannot open the file, the file is cairn's.
 pyarrow's own pre-buffering coalesces a Parquet reader's ranges before they
 reach it. Sequential streams (``open_input_stream``, CSV and JSON lines)
 keep fsspec's read-ahead, which suits reading a file from start to end.
@@ -168,21 +175,101 @@ class CairnHandler(pafs.FSSpecHandler):
     read exact byte ranges (on local disk: pyarrow's own file); every other
     call is fsspec's, answered by cairn's Rust filesystem."""
 
+    def __init__(self, fs: Any, pyarrow_s3_allowed: Optional[bool] = None) -> None:
+        super().__init__(fs)
+        # Decided where the filesystem is made (the driver), from its
+        # environment, and carried to the processes it is shipped to.
+        self._pyarrow_s3_allowed = (
+            _pyarrow_s3_allowed() if pyarrow_s3_allowed is None else pyarrow_s3_allowed
+        )
+        self._s3: Optional[pafs.S3FileSystem] = None
+        self._s3_known = False
+        self._s3_lock = threading.Lock()
+
+    def __getstate__(self) -> Dict[str, Any]:
+        # pyarrow's client is rebuilt where the handler is unpickled.
+        return {"fs": self.fs, "pyarrow_s3_allowed": self._pyarrow_s3_allowed}
+
+    def __setstate__(self, state: Dict[str, Any]) -> None:
+        self.__init__(state["fs"], state["pyarrow_s3_allowed"])
+
     def open_input_file(self, path: str) -> pa.NativeFile:
+        stripped = self.fs._strip_protocol(path)
+        s3 = self._pyarrow_s3()
+        if s3 is not None:
+            try:
+                return s3.open_input_file(stripped)
+            except OSError:
+                # cairn's own open below names what is wrong (missing, a
+                # directory, refused) with its URL, or reads what pyarrow's
+                # client could not reach.
+                pass
         info = self.fs.info(path)
         if info["type"] != "file":
             raise IsADirectoryError(f"{self.fs.unstrip_protocol(path)} is a directory")
-        stripped = self.fs._strip_protocol(path)
         if self.fs._protocol == "file":
             # pyarrow's own file: its reads of one file run at once (pread),
             # where a Python file's are taken one at a time under a lock.
             return _LOCAL.open_input_file(stripped)
         return pa.PythonFile(RangeFile(self.fs, stripped, int(info["size"])), mode="r")
 
+    def _pyarrow_s3(self) -> Optional[pafs.S3FileSystem]:
+        """pyarrow's S3 client configured as cairn's, built once, or None
+        where it would not read the objects as cairn does."""
+        if not self._pyarrow_s3_allowed:
+            return None
+        with self._s3_lock:
+            if not self._s3_known:
+                self._s3 = pyarrow_s3(self.fs._native.s3_read_settings())
+                self._s3_known = True
+            return self._s3
+
     def delete_dir(self, path: str) -> None:
         clean_up = _CLEAN_UPS.pop(_key(self.fs, path), None)
         if clean_up is None or not clean_up():
             super().delete_dir(path)
+
+
+#: Proxy variables pyarrow's S3 client does not read (cairn's does).
+_PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY")
+
+
+def _pyarrow_s3_allowed() -> bool:
+    """False with ``CAIRN_PYARROW_S3=0`` in the environment (every read
+    through cairn's own client, its retry policy and metrics), or with a
+    proxy there, which cairn's client honours and pyarrow's would not."""
+    if os.environ.get("CAIRN_PYARROW_S3") == "0":
+        return False
+    return not any(
+        os.environ.get(name) or os.environ.get(name.lower()) for name in _PROXY_VARIABLES
+    )
+
+
+def pyarrow_s3(settings: Optional[Dict[str, Any]]) -> Optional[pafs.S3FileSystem]:
+    """pyarrow's ``S3FileSystem`` from cairn's resolved read settings
+    (``NativeFileSystem.s3_read_settings``), or None without them."""
+    if settings is None:
+        return None
+    scheme, _, host = settings["endpoint"].partition("://")
+    credentials: Dict[str, Any] = (
+        {"anonymous": True}
+        if settings["anonymous"]
+        else {
+            "access_key": settings["key"],
+            "secret_key": settings["secret"],
+            "session_token": settings["token"],
+        }
+    )
+    return pafs.S3FileSystem(
+        **credentials,
+        region=settings["region"],
+        scheme=scheme,
+        endpoint_override=host.rstrip("/"),
+        force_virtual_addressing=settings["virtual_host"],
+        request_timeout=settings["request_timeout"],
+        connect_timeout=settings["request_timeout"],
+        retry_strategy=pafs.AwsStandardS3RetryStrategy(max_attempts=settings["max_attempts"]),
+    )
 
 
 def arrow_filesystem(fs: Any) -> pafs.PyFileSystem:

@@ -13,7 +13,7 @@ use opendal::Operator;
 
 use super::{Backend, BackendFactory, ConditionalWrites, IoPolicy, Layout, open_operator};
 use crate::error::Result;
-use crate::options::{BackendOptions, ConfigLine, Environment, Source};
+use crate::options::{BackendOptions, ConfigLine, Environment, Setting, Source};
 
 mod botocore;
 mod config;
@@ -118,6 +118,29 @@ impl Backend for S3Backend {
 
     fn endpoint(&self) -> Option<String> {
         Some(self.config.endpoint.value.clone())
+    }
+
+    fn s3_read_settings(&self) -> Option<crate::backend::S3ReadSettings> {
+        let c = &self.config;
+        // Requester-pays reads carry a header another client would not
+        // send; a credential chain is OpenDAL's to resolve, so there are no
+        // keys to hand over.
+        let static_keys = c.key.is_some() && c.secret.is_some();
+        if c.requester_pays.value || !(c.anon.value || static_keys) {
+            return None;
+        }
+        let value = |s: &Option<Setting<String>>| s.as_ref().map(|s| s.value.clone());
+        Some(crate::backend::S3ReadSettings {
+            endpoint: c.endpoint.value.clone(),
+            region: c.region.value.clone(),
+            virtual_host: c.virtual_host.value,
+            anonymous: c.anon.value,
+            key: value(&c.key).filter(|_| !c.anon.value),
+            secret: value(&c.secret).filter(|_| !c.anon.value),
+            token: value(&c.token).filter(|_| !c.anon.value),
+            max_attempts: c.io.max_attempts,
+            request_timeout: c.io.op_timeout,
+        })
     }
 
     fn secrets(&self) -> Vec<String> {
@@ -260,6 +283,46 @@ mod tests {
             &BackendOptions::from_map("s3", opts.as_object().unwrap()),
             &Environment::from_pairs(env.iter().copied()),
         )
+    }
+
+    fn read_settings(opts: Value, env: &[(&str, &str)]) -> Option<crate::backend::S3ReadSettings> {
+        let backend = S3Backend {
+            protocol: "s3",
+            config: resolve(opts, env).unwrap(),
+            hooks: Vec::new(),
+        };
+        backend.s3_read_settings()
+    }
+
+    #[test]
+    fn read_settings_only_for_static_keys_or_anonymous_without_requester_pays() {
+        let keys = json!({"key": "AK", "secret": "SK", "token": "TK", "endpoint_url": "http://h:1", "region": "r"});
+        let s = read_settings(keys.clone(), &[]).unwrap();
+        assert_eq!(
+            (s.endpoint.as_str(), s.region.as_str()),
+            ("http://h:1", "r")
+        );
+        assert_eq!(
+            (s.key.as_deref(), s.secret.as_deref(), s.token.as_deref()),
+            (Some("AK"), Some("SK"), Some("TK"))
+        );
+        assert!(!s.anonymous && !s.virtual_host);
+        let debug = format!("{s:?}");
+        assert!(!debug.contains("SK") && !debug.contains("TK"), "{debug}");
+        // Keys from the environment are resolved static keys too.
+        let from_env = read_settings(
+            json!({}),
+            &[("AWS_ACCESS_KEY_ID", "EK"), ("AWS_SECRET_ACCESS_KEY", "ES")],
+        )
+        .unwrap();
+        assert_eq!(from_env.key.as_deref(), Some("EK"));
+        // No keys: a credential chain, OpenDAL's to resolve.
+        assert!(read_settings(json!({}), &[]).is_none());
+        let mut payer = keys.clone();
+        payer["requester_pays"] = json!(true);
+        assert!(read_settings(payer, &[]).is_none());
+        let anon = read_settings(json!({"anon": true}), &[]).unwrap();
+        assert!(anon.anonymous && anon.key.is_none() && anon.secret.is_none());
     }
 
     #[test]
