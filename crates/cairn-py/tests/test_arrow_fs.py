@@ -158,6 +158,28 @@ def test_with_a_proxy_or_switched_off_the_files_are_cairns(monkeypatch, garage_f
         assert not isinstance(f, pa.PythonFile)
 
 
+def test_a_file_pyarrows_client_cannot_open_is_read_by_cairn(monkeypatch, garage_file):
+    """pyarrow's client refused (a wrong secret here, standing for any way
+    it does not reach the store as cairn does): the file is cairn's, read
+    whole and right, and the handler stops asking pyarrow's client."""
+    import cairn._arrow_fs as arrow_fs
+
+    options, path, size, _ = garage_file
+    refused = arrow_fs._new_pyarrow_s3
+    monkeypatch.setattr(
+        arrow_fs,
+        "pyarrow_s3",
+        lambda settings: refused(dict(settings, secret="not-the-secret")),
+    )
+    filesystem = cairn.build_checkpoint_filesystem(f"s3://{path}", options)
+    with filesystem.handler.open_input_file(path) as f:
+        assert isinstance(f, pa.PythonFile)
+        assert f.read_at(4, size - 4) == b"PAR1"
+    assert filesystem.handler._pyarrow_s3() is None
+    table = ds.dataset(path, filesystem=filesystem, format="parquet").to_table(columns=["uid"])
+    assert table.column("uid").to_pylist() == list(range(ROWS))
+
+
 def test_a_read_longer_than_a_part_is_fetched_in_parallel_pieces(monkeypatch, garage_file):
     monkeypatch.setenv("CAIRN_PYARROW_S3", "0")
     options, path, size, _ = garage_file

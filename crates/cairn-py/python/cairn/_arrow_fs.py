@@ -207,6 +207,11 @@ class CairnHandler(pafs.FSSpecHandler):
         info = self.fs.info(path)
         if info["type"] != "file":
             raise IsADirectoryError(f"{self.fs.unstrip_protocol(path)} is a directory")
+        if s3 is not None:
+            # A file cairn reaches and pyarrow's client did not: that client
+            # does not read this store as cairn does; cairn's files from now on.
+            with self._s3_lock:
+                self._s3 = None
         if self.fs._protocol == "file":
             # pyarrow's own file: its reads of one file run at once (pread),
             # where a Python file's are taken one at a time under a lock.
@@ -245,11 +250,28 @@ def _pyarrow_s3_allowed() -> bool:
     )
 
 
+#: pyarrow's S3 clients by the settings they were made from: a client is
+#: costly to make (the AWS SDK's), and Ray unpickles a filesystem, so a
+#: handler, in every read task.
+_S3_CLIENTS: Dict[Tuple[Any, ...], pafs.S3FileSystem] = {}
+_S3_CLIENTS_LOCK = threading.Lock()
+
+
 def pyarrow_s3(settings: Optional[Dict[str, Any]]) -> Optional[pafs.S3FileSystem]:
     """pyarrow's ``S3FileSystem`` from cairn's resolved read settings
-    (``NativeFileSystem.s3_read_settings``), or None without them."""
+    (``NativeFileSystem.s3_read_settings``), or None without them; one per
+    process for the same settings."""
     if settings is None:
         return None
+    key = tuple(sorted(settings.items()))
+    with _S3_CLIENTS_LOCK:
+        client = _S3_CLIENTS.get(key)
+        if client is None:
+            client = _S3_CLIENTS[key] = _new_pyarrow_s3(settings)
+        return client
+
+
+def _new_pyarrow_s3(settings: Dict[str, Any]) -> pafs.S3FileSystem:
     scheme, _, host = settings["endpoint"].partition("://")
     credentials: Dict[str, Any] = (
         {"anonymous": True}
