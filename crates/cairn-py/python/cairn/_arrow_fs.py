@@ -172,8 +172,9 @@ _LOCAL = pafs.LocalFileSystem()
 class CairnHandler(pafs.FSSpecHandler):
     """``pyarrow.fs.FSSpecHandler`` over a ``CairnFileSystem`` whose
     random-access files (``open_input_file``: Parquet, Arrow IPC, Lance)
-    read exact byte ranges (on local disk: pyarrow's own file); every other
-    call is fsspec's, answered by cairn's Rust filesystem."""
+    read exact byte ranges (pyarrow's own files on local disk, and on S3 and
+    COS where pyarrow's client reads the objects as cairn does); every
+    other call is fsspec's, answered by cairn's Rust filesystem."""
 
     def __init__(self, fs: Any, pyarrow_s3_allowed: Optional[bool] = None) -> None:
         super().__init__(fs)
