@@ -376,31 +376,14 @@ impl FileSystem {
         // The rest must be the same object: pinned to the ETag the tail
         // came with, where the store checks it, so an overwrite between the
         // two reads is an error rather than a mix of two objects.
-        let mut rest = loc
-            .op
-            .reader_with(&loc.key)
-            .chunk(part as usize)
-            .concurrent(self.transfer().concurrency.value)
-            .content_length_hint(size);
-        if let Some(etag) = meta.etag()
-            && loc.op.info().capability().read_with_if_match
-        {
-            rest = rest.if_match(etag);
-        }
-        let mut pieces = rest
-            .await
-            .map_err(|e| self.error(e, &loc))?
+        let rest = self
+            .parallel_reader(&loc, size, meta.etag())
+            .await?
             .into_bytes_stream(0..size - tail_len)
             .await
             .map_err(|e| self.error(e, &loc))?;
         let mut out = Vec::with_capacity(size as usize);
-        while let Some(piece) = pieces
-            .try_next()
-            .await
-            .map_err(|e| self.error(opendal_error(e), &loc))?
-        {
-            out.extend_from_slice(&piece);
-        }
+        self.copy_pieces(&loc, rest, &mut out).await?;
         for piece in tail {
             out.extend_from_slice(&piece);
         }
@@ -448,23 +431,14 @@ impl FileSystem {
         if size <= transfer.part_size.value as u64 {
             return self.read_range_at(&loc, 0, size).await;
         }
-        let mut parts = self
-            .parallel_reader(&loc, size)
+        let parts = self
+            .parallel_reader(&loc, size, None)
             .await?
             .into_bytes_stream(0..size)
             .await
             .map_err(|e| self.error(e, &loc))?;
-        // Each part is copied into place as it arrives, while the later
-        // parts are still in flight (gathering them first and copying at
-        // the end made the copy a serial tail of the read).
         let mut out = Vec::with_capacity(size as usize);
-        while let Some(chunk) = parts
-            .try_next()
-            .await
-            .map_err(|e| self.error(opendal_error(e), &loc))?
-        {
-            out.extend_from_slice(&chunk);
-        }
+        self.copy_pieces(&loc, parts, &mut out).await?;
         if out.len() as u64 != size {
             return Err(self.changed_size(
                 &loc,
@@ -578,7 +552,7 @@ impl FileSystem {
         let pieces = if end - start <= self.transfer().part_size.value as u64 {
             loc.op.read_with(&loc.key).range(start..end).await
         } else {
-            self.parallel_reader(&loc, size)
+            self.parallel_reader(&loc, size, None)
                 .await?
                 .read(start..end)
                 .await
@@ -597,16 +571,48 @@ impl FileSystem {
     }
 
     /// A reader of `loc`, a file of `size` bytes, whose reads go out as
-    /// ranged requests of `part_size`, `max_concurrency` in flight.
-    async fn parallel_reader(&self, loc: &Location, size: u64) -> Result<opendal::Reader> {
+    /// ranged requests of `part_size`, `max_concurrency` in flight; with
+    /// `etag`, each request is conditional on it (`If-Match`) where the
+    /// store checks that on reads.
+    async fn parallel_reader(
+        &self,
+        loc: &Location,
+        size: u64,
+        etag: Option<&str>,
+    ) -> Result<opendal::Reader> {
         let transfer = self.transfer();
-        loc.op
+        let mut reader = loc
+            .op
             .reader_with(&loc.key)
             .chunk(transfer.part_size.value)
             .concurrent(transfer.concurrency.value)
-            .content_length_hint(size)
+            .content_length_hint(size);
+        if let Some(etag) = etag
+            && loc.op.info().capability().read_with_if_match
+        {
+            reader = reader.if_match(etag);
+        }
+        reader.await.map_err(|e| self.error(e, loc))
+    }
+
+    /// Appends the pieces of `stream` (a read of `loc`) to `out` as each
+    /// arrives, while the later ones are still in flight (gathering them
+    /// first and copying at the end made the copy a serial tail of the
+    /// read).
+    async fn copy_pieces(
+        &self,
+        loc: &Location,
+        mut stream: opendal::FuturesBytesStream,
+        out: &mut Vec<u8>,
+    ) -> Result<()> {
+        while let Some(piece) = stream
+            .try_next()
             .await
-            .map_err(|e| self.error(e, loc))
+            .map_err(|e| self.error(opendal_error(e), loc))?
+        {
+            out.extend_from_slice(&piece);
+        }
+        Ok(())
     }
 
     /// The error of a read that found `loc` another size than it was told.
