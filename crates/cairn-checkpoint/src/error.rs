@@ -199,6 +199,50 @@ pub enum Error {
         /// The unit.
         unit: String,
     },
+    /// A commit names a unit this run did not begin (or committed already).
+    #[error(
+        "checkpoint {checkpoint}: unit {unit} was not begun in this run (or was committed already), so there are no recorded IDs to commit; nothing was written. Call Run::begin with the unit's IDs before writing its data files, then Run::commit"
+    )]
+    UnitNotBegun {
+        /// The checkpoint.
+        checkpoint: String,
+        /// The unit.
+        unit: String,
+    },
+    /// A run was finished with units begun and never committed.
+    #[error(
+        "checkpoint {checkpoint}: {units} units were begun and never committed (e.g. {examples}), so their rows are not all in the output; the run was not finished and the checkpoint is kept (its lease released). Commit every unit before Run::finish, or run the job again: the next run rolls those units back and writes their rows"
+    )]
+    UnitsNotCommitted {
+        /// The checkpoint.
+        checkpoint: String,
+        /// How many units were left uncommitted.
+        units: usize,
+        /// A few of them.
+        examples: String,
+    },
+    /// A new checkpoint over an output that already holds files.
+    #[error(
+        "the output {output} already holds files ({example}, ...) and there is no checkpoint to resume (checkpoint {checkpoint} has nothing committed; a finished run removes its checkpoint): writing now would add every row again beside them. Nothing was written. Write somewhere else, restore the checkpoint those files belong to, or, to add beside them anyway, {hatch}"
+    )]
+    OutputNotEmpty {
+        /// The checkpoint.
+        checkpoint: String,
+        /// The output directory.
+        output: String,
+        /// One file found there.
+        example: String,
+        /// How this door allows it.
+        hatch: String,
+    },
+    /// A unit was begun on a checkpoint whose job had already finished.
+    #[error(
+        "checkpoint {checkpoint} records that this job finished (its clean-up was cut short): every row is in the output already and none may be written again. Call Run::finish to end the clean-up; to run the job again from the start, delete the checkpoint and empty the output"
+    )]
+    JobFinished {
+        /// The checkpoint.
+        checkpoint: String,
+    },
     /// The checkpoint settings are wrong.
     #[error("invalid checkpoint configuration: {reason}")]
     InvalidConfig {

@@ -187,6 +187,31 @@ fn proc_hides_processes() -> bool {
         .any(|level| !matches!(level, "0" | "off"))
 }
 
+/// Holders (tokens) of leases of this process whose [`LeaseKeeper`] was
+/// dropped without being stopped: the run that held them is gone (its
+/// futures went with the keeper they borrowed), so a run of this process
+/// may take the lease at once instead of waiting out its lifetime.
+static ABANDONED: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+fn abandoned_here(holder: &str) -> bool {
+    !holder.is_empty()
+        && ABANDONED
+            .lock()
+            .map(|gone| gone.iter().any(|h| h == holder))
+            .unwrap_or(false)
+}
+
+fn mark_abandoned(holder: String) {
+    if let Ok(mut gone) = ABANDONED.lock() {
+        // A bounded memory of the last few: a lease older than these has
+        // expired or been released by the release spawned at the drop.
+        if gone.len() >= 1024 {
+            gone.remove(0);
+        }
+        gone.push(holder);
+    }
+}
+
 /// A random 128-bit token: the standard library's randomly keyed hasher,
 /// fed the time, the process and a counter.
 fn random_token() -> String {
@@ -279,9 +304,13 @@ impl LeaseRecord {
             || self.boot_id != boot
             || self.pid_namespace.is_empty()
             || self.pid_namespace != pid_namespace()
-            || self.pid == std::process::id()
         {
             return false;
+        }
+        if self.pid == std::process::id() {
+            // This process: gone only if its run dropped its keeper
+            // without ending (nothing of that run can write any more).
+            return abandoned_here(&self.holder);
         }
         match process_state(self.pid) {
             // Only a process known not to exist is gone: under `hidepid` a
@@ -674,10 +703,16 @@ impl CheckpointDir {
 /// dir.release_lease(lease).await.unwrap();
 /// # })
 /// ```
+///
+/// A keeper dropped without [`LeaseKeeper::stop`] (a run dropped on an
+/// error path) stops renewing, marks the lease abandoned for this process
+/// (a run of the same process takes it at once) and, on a Tokio runtime,
+/// releases it in the background so other processes need not wait either.
 pub struct LeaseKeeper {
-    task: tokio::task::JoinHandle<()>,
+    task: Option<tokio::task::JoinHandle<()>>,
     stop: tokio::sync::watch::Sender<bool>,
     state: Arc<Mutex<KeeperState>>,
+    dir: CheckpointDir,
 }
 
 impl std::fmt::Debug for LeaseKeeper {
@@ -731,6 +766,7 @@ impl LeaseKeeper {
             path: dir.dir.clone(),
         }));
         let shared = state.clone();
+        let dir_for_drop = dir.clone();
         let task = tokio::spawn(async move {
             loop {
                 tokio::select! {
@@ -771,7 +807,12 @@ impl LeaseKeeper {
                 }
             }
         });
-        Self { task, stop, state }
+        Self {
+            task: Some(task),
+            stop,
+            state,
+            dir: dir_for_drop,
+        }
     }
 
     /// Whether this run may still write: an error once the lease was found
@@ -821,12 +862,42 @@ impl LeaseKeeper {
     /// Stops renewing (after the renewal in flight, if any, has finished)
     /// and gives the lease back (to release it); an error if the lease was
     /// lost or expired meanwhile.
-    pub async fn stop(self) -> Result<Lease> {
+    pub async fn stop(mut self) -> Result<Lease> {
         let _ = self.stop.send(true);
-        let LeaseKeeper { task, state, .. } = self;
-        let _ = task.await;
-        let mut state = state.lock().expect("keeper state");
+        if let Some(task) = self.task.take() {
+            let _ = task.await;
+        }
+        let mut state = self.state.lock().expect("keeper state");
         state.check()?;
         Ok(state.lease.clone())
+    }
+}
+
+impl Drop for LeaseKeeper {
+    fn drop(&mut self) {
+        let Some(task) = self.task.take() else {
+            // Stopped: the caller released the lease or cleaned up.
+            return;
+        };
+        let _ = self.stop.send(true);
+        let lease = match self.state.lock() {
+            Ok(state) => state.lease.clone(),
+            Err(_) => return,
+        };
+        mark_abandoned(lease.record.holder.clone());
+        let dir = self.dir.clone();
+        match tokio::runtime::Handle::try_current() {
+            // The renewal in flight finishes first (see `start`), then the
+            // lease is marked released unless another run took it meanwhile.
+            Ok(runtime) => {
+                runtime.spawn(async move {
+                    let _ = task.await;
+                    if let Err(e) = dir.release_lease(lease).await {
+                        tracing::warn!(checkpoint = %dir.dir, "could not release the lease of a dropped run: {e}");
+                    }
+                });
+            }
+            Err(_) => task.abort(),
+        }
     }
 }

@@ -17,10 +17,11 @@
 //!    run's uncommitted units rolled back, the committed IDs loaded
 //!    ([`Run::committed`]: the rows to skip);
 //! 3. per unit, [`Run::next_unit`] and [`Run::begin`] with its IDs, its
-//!    data files written as [`UnitName::data_file`] names them, then
-//!    [`Run::commit`];
-//! 4. [`Run::finish`] once every unit is committed (the checkpoint deleted),
-//!    or [`Run::abandon`] on failure (kept for the next run).
+//!    data files written as [`UnitName::data_file`] names them (behind
+//!    [`Run::fenced`]), then [`Run::commit`] (the IDs begin recorded);
+//! 4. [`Run::finish`] once every unit is committed (the checkpoint deleted;
+//!    refused while a unit is begun and not committed), or [`Run::abandon`]
+//!    on failure (kept for the next run). A dropped run releases its lease.
 //!
 //! ```
 //! # tokio::runtime::Runtime::new().unwrap().block_on(async {
@@ -32,14 +33,14 @@
 //! let checkpoint = Checkpoint::at("memory:///lib-doc/ckpt", &StorageOptions::new(), "id").unwrap();
 //! let run = checkpoint.open(&output, "memory:///lib-doc/out").await.unwrap();
 //! let input = Int64Array::from((0..10).collect::<Vec<i64>>());
-//! let done = run.committed().contains_array(&input).unwrap();
+//! let done = run.is_committed(&input).unwrap();
 //! assert_eq!(done.true_count(), 0, "a new checkpoint has nothing committed");
 //! let unit = run.next_unit();
 //! let ids: ArrayRef = Arc::new(input);
-//! run.begin(&unit, ids.clone()).await.unwrap();
+//! run.begin(&unit, ids).await.unwrap();
 //! let file = format!("memory:///lib-doc/out/{}", unit.data_file(0, "jsonl"));
-//! output.pipe(&file, "...".into(), WriteMode::Create).await.unwrap();
-//! run.commit(&unit, ids, 1).await.unwrap();
+//! run.fenced(output.pipe(&file, "...".into(), WriteMode::Create)).await.unwrap();
+//! run.commit(&unit, 1).await.unwrap();
 //! run.finish().await.unwrap();
 //! # })
 //! ```
@@ -107,7 +108,7 @@ pub mod internals {
     pub use crate::lease::{Lease, LeaseKeeper, LeaseRecord};
     pub use crate::load::{CommittedState, infer_id_column, list_committed, load_committed};
     pub use crate::table::UnitLog;
-    pub use crate::verify::{DataCheck, data_file_owner, found_layout};
+    pub use crate::verify::{DataCheck, data_file_owner, first_file, found_layout};
 
     /// Crash points in the code that runs in production, inert unless the
     /// crate is built with the `failpoints` feature (the tests' builds).

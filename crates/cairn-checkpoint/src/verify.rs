@@ -142,3 +142,26 @@ impl CheckpointDir {
         })
     }
 }
+
+/// The first file a listing of `output_dir` finds, at any depth (`None`
+/// for an empty or missing directory): whether an output already holds
+/// files. Always asks the store, whatever the filesystem's listing cache
+/// holds.
+///
+/// ```
+/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+/// let fs = cairn_fs::FileSystem::new("memory", &Default::default()).unwrap();
+/// assert_eq!(cairn_checkpoint::internals::first_file(&fs, "/doc-first").await.unwrap(), None);
+/// fs.pipe("/doc-first/k=1/a.parquet", "x".into(), cairn_fs::WriteMode::Overwrite).await.unwrap();
+/// assert!(cairn_checkpoint::internals::first_file(&fs, "/doc-first").await.unwrap().is_some());
+/// # })
+/// ```
+pub async fn first_file(output_fs: &FileSystem, output_dir: &str) -> Result<Option<String>> {
+    let mut files = missing_as_empty(
+        output_fs
+            .uncached()
+            .find_stream(output_dir, cairn_fs::FindOptions::new())
+            .await,
+    )?;
+    Ok(files.try_next().await?.map(|f| f.name))
+}

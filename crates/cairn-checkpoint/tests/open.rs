@@ -175,7 +175,7 @@ async fn the_run_api_refuses_what_would_corrupt_the_checkpoint() {
         .unwrap();
     let unit = run.next_unit();
     run.begin(&unit, ids(&[1, 2])).await.unwrap();
-    run.commit(&unit, ids(&[1, 2]), 0).await.unwrap();
+    run.commit(&unit, 0).await.unwrap();
     run.abandon().await.unwrap();
     let run = checkpoint
         .open(&memory, "memory:///run-api/out")

@@ -15,9 +15,9 @@ use std::time::{Duration, Instant};
 use arrow_array::{Array, ArrayRef, BooleanArray, RecordBatch};
 use arrow_schema::SchemaRef;
 use cairn_checkpoint::internals::failpoint::crash_point;
-use cairn_checkpoint::internals::{CheckpointDir, JobRecord, LeaseKeeper, OutputLayout, RunId};
-use cairn_checkpoint::{IdSet, UnitName};
-use cairn_fs::{ErrorKind, FileSystem, WriteMode};
+use cairn_checkpoint::internals::{OutputLayout, RunId};
+use cairn_checkpoint::{Checkpoint, IdSet, Run, UnitName};
+use cairn_fs::{FileSystem, WriteMode};
 use futures::StreamExt;
 
 use crate::checks;
@@ -28,24 +28,13 @@ use crate::plan::Plan;
 use crate::progress::{JobSummary, Progress};
 use crate::row_hash::ROW_HASH_COLUMN;
 use crate::seen::SeenIds;
-use crate::sink::{OutputFormat, Sink, encode};
-use crate::source::{Piece, PlannedSource, Skip};
+use crate::sink::{OutputFormat, SaveMode, Sink, encode};
+use crate::source::{Piece, PlannedSource, Skip, Source};
 
 /// A unit also commits once its transformed rows take this much memory, so
 /// wide rows (embeddings, images) do not make a commit interval of rows
 /// exhaust memory.
 pub const UNIT_MAX_BYTES: usize = 64 << 20;
-
-/// The checkpoint of this run, once opened: lease kept alive, run identity.
-struct RunCheckpoint {
-    dir: CheckpointDir,
-    keeper: LeaseKeeper,
-    run: RunId,
-    config: cairn_checkpoint::internals::CheckpointConfig,
-    job: JobRecord,
-    /// This run made the checkpoint (see `OpenCheckpoint::fresh`).
-    fresh: bool,
-}
 
 /// Everything the workers share.
 struct Shared {
@@ -54,8 +43,9 @@ struct Shared {
     ops: Vec<Op>,
     batch_size: usize,
     id_column: Option<String>,
-    committed: IdSet,
-    checkpoint: Option<(CheckpointDir, LeaseKeeper)>,
+    /// The checkpoint's run (units begun, fenced and committed through it).
+    checkpoint: Option<Run>,
+    /// Unit names of a job without a checkpoint.
     run: RunId,
     next_seq: AtomicU64,
     out_fs: FileSystem,
@@ -77,6 +67,16 @@ struct Shared {
     counts: Counts,
 }
 
+impl Shared {
+    /// A new unit's name: the checkpoint run's, or one of this job's.
+    fn next_unit(&self) -> UnitName {
+        match &self.checkpoint {
+            Some(run) => run.next_unit(),
+            None => UnitName::new(&self.run, self.next_seq.fetch_add(1, Ordering::Relaxed)),
+        }
+    }
+}
+
 #[derive(Default)]
 struct Counts {
     rows_read: AtomicU64,
@@ -85,6 +85,17 @@ struct Counts {
     files_written: AtomicU64,
     bytes_written: AtomicU64,
     units: AtomicU64,
+}
+
+impl Counts {
+    fn report(&self, summary: &mut JobSummary) {
+        summary.rows_read = self.rows_read.load(Ordering::Relaxed);
+        summary.rows_skipped = self.rows_skipped.load(Ordering::Relaxed) + summary.rows_skipped_unread;
+        summary.rows_written = self.rows_written.load(Ordering::Relaxed);
+        summary.files_written = self.files_written.load(Ordering::Relaxed);
+        summary.bytes_written = self.bytes_written.load(Ordering::Relaxed);
+        summary.units_committed = self.units.load(Ordering::Relaxed);
+    }
 }
 
 /// The rows a worker has taken into its current unit.
@@ -97,6 +108,17 @@ struct Unit {
     started: Option<Instant>,
 }
 
+/// What a job reads, how it transforms, where it writes.
+struct Job<'a> {
+    source: Source,
+    ops: Vec<Op>,
+    sink: &'a Sink,
+    out_fs: FileSystem,
+    out_dir: String,
+    /// The checkpoint's ID column (none: no checkpoint).
+    id_column: Option<String>,
+}
+
 pub(crate) async fn run(plan: Plan, ctx: &JobContext, sink: Sink) -> Result<JobSummary> {
     let started = Instant::now();
     crate::metrics::register_metrics();
@@ -106,7 +128,6 @@ pub(crate) async fn run(plan: Plan, ctx: &JobContext, sink: Sink) -> Result<JobS
         summary.elapsed = started.elapsed();
         summary.requests = cairn_fs::request_counts().since(&requests_before);
     };
-    let Plan { source, ops } = plan;
     if ctx.batch_size == 0 {
         return Err(Error::Plan {
             reason: format!(
@@ -116,156 +137,147 @@ pub(crate) async fn run(plan: Plan, ctx: &JobContext, sink: Sink) -> Result<JobS
         });
     }
     let (out_fs, out_dir) = FileSystem::from_url(&sink.url, &ctx.storage_options)?;
-    checks::output_apart_from_inputs(&source, &out_fs, &out_dir, &ctx.storage_options)?;
+    checks::output_apart_from_inputs(&plan.source, &out_fs, &out_dir, &ctx.storage_options)?;
     let id_column = ctx.checkpoint.as_ref().map(|c| c.id_column.clone());
     crate::partition::check_partition_columns(&sink.partition_by, id_column.as_deref())?;
-
-    // Checkpoint: lease, recovery, committed IDs (before planning, so the
-    // plan can skip committed row groups).
+    let job = Job {
+        source: plan.source,
+        ops: plan.ops,
+        sink: &sink,
+        out_fs,
+        out_dir,
+        id_column,
+    };
     let mut summary = JobSummary::default();
-    let mut committed = IdSet::Empty;
-    let mut checkpoint = None;
-    if let Some(config) = &ctx.checkpoint {
-        let mut config = config.clone();
-        config.output_layout = OutputLayout::for_partition_columns(&sink.partition_by);
-        if config.storage_options.is_empty() {
-            config.storage_options = ctx.storage_options.clone();
-        }
-        // Before the lease is taken: nothing is written to a checkpoint
-        // that overlaps an input (the output is checked by open).
-        checks::checkpoint_outside_inputs(&source, &config.dir()?, &ctx.storage_options)?;
-        let open = config.open(&out_fs, &out_dir).await?;
-        if open.state.complete {
+    // Checkpoint: lease, recovery, committed IDs, the output checked
+    // against them (before planning, so the plan can skip committed row
+    // groups).
+    let checkpoint = open_checkpoint(&job, ctx).await?;
+    if let Some(run) = &checkpoint {
+        if run.finished_before() {
             // This job's previous run finished; only its clean-up was cut
-            // short. Clean-up removes the lease this run just took, too.
-            let _ = open.keeper.stop().await?;
-            open.dir.clean_up(Some((&out_fs, &out_dir))).await?;
+            // short: this run ends it.
+            checkpoint.expect("opened").finish().await?;
             summary.completed_before = true;
             summary.checkpoint_removed = true;
             stamp(&mut summary);
             return Ok(summary);
         }
-        if !open.state.committed.is_empty()
-            && let Err(e) = open.dir.require_data(&open.state, &out_fs, &out_dir).await
-        {
-            // A committed unit whose data is gone: going on would skip its
-            // rows for good (and delete the checkpoint, their only record).
-            release(&open.dir, open.keeper).await;
-            return Err(e.into());
-        }
-        summary.units_rolled_back = open.recovery.rolled_back.len() as u64;
-        summary.data_files_rolled_back = open.recovery.data_files_deleted as u64;
-        committed = open.state.ids;
-        checkpoint = Some(RunCheckpoint {
-            dir: open.dir,
-            keeper: open.keeper,
-            run: open.run,
-            config,
-            job: open.job,
-            fresh: open.fresh,
-        });
+        summary.units_rolled_back = run.recovery().rolled_back.len() as u64;
+        summary.data_files_rolled_back = run.recovery().data_files_deleted as u64;
     }
-    let result = prepare_and_run(
-        source,
-        ops,
-        ctx,
-        &sink,
-        out_fs,
-        out_dir,
-        id_column,
-        committed,
-        checkpoint,
-        &mut summary,
-    )
-    .await;
+    let result = run_job(job, ctx, checkpoint, &mut summary).await;
     stamp(&mut summary);
     result.map(|()| summary)
 }
 
-#[allow(clippy::too_many_arguments)]
-async fn prepare_and_run(
-    source: crate::source::Source,
-    ops: Vec<Op>,
+/// Opens the job's checkpoint, if it has one, through the one sequence
+/// ([`Checkpoint::open`]); in mode error-if-exists a new checkpoint over
+/// an output holding files is refused there.
+async fn open_checkpoint(job: &Job<'_>, ctx: &JobContext) -> Result<Option<Run>> {
+    let Some(config) = &ctx.checkpoint else {
+        return Ok(None);
+    };
+    let mut config = config.clone();
+    config.output_layout = OutputLayout::for_partition_columns(&job.sink.partition_by);
+    if config.storage_options.is_empty() {
+        config.storage_options = ctx.storage_options.clone();
+    }
+    // Before the lease is taken: nothing is written to a checkpoint that
+    // overlaps an input (the output is checked by open).
+    checks::checkpoint_outside_inputs(&job.source, &config.dir()?, &ctx.storage_options)?;
+    let hatch = (job.sink.mode == SaveMode::ErrorIfExists)
+        .then_some("choose mode append (add anyway) or overwrite (replace)");
+    let checkpoint = Checkpoint::with_config(config, hatch);
+    Ok(Some(checkpoint.open(&job.out_fs, &job.out_dir).await?))
+}
+
+/// Plans the job, runs its workers, and ends the checkpoint's run.
+async fn run_job(
+    job: Job<'_>,
     ctx: &JobContext,
-    sink: &Sink,
-    out_fs: FileSystem,
-    out_dir: String,
-    id_column: Option<String>,
-    committed: IdSet,
-    checkpoint: Option<RunCheckpoint>,
+    checkpoint: Option<Run>,
     summary: &mut JobSummary,
 ) -> Result<()> {
-    // Everything that can be refused is checked before the first write.
-    let checked = async {
-        checks::overwrite_keeps_committed_rows(sink.mode, &committed, &out_fs.url(&out_dir))?;
-        let skip = id_column.as_deref().map(|id| Skip {
-            ids: &committed,
-            id_column: id,
-        });
-        let planned = source.plan(&ctx.storage_options, skip).await?;
-        if let Some(id) = &id_column {
-            checks::id_column(&planned.schema, id)?;
-        }
-        validate_plan(&ops, &planned.schema, id_column.as_deref())?;
-        if ops.is_empty() && !sink.partition_by.is_empty() {
-            // The rows are the input's: a partition column they lack, or
-            // one that cannot name a directory, is refused before any write.
-            crate::partition::file_schema(&planned.schema, &sink.partition_by, &sink.url)?;
-        }
-        if let Some(c) = &checkpoint {
-            // The checkpoint's record of this job: refuses changed inputs
-            // under row_hash IDs, then records what this run reads.
-            let uses_row_hash = id_column.as_deref() == Some(ROW_HASH_COLUMN);
-            let record = c.job.check_run(
-                &c.dir.url()?,
-                sink.format.extension(),
-                &sink.partition_by,
-                uses_row_hash,
-                &planned.inputs,
-            )?;
-            if record != c.job {
-                c.dir.write_job_record(&record).await?;
-            }
-        }
-        checks::prepare_output(
-            &out_fs,
-            &out_dir,
-            sink.mode,
-            committed.is_empty(),
-            id_column.is_some(),
-            &planned.inputs,
-        )
-        .await?;
-        Ok(planned)
-    }
-    .await;
-    let mut planned = match checked {
+    let planned = match plan_job(&job, ctx, checkpoint.as_ref()).await {
         Ok(planned) => planned,
         Err(e) => {
-            if let Some(c) = checkpoint {
-                if c.fresh {
-                    // Refused before its first unit: the checkpoint this run
-                    // made holds nothing worth keeping, and a record left in
-                    // it would bind the path to a job that never ran. Only
-                    // while the lease is still ours: a run that took it over
-                    // owns the directory now.
-                    match c.keeper.stop().await {
-                        Ok(_) => {
-                            let output = (&out_fs, out_dir.as_str());
-                            if let Err(clean) = c.dir.clean_up(Some(output)).await {
-                                tracing::warn!("could not remove the unused checkpoint: {clean}");
-                            }
-                        }
-                        Err(lost) => tracing::warn!("the checkpoint is left as it is: {lost}"),
-                    }
-                } else {
-                    release(&c.dir, c.keeper).await;
-                }
+            if let Some(run) = checkpoint {
+                run.end_refused().await;
             }
             return Err(e);
         }
     };
+    report_plan(&planned, ctx, summary);
+    let shared = Arc::new(Shared::new(job, ctx, planned, checkpoint));
+    let outcome = run_workers(&shared, ctx.workers).await;
+    let shared = Arc::into_inner(shared).expect("workers are done");
+    shared.counts.report(summary);
+    // Asked to stop with input left: the units taken were committed; keep
+    // the checkpoint, give the lease back, say how to resume.
+    let outcome = match outcome {
+        Ok(()) if shared.cut_short.load(Ordering::SeqCst) => Err(Error::Interrupted {
+            units_committed: summary.units_committed,
+        }),
+        outcome => outcome,
+    };
+    match shared.checkpoint {
+        Some(run) => end_run(run, outcome, ctx, summary).await,
+        None => outcome,
+    }
+}
 
+/// Everything that can be refused, checked before the first write: the
+/// output mode against the committed IDs, the plan (committed row groups
+/// skipped), the ID column and operators, the job record (changed inputs
+/// under row_hash IDs refused, this run's inputs recorded), the output
+/// (emptied in mode overwrite).
+async fn plan_job(job: &Job<'_>, ctx: &JobContext, checkpoint: Option<&Run>) -> Result<PlannedSource> {
+    let empty = IdSet::Empty;
+    let committed = checkpoint.map_or(&empty, Run::committed);
+    let sink = job.sink;
+    checks::overwrite_keeps_committed_rows(sink.mode, committed, &job.out_fs.url(&job.out_dir))?;
+    let skip = job.id_column.as_deref().map(|id| Skip {
+        ids: committed,
+        id_column: id,
+    });
+    let planned = job.source.plan(&ctx.storage_options, skip).await?;
+    if let Some(id) = &job.id_column {
+        checks::id_column(&planned.schema, id)?;
+    }
+    validate_plan(&job.ops, &planned.schema, job.id_column.as_deref())?;
+    if job.ops.is_empty() && !sink.partition_by.is_empty() {
+        // The rows are the input's: a partition column they lack, or one
+        // that cannot name a directory, is refused before any write.
+        crate::partition::file_schema(&planned.schema, &sink.partition_by, &sink.url)?;
+    }
+    if let Some(run) = checkpoint {
+        let uses_row_hash = job.id_column.as_deref() == Some(ROW_HASH_COLUMN);
+        let record = run.job().check_run(
+            &run.dir().url()?,
+            sink.format.extension(),
+            &sink.partition_by,
+            uses_row_hash,
+            &planned.inputs,
+        )?;
+        if &record != run.job() {
+            run.record_job(&record).await?;
+        }
+    }
+    checks::prepare_output(
+        &job.out_fs,
+        &job.out_dir,
+        sink.mode,
+        committed.is_empty(),
+        job.id_column.is_some(),
+        &planned.inputs,
+    )
+    .await?;
+    Ok(planned)
+}
+
+/// The plan's figures, in the summary, the progress bar and the metrics.
+fn report_plan(planned: &PlannedSource, ctx: &JobContext, summary: &mut JobSummary) {
     summary.input_files = planned.files as u64;
     summary.rows_skipped_unread = planned.rows_skipped_unread;
     summary.row_groups_skipped = planned.row_groups_skipped;
@@ -276,56 +288,53 @@ async fn prepare_and_run(
         crate::metrics::metrics().input_rows(total);
     }
     crate::metrics::metrics().rows_skipped(planned.rows_skipped_unread);
+}
 
-    let (unit_rows, unit_interval) = match &checkpoint {
-        Some(c) => (c.config.commit_rows, Some(c.config.commit_interval)),
-        None => (DEFAULT_ROWS_PER_FILE, None),
-    };
-    let check_duplicates =
-        ctx.check_duplicate_ids && id_column.as_deref().is_some_and(|id| id != ROW_HASH_COLUMN);
-    let (run, config, checkpoint) = match checkpoint {
-        Some(c) => (c.run, Some(c.config), Some((c.dir, c.keeper))),
-        None => (RunId::new(), None, None),
-    };
-    let pieces = VecDeque::from(std::mem::take(&mut planned.pieces));
-    let seen = check_duplicates.then(|| {
-        SeenIds::new(
-            planned.id_range,
-            planned.total_rows,
-            ctx.duplicate_check_max_ids,
-        )
-    });
-    let shared = Arc::new(Shared {
-        queue: Mutex::new(pieces),
-        planned,
-        ops,
-        batch_size: ctx.batch_size,
-        id_column,
-        committed,
-        checkpoint,
-        run,
-        next_seq: AtomicU64::new(0),
-        out_fs,
-        out_dir,
-        format: sink.format,
-        partition_by: sink.partition_by.clone(),
-        max_open_files: sink.max_open_files.max(1),
-        unit_rows,
-        unit_interval,
-        output_schema: OnceLock::new(),
-        seen,
-        progress: ctx.progress.clone(),
-        stop: AtomicBool::new(false),
-        interrupt: ctx.interrupt.clone(),
-        cut_short: AtomicBool::new(false),
-        counts: Counts::default(),
-    });
+impl Shared {
+    fn new(job: Job<'_>, ctx: &JobContext, mut planned: PlannedSource, checkpoint: Option<Run>) -> Self {
+        let (unit_rows, unit_interval) = match &ctx.checkpoint {
+            Some(c) => (c.commit_rows, Some(c.commit_interval)),
+            None => (DEFAULT_ROWS_PER_FILE, None),
+        };
+        let check_duplicates = ctx.check_duplicate_ids
+            && job.id_column.as_deref().is_some_and(|id| id != ROW_HASH_COLUMN);
+        let seen = check_duplicates.then(|| {
+            SeenIds::new(planned.id_range, planned.total_rows, ctx.duplicate_check_max_ids)
+        });
+        Self {
+            queue: Mutex::new(VecDeque::from(std::mem::take(&mut planned.pieces))),
+            planned,
+            ops: job.ops,
+            batch_size: ctx.batch_size,
+            id_column: job.id_column,
+            checkpoint,
+            run: RunId::new(),
+            next_seq: AtomicU64::new(0),
+            out_fs: job.out_fs,
+            out_dir: job.out_dir,
+            format: job.sink.format,
+            partition_by: job.sink.partition_by.clone(),
+            max_open_files: job.sink.max_open_files.max(1),
+            unit_rows,
+            unit_interval,
+            output_schema: OnceLock::new(),
+            seen,
+            progress: ctx.progress.clone(),
+            stop: AtomicBool::new(false),
+            interrupt: ctx.interrupt.clone(),
+            cut_short: AtomicBool::new(false),
+            counts: Counts::default(),
+        }
+    }
+}
 
-    let workers: Vec<_> = (0..ctx.workers.max(1))
+/// Runs `workers` workers to the end of the input; the first error.
+async fn run_workers(shared: &Arc<Shared>, workers: usize) -> Result<()> {
+    let handles: Vec<_> = (0..workers.max(1))
         .map(|_| tokio::spawn(worker(shared.clone())))
         .collect();
     let mut first_error = None;
-    for handle in workers {
+    for handle in handles {
         let outcome = handle.await.unwrap_or_else(|e| {
             Err(Error::Plan {
                 reason: format!("a worker panicked: {e}"),
@@ -335,61 +344,27 @@ async fn prepare_and_run(
             first_error.get_or_insert(e);
         }
     }
-    let shared = Arc::into_inner(shared).expect("workers are done");
-    let counts = &shared.counts;
-    summary.rows_read = counts.rows_read.load(Ordering::Relaxed);
-    summary.rows_skipped =
-        counts.rows_skipped.load(Ordering::Relaxed) + summary.rows_skipped_unread;
-    summary.rows_written = counts.rows_written.load(Ordering::Relaxed);
-    summary.files_written = counts.files_written.load(Ordering::Relaxed);
-    summary.bytes_written = counts.bytes_written.load(Ordering::Relaxed);
-    summary.units_committed = counts.units.load(Ordering::Relaxed);
+    first_error.map_or(Ok(()), Err)
+}
 
-    // Asked to stop with input left: the units taken were committed; keep
-    // the checkpoint, give the lease back, say how to resume.
-    let interrupted = first_error.is_none() && shared.cut_short.load(Ordering::SeqCst);
-    let interruption = Error::Interrupted {
-        units_committed: summary.units_committed,
-    };
-    let Some((dir, keeper)) = shared.checkpoint else {
-        if interrupted {
-            return Err(interruption);
+/// Ends the checkpoint's run: a failed or interrupted job abandons it (the
+/// lease released, the checkpoint kept for the next run); a finished one
+/// finishes it (the checkpoint deleted unless kept on success).
+async fn end_run(run: Run, outcome: Result<()>, ctx: &JobContext, summary: &mut JobSummary) -> Result<()> {
+    if let Err(e) = outcome {
+        if let Err(release) = run.abandon().await {
+            tracing::warn!("could not release the checkpoint lease: {release}");
         }
-        return first_error.map_or(Ok(()), Err);
-    };
-    if let Some(e) = first_error {
-        release(&dir, keeper).await;
         return Err(e);
     }
-    if interrupted {
-        release(&dir, keeper).await;
-        return Err(interruption);
-    }
-    crash_point("run-before-clean-up");
-    let lease = keeper.stop().await?;
-    let config = config.expect("a checkpoint has a config");
-    if config.delete_checkpoint_on_success {
-        let report = dir
-            .clean_up(Some((&shared.out_fs, shared.out_dir.as_str())))
-            .await?;
+    let report = run.finish().await?;
+    if ctx.checkpoint.as_ref().is_some_and(|c| c.delete_checkpoint_on_success) {
         summary.units_rolled_back += report.rolled_back.len() as u64;
         summary.data_files_rolled_back += report.data_files_deleted as u64;
         summary.checkpoint_removed = report.removed_directory || report.kept_foreign.is_empty();
         summary.checkpoint_foreign_files = report.kept_foreign;
-    } else {
-        dir.release_lease(lease).await?;
     }
     Ok(())
-}
-
-/// Gives the lease back after a failed run, so the next run need not wait
-/// for it to expire. The checkpoint itself is kept.
-async fn release(dir: &CheckpointDir, keeper: LeaseKeeper) {
-    if let Ok(lease) = keeper.stop().await
-        && let Err(e) = dir.release_lease(lease).await
-    {
-        tracing::warn!("could not release the checkpoint lease: {e}");
-    }
 }
 
 async fn worker(shared: Arc<Shared>) -> Result<()> {
@@ -507,10 +482,10 @@ fn drop_committed(
             ),
         });
     }
-    if shared.committed.is_empty() {
+    let Some(run) = shared.checkpoint.as_ref().filter(|run| !run.committed().is_empty()) else {
         return Ok(batch);
-    }
-    let committed = shared.committed.contains_array(ids.as_ref())?;
+    };
+    let committed = run.is_committed(ids.as_ref())?;
     let skipped = committed.true_count();
     if skipped == 0 {
         return Ok(batch);
@@ -534,7 +509,7 @@ async fn flush(shared: &Shared, unit: &mut Unit) -> Result<()> {
     if unit.input_rows == 0 && unit.ids.iter().all(|ids| ids.is_empty()) {
         return Ok(());
     }
-    let name = UnitName::new(&shared.run, shared.next_seq.fetch_add(1, Ordering::Relaxed));
+    let name = shared.next_unit();
     let ids = match unit.ids.as_slice() {
         [] => None,
         arrays => {
@@ -552,20 +527,9 @@ async fn flush(shared: &Shared, unit: &mut Unit) -> Result<()> {
     } else {
         write_partitioned(shared, &name, ids.as_ref(), unit.outputs).await?
     };
-    if let (Some((dir, keeper)), Some(ids)) = (&shared.checkpoint, ids) {
-        dir.commit_fenced(keeper, &name, ids, written.files).await?;
-        crash_point("unit-after-commit");
-        if let Err(e) = dir.release_pending(&name).await {
-            // The unit is committed; a leftover pending record is settled
-            // by the next run's recovery.
-            if !matches!(&e, cairn_checkpoint::Error::Storage(s) if s.kind() == ErrorKind::NotFound)
-            {
-                tracing::warn!(
-                    "unit {} committed; its pending record stays: {e}",
-                    name.as_str()
-                );
-            }
-        }
+    if let (Some(run), Some(_)) = (&shared.checkpoint, ids) {
+        // Commits the IDs its begin recorded, then drops the pending record.
+        run.commit(&name, written.files).await?;
     }
     shared
         .counts
@@ -612,8 +576,8 @@ async fn write_flat(
     } else {
         None
     };
-    if let (Some((dir, keeper)), Some(ids)) = (&shared.checkpoint, ids) {
-        keeper.fenced(dir.write_pending(name, ids.clone())).await?;
+    if let (Some(run), Some(ids)) = (&shared.checkpoint, ids) {
+        run.begin(name, ids.clone()).await?;
         crash_point("unit-after-pending");
     }
     let mut written = Written::default();
@@ -651,11 +615,9 @@ async fn write_partitioned(
     } else {
         Vec::new()
     };
-    if let (Some((dir, keeper)), Some(ids)) = (&shared.checkpoint, ids) {
+    if let (Some(run), Some(ids)) = (&shared.checkpoint, ids) {
         let dirs: Vec<String> = partitions.iter().map(|(d, _, _)| d.clone()).collect();
-        keeper
-            .fenced(dir.write_pending_in(name, ids.clone(), &dirs))
-            .await?;
+        run.begin_in(name, ids.clone(), &dirs).await?;
         crash_point("unit-after-pending");
     }
     let count = partitions.len();
@@ -712,7 +674,7 @@ async fn write_encoded(
     match &shared.checkpoint {
         // Fenced like the commit: no request of this unit leaves after the
         // lease's deadline.
-        Some((_, keeper)) => keeper.fenced(write).await?,
+        Some(run) => run.fenced(write).await?,
         None => write.await?,
     }
     shared.counts.files_written.fetch_add(1, Ordering::Relaxed);

@@ -8,6 +8,7 @@ use arrow_data::ArrayData;
 use arrow_pyarrow::PyArrowType;
 use bytes::Bytes;
 
+use cairn_checkpoint::Checkpoint;
 use cairn_checkpoint::internals::CheckpointConfig;
 use cairn_checkpoint::{IdSet, IdSetBuilder, StringMode};
 use pyo3::exceptions::{PyTypeError, PyValueError};
@@ -265,26 +266,15 @@ pub(crate) fn open_checkpoint<'py>(
                     config.output_layout =
                         cairn_checkpoint::internals::found_layout(&output, output_dir).await?;
                 }
-                let open = config.open(&output, output_dir).await?;
-                let checked = match &unit_log {
-                    // A table names its own files: its log, not their
-                    // names, says which units it holds.
-                    Some(log) => open.dir.require_logged(log.as_ref(), &open.state).await,
-                    None => {
-                        open.dir
-                            .require_data(&open.state, &output, output_dir)
-                            .await
-                    }
-                };
-                // A lease lost or expired while opening is an error: another
-                // run may own the checkpoint now.
-                let released = match open.keeper.stop().await {
-                    Ok(lease) => open.dir.release_lease(lease).await,
-                    Err(lost) => Err(lost),
-                };
-                checked?;
-                released?;
-                Ok((open.state, open.recovery))
+                // The one sequence: lease, recovery (a table's pending
+                // units settled by its log), the committed units checked
+                // against the output; then the lease is released, since
+                // the writers that follow are Ray's. An output holding
+                // files is Ray's save mode's to judge.
+                let run = Checkpoint::with_config(config, None)
+                    .open(&output, output_dir)
+                    .await?;
+                run.hand_over().await
             })
             .map_err(checkpoint_to_py)?;
             let names = |units: &[cairn_checkpoint::UnitName]| -> Vec<String> {

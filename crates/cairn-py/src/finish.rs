@@ -4,7 +4,8 @@
 //! the next run knows the job finished instead of writing again the rows
 //! whose IDs were already deleted.
 
-use cairn_checkpoint::internals::{CheckpointConfig, OutputLayout, RunId};
+use cairn_checkpoint::Checkpoint;
+use cairn_checkpoint::internals::{CheckpointConfig, OutputLayout};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
@@ -38,8 +39,12 @@ pub(crate) fn finish_checkpoint<'py>(
 ) -> PyResult<Bound<'py, PyDict>> {
     let mut config = CheckpointConfig::new(id_column, checkpoint_url);
     config.filesystem = Some(checkpoint_fs.fs());
-    let ttl = lease_ttl_arg(lease_ttl)?.unwrap_or(config.lease_ttl);
-    let unit_log = unit_log_arg(unit_log)?;
+    if let Some(ttl) = lease_ttl_arg(lease_ttl)? {
+        config.lease_ttl = ttl;
+    }
+    // The units are settled and listed, their IDs never read.
+    config.read_ids = false;
+    config.unit_log = unit_log_arg(unit_log)?;
     let dir = config.dir().map_err(checkpoint_to_py)?;
     let output = output_fs.fs();
     let cleaned = wait(py, async {
@@ -49,31 +54,19 @@ pub(crate) fn finish_checkpoint<'py>(
         let job = dir.check_output(&output_url).await?;
         // Ray records no partition columns: as when the run opened, an
         // output holding directories is searched at any depth.
-        let layout = match (&job, &unit_log) {
+        config.output_layout = match (&job, &config.unit_log) {
             (_, Some(_)) => OutputLayout::Flat,
             (Some(job), None) if job.layout() == OutputLayout::Partitioned => job.layout(),
             _ => cairn_checkpoint::internals::found_layout(&output, output_dir).await?,
         };
-        let dir = dir.with_layout(layout);
-        let lease = dir.acquire_lease(&RunId::new(), ttl).await?;
-        let cleaned = match &unit_log {
-            // The table holds what it holds: pending units are settled by
-            // its log, and nothing inside it is deleted.
-            Some(log) => {
-                let state = dir.list().await?;
-                match dir.settle_by_log(log.as_ref(), &state).await {
-                    Ok(_) => dir.clean_up_to_marker(None).await,
-                    Err(e) => Err(e),
-                }
-            }
-            None => dir.clean_up_to_marker(Some((&output, output_dir))).await,
-        };
-        if cleaned.is_err() {
-            // The clean-up's error is the one to report; a lease left
-            // behind expires on its own.
-            let _ = dir.release_lease(lease).await;
-        }
-        cleaned
+        // The one sequence: lease, pending units settled (a table's by its
+        // log, a file output's rolled back), then the clean-up to the
+        // completion marker.
+        let run = Checkpoint::with_config(config, None)
+            .without_output_check()
+            .open(&output, output_dir)
+            .await?;
+        run.finish_keeping_marker().await
     })
     .map_err(checkpoint_to_py)?;
     let report = PyDict::new(py);

@@ -1,0 +1,475 @@
+//! The promises of the library's front door, `Checkpoint` and `Run`, on
+//! every store (memory, local disk, Garage, moto): each trap a user fell
+//! into before (rows lost or doubled with no error) is refused or
+//! reported, and a property test over drawn runs (commits, units left in
+//! flight, dropped runs, early finishes) ends with every ID exactly once,
+//! judged by reading the output files directly.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use arrow_array::{Array, ArrayRef, Int64Array, StringArray};
+use cairn_checkpoint::internals::CheckpointDir;
+use cairn_checkpoint::{Checkpoint, Error, Run};
+use cairn_fs::{FileSystem, StorageOptions, WriteMode};
+
+fn ints(v: &[i64]) -> ArrayRef {
+    Arc::new(Int64Array::from(v.to_vec()))
+}
+
+/// A store and a fresh root on it.
+struct Place {
+    fs: FileSystem,
+    options: StorageOptions,
+    root: String,
+    _tmp: Option<tempfile::TempDir>,
+}
+
+impl Place {
+    fn memory() -> Self {
+        let root = format!(
+            "memory:///promises-{}",
+            cairn_checkpoint::internals::RunId::new().as_str()
+        );
+        Self {
+            fs: FileSystem::new("memory", &StorageOptions::new()).unwrap(),
+            options: StorageOptions::new(),
+            root,
+            _tmp: None,
+        }
+    }
+
+    fn local() -> Self {
+        let tmp = tempfile::tempdir().unwrap();
+        Self {
+            fs: FileSystem::new("file", &StorageOptions::new()).unwrap(),
+            options: StorageOptions::new(),
+            root: tmp.path().display().to_string(),
+            _tmp: Some(tmp),
+        }
+    }
+
+    fn s3(name: &str) -> Option<Self> {
+        let (options, s3) = cairn_conformance::s3_server(name, "run promises")?;
+        let root = format!(
+            "s3://{}/promises-{}",
+            s3.bucket,
+            cairn_checkpoint::internals::RunId::new().as_str()
+        );
+        let (fs, _) = FileSystem::from_url(&root, &options).unwrap();
+        Some(Self {
+            fs,
+            options,
+            root,
+            _tmp: None,
+        })
+    }
+
+    fn ckpt(&self, name: &str) -> String {
+        format!("{}/{name}/ckpt", self.root)
+    }
+
+    fn out(&self, name: &str) -> String {
+        format!("{}/{name}/out", self.root)
+    }
+
+    fn checkpoint(&self, name: &str) -> Checkpoint {
+        Checkpoint::at(&self.ckpt(name), &self.options, "id").unwrap()
+    }
+
+    async fn open(&self, name: &str) -> cairn_checkpoint::Result<Run> {
+        self.checkpoint(name)
+            .open(&self.fs, &self.out(name))
+            .await
+    }
+
+    async fn ckpt_has(&self, name: &str, file: &str) -> bool {
+        self.fs
+            .exists(&format!("{}/{file}", self.ckpt(name)))
+            .await
+            .unwrap()
+    }
+}
+
+/// One unit of `ids` through `run`: begun, its data file written (one ID a
+/// line), committed when `commit`.
+async fn unit(run: &Run, out: &str, ids: &[i64], commit: bool) -> cairn_checkpoint::UnitName {
+    let unit = run.next_unit();
+    run.begin(&unit, ints(ids)).await.unwrap();
+    let body: String = ids.iter().map(|id| format!("{id}\n")).collect();
+    let file = format!("{out}/{}", unit.data_file(0, "txt"));
+    run.fenced(run.output_fs().pipe(&file, body.into(), WriteMode::Create))
+        .await
+        .unwrap();
+    if commit {
+        run.commit(&unit, 1).await.unwrap();
+    }
+    unit
+}
+
+/// Every trap, in order, on one store.
+async fn every_promise(place: Place) {
+    finish_refuses_a_unit_in_flight(&place).await;
+    open_refuses_missing_data(&place).await;
+    open_refuses_a_full_output_for_a_new_checkpoint(&place).await;
+    commit_takes_the_begun_ids_and_drops_the_pending_record(&place).await;
+    a_dropped_run_frees_its_lease(&place).await;
+    the_id_kind_is_checked_alike_before_and_after_a_reopen(&place).await;
+    a_finished_job_writes_nothing(&place).await;
+}
+
+/// Trap 1: `finish` with a unit begun and not committed returned `Ok`
+/// after deleting the unit's data and the checkpoint.
+async fn finish_refuses_a_unit_in_flight(place: &Place) {
+    let name = "in-flight";
+    let out = place.out(name);
+    let run = place.open(name).await.unwrap();
+    unit(&run, &out, &[1, 2], true).await;
+    let left = unit(&run, &out, &[3, 4], false).await;
+    let err = run.finish().await.unwrap_err();
+    assert!(matches!(err, Error::UnitsNotCommitted { units: 1, .. }), "{err}");
+    assert!(err.to_string().contains(left.as_str()), "{err}");
+    // Nothing deleted: the unit's data and pending record are still there,
+    // and the checkpoint's lease was released (the next run opens at once).
+    assert!(place.ckpt_has(name, &left.pending_file()).await);
+    assert_eq!(place.fs.find(&out).await.unwrap().len(), 2);
+    let run = place.open(name).await.unwrap();
+    assert_eq!(run.recovery().rolled_back, vec![left]);
+    assert_eq!(run.committed().len(), 2);
+    unit(&run, &out, &[3, 4], true).await;
+    assert!(run.finish().await.unwrap().removed_directory);
+    assert_eq!(ids_in(&place.fs, &out).await, once_each(1..=4));
+}
+
+/// Trap 2: a committed unit's data file deleted, or the whole output: the
+/// reopen returned `Ok` and its IDs were skipped for ever.
+async fn open_refuses_missing_data(place: &Place) {
+    let name = "missing";
+    let out = place.out(name);
+    let run = place.open(name).await.unwrap();
+    let first = unit(&run, &out, &[1, 2], true).await;
+    unit(&run, &out, &[3], true).await;
+    run.abandon().await.unwrap();
+    place
+        .fs
+        .rm_file(&format!("{out}/{}", first.data_file(0, "txt")))
+        .await
+        .unwrap();
+    let err = place.open(name).await.unwrap_err();
+    assert!(matches!(err, Error::DataMissing { units: 1, .. }), "{err}");
+    assert!(err.to_string().contains(first.as_str()), "{err}");
+    // Refused without a change: both commits still there, lease released.
+    assert!(place.ckpt_has(name, &first.committed_file()).await);
+    place
+        .fs
+        .rm_with(&out, cairn_fs::TreeOptions::new().recursive(true))
+        .await
+        .unwrap();
+    let err = place.open(name).await.unwrap_err();
+    assert!(matches!(err, Error::DataMissing { units: 2, .. }), "{err}");
+}
+
+/// Trap 3: a fresh checkpoint over an output holding another run's files
+/// (the documented "start over by deleting the checkpoint") wrote
+/// duplicates.
+async fn open_refuses_a_full_output_for_a_new_checkpoint(place: &Place) {
+    let name = "full";
+    let out = place.out(name);
+    let theirs = format!("{out}/part-0.txt");
+    place
+        .fs
+        .pipe(&theirs, "1\n2\n".into(), WriteMode::Create)
+        .await
+        .unwrap();
+    let err = place.open(name).await.unwrap_err();
+    assert!(matches!(err, Error::OutputNotEmpty { .. }), "{err}");
+    let said = err.to_string();
+    assert!(said.contains("part-0.txt") && said.contains("append_to_existing_output"), "{said}");
+    // The checkpoint this open made is gone; their file stays.
+    assert!(!place.fs.exists(&place.ckpt(name)).await.unwrap());
+    assert!(place.fs.exists(&theirs).await.unwrap());
+    // The escape hatch the error names.
+    let run = place
+        .checkpoint(name)
+        .append_to_existing_output()
+        .open(&place.fs, &out)
+        .await
+        .unwrap();
+    unit(&run, &out, &[3], true).await;
+    run.finish().await.unwrap();
+    assert_eq!(ids_in(&place.fs, &out).await, once_each(1..=3));
+}
+
+/// Traps 4 and 6: `commit` took the IDs again (committing `[10]` for a
+/// unit begun with `[8, 9]`), a unit never begun was "lease lost", and the
+/// pending record stayed until the next open.
+async fn commit_takes_the_begun_ids_and_drops_the_pending_record(place: &Place) {
+    let name = "commit";
+    let out = place.out(name);
+    let run = place
+        .checkpoint(name)
+        .keep_on_success()
+        .open(&place.fs, &out)
+        .await
+        .unwrap();
+    let done = unit(&run, &out, &[8, 9], true).await;
+    assert!(!place.ckpt_has(name, &done.pending_file()).await);
+    let committed = place
+        .fs
+        .cat(&format!("{}/{}", place.ckpt(name), done.committed_file()))
+        .await
+        .unwrap();
+    assert_eq!(parquet_ints(committed), vec![8, 9]);
+    let never = run.next_unit();
+    let err = run.commit(&never, 1).await.unwrap_err();
+    assert!(matches!(err, Error::UnitNotBegun { .. }), "{err}");
+    assert!(err.to_string().contains(never.as_str()), "{err}");
+    let err = run.commit(&done, 1).await.unwrap_err();
+    assert!(matches!(err, Error::UnitNotBegun { .. }), "{err}");
+    assert!(!place.ckpt_has(name, &never.committed_file()).await);
+    run.finish().await.unwrap();
+}
+
+/// Trap 5: a run dropped on an error path kept its lease, and a retry in
+/// the same process was refused for 120 s naming its own pid.
+async fn a_dropped_run_frees_its_lease(place: &Place) {
+    let name = "dropped";
+    let out = place.out(name);
+    let run = place.open(name).await.unwrap();
+    let left = unit(&run, &out, &[1], false).await;
+    drop(run);
+    let run = place.open(name).await.unwrap();
+    assert_eq!(run.recovery().rolled_back, vec![left]);
+    unit(&run, &out, &[1], true).await;
+    // Dropped again: the lease is released in the background, for other
+    // processes too.
+    drop(run);
+    let dir = CheckpointDir::new(place.fs.clone(), &place.ckpt(name), "id");
+    let mut released = false;
+    for _ in 0..100 {
+        let lease = dir.read_lease().await.unwrap().expect("a lease record");
+        if lease.released {
+            released = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(released, "the dropped run's lease was never marked released");
+    let run = place.open(name).await.unwrap();
+    run.finish().await.unwrap();
+    assert_eq!(ids_in(&place.fs, &out).await, once_each(1..=1));
+}
+
+/// The kind of ID is refused alike on a fresh checkpoint and a resumed
+/// one (before, `committed()` of a fresh checkpoint took any kind).
+async fn the_id_kind_is_checked_alike_before_and_after_a_reopen(place: &Place) {
+    let name = "kind";
+    let out = place.out(name);
+    let strings = StringArray::from(vec!["a"]);
+    let run = place.open(name).await.unwrap();
+    assert_eq!(run.is_committed(&Int64Array::from(vec![1])).unwrap().true_count(), 0);
+    let before = run.is_committed(&strings).unwrap_err();
+    unit(&run, &out, &[1], true).await;
+    run.abandon().await.unwrap();
+    let run = place.open(name).await.unwrap();
+    let after = run.is_committed(&strings).unwrap_err();
+    assert_eq!(before.to_string(), after.to_string());
+    assert!(matches!(after, Error::IdTypeMismatch { .. }), "{after}");
+    let debug = format!("{run:?}");
+    assert!(debug.len() < 400 && !debug.contains("holder") && !debug.contains("keeper"), "{debug}");
+    run.finish().await.unwrap();
+}
+
+/// A job whose clean-up was cut short (the completion marker left): the
+/// next run writes nothing and ends the clean-up.
+async fn a_finished_job_writes_nothing(place: &Place) {
+    let name = "finished";
+    let out = place.out(name);
+    let run = place.open(name).await.unwrap();
+    unit(&run, &out, &[1, 2], true).await;
+    run.finish_keeping_marker().await.unwrap();
+    let run = place.open(name).await.unwrap();
+    assert!(run.finished_before());
+    let unit_name = run.next_unit();
+    let err = run.begin(&unit_name, ints(&[1])).await.unwrap_err();
+    assert!(matches!(err, Error::JobFinished { .. }), "{err}");
+    assert!(run.finish().await.unwrap().removed_directory);
+    assert_eq!(ids_in(&place.fs, &out).await, once_each(1..=2));
+}
+
+/// The IDs of a one-column Parquet file, read with the parquet crate.
+fn parquet_ints(bytes: bytes::Bytes) -> Vec<i64> {
+    let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(bytes)
+        .unwrap()
+        .build()
+        .unwrap();
+    let mut out = Vec::new();
+    for batch in reader {
+        let batch = batch.unwrap();
+        let column = arrow_cast_i64(batch.column(0));
+        out.extend(column);
+    }
+    out
+}
+
+fn arrow_cast_i64(array: &ArrayRef) -> Vec<i64> {
+    array
+        .as_any()
+        .downcast_ref::<Int64Array>()
+        .expect("an Int64 ID column")
+        .values()
+        .to_vec()
+}
+
+/// How often each ID is in the output's files (one ID a line), read
+/// file by file.
+async fn ids_in(fs: &FileSystem, out: &str) -> BTreeMap<i64, usize> {
+    let mut seen = BTreeMap::new();
+    for file in fs.find(out).await.unwrap() {
+        let text = String::from_utf8(fs.cat(&file.name).await.unwrap().to_vec()).unwrap();
+        for line in text.lines() {
+            *seen.entry(line.parse::<i64>().unwrap()).or_default() += 1;
+        }
+    }
+    seen
+}
+
+fn once_each(ids: impl Iterator<Item = i64>) -> BTreeMap<i64, usize> {
+    ids.map(|id| (id, 1)).collect()
+}
+
+#[tokio::test]
+async fn on_memory() {
+    every_promise(Place::memory()).await;
+}
+
+#[tokio::test]
+async fn on_local_disk() {
+    every_promise(Place::local()).await;
+}
+
+#[tokio::test]
+async fn on_garage() {
+    if let Some(place) = Place::s3("GARAGE") {
+        every_promise(place).await;
+    }
+}
+
+#[tokio::test]
+async fn on_moto() {
+    if let Some(place) = Place::s3("MOTO") {
+        every_promise(place).await;
+    }
+}
+
+mod drawn_runs {
+    //! Drawn sequences of runs over one input, each stopping its own way,
+    //! then a run that finishes: the output holds every ID once.
+
+    use super::*;
+    use proptest::prelude::*;
+
+    /// How a run that does not finish its input stops.
+    #[derive(Debug, Clone, Copy)]
+    enum Stop {
+        /// Dropped mid-unit (a `?` on an error path, or a crash on memory).
+        Drop,
+        /// `finish` called with the unit in flight (refused).
+        FinishEarly,
+        /// `abandon` with the unit in flight.
+        Abandon,
+    }
+
+    fn stop() -> impl Strategy<Value = Stop> {
+        prop_oneof![Just(Stop::Drop), Just(Stop::FinishEarly), Just(Stop::Abandon)]
+    }
+
+    /// One run over the input in batches of `batch`: skips the committed
+    /// IDs, commits each unit, and, when `cut` is `(k, stop)`, leaves its
+    /// k-th unit begun (data written) and stops as `stop` says. Whether it
+    /// finished.
+    async fn one_run(
+        checkpoint: &Checkpoint,
+        fs: &FileSystem,
+        out: &str,
+        input: &[i64],
+        batch: usize,
+        cut: Option<(usize, Stop)>,
+    ) -> bool {
+        let run = checkpoint.open(fs, out).await.unwrap();
+        let mut units = 0;
+        for chunk in input.chunks(batch) {
+            let array = Int64Array::from(chunk.to_vec());
+            let done = run.is_committed(&array).unwrap();
+            let todo: Vec<i64> = chunk
+                .iter()
+                .zip(done.iter())
+                .filter(|(_, done)| *done != Some(true))
+                .map(|(id, _)| *id)
+                .collect();
+            if todo.is_empty() {
+                continue;
+            }
+            let stop_here = cut.filter(|(k, _)| *k == units);
+            let name = unit(&run, out, &todo, stop_here.is_none()).await;
+            units += 1;
+            if let Some((_, stop)) = stop_here {
+                match stop {
+                    Stop::Drop => drop(run),
+                    Stop::FinishEarly => {
+                        let err = run.finish().await.unwrap_err();
+                        assert!(err.to_string().contains(name.as_str()), "{err}");
+                    }
+                    Stop::Abandon => run.abandon().await.unwrap(),
+                }
+                return false;
+            }
+        }
+        run.finish().await.unwrap();
+        true
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 48, failure_persistence: None, ..ProptestConfig::default() })]
+        #[test]
+        fn every_id_once_after_any_stops(
+            ids in 1usize..60,
+            batch in 1usize..12,
+            cuts in proptest::collection::vec((0usize..6, stop()), 0..5),
+        ) {
+            let runtime = tokio::runtime::Runtime::new().unwrap();
+            runtime.block_on(async {
+                let tmp = tempfile::tempdir().unwrap();
+                let root = tmp.path().display().to_string();
+                let fs = FileSystem::new("file", &StorageOptions::new()).unwrap();
+                let out = format!("{root}/out");
+                let checkpoint = Checkpoint::at(&format!("{root}/ckpt"), &StorageOptions::new(), "id").unwrap();
+                let input: Vec<i64> = (0..ids as i64).collect();
+                for cut in &cuts {
+                    if one_run(&checkpoint, &fs, &out, &input, batch, Some(*cut)).await {
+                        break;
+                    }
+                }
+                // A last run without a cut finishes (a run before it may
+                // have finished already: then the output is full and the
+                // fresh checkpoint refuses it).
+                let finished_before = !std::path::Path::new(&format!("{root}/ckpt")).exists()
+                    && std::path::Path::new(&out).exists();
+                if !finished_before {
+                    assert!(one_run(&checkpoint, &fs, &out, &input, batch, None).await);
+                }
+                // The oracle: the output's files read with std::fs.
+                let mut seen = BTreeMap::<i64, usize>::new();
+                for entry in std::fs::read_dir(&out).unwrap() {
+                    let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+                    for line in text.lines() {
+                        *seen.entry(line.parse().unwrap()).or_default() += 1;
+                    }
+                }
+                assert_eq!(seen, once_each(0..ids as i64));
+                assert!(!std::path::Path::new(&format!("{root}/ckpt")).exists());
+            });
+        }
+    }
+}
