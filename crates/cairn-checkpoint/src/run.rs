@@ -11,7 +11,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use arrow_array::{Array, ArrayRef, BooleanArray};
-use cairn_fs::{ErrorKind, FileSystem, StorageOptions, build_checkpoint_filesystem, split_protocol};
+use cairn_fs::{
+    ErrorKind, FileSystem, StorageOptions, build_checkpoint_filesystem, split_protocol,
+};
 
 use crate::cleanup::CleanupReport;
 use crate::config::{CheckpointConfig, OpenCheckpoint};
@@ -316,7 +318,12 @@ impl Run {
     /// directories `partitions` (paths relative to the output, such as
     /// `source=web/date=2026-11-30`): the record names them, so rolling the
     /// unit back lists only those directories.
-    pub async fn begin_in(&self, unit: &UnitName, ids: ArrayRef, partitions: &[String]) -> Result<()> {
+    pub async fn begin_in(
+        &self,
+        unit: &UnitName,
+        ids: ArrayRef,
+        partitions: &[String],
+    ) -> Result<()> {
         if self.finished_before() {
             return Err(Error::JobFinished {
                 checkpoint: self.open.dir.url()?,
@@ -450,7 +457,8 @@ impl Run {
         }
         match self.open.keeper.stop().await {
             Ok(_) => {
-                let output = (!self.table_output).then_some((&self.output_fs, self.output_dir.as_str()));
+                let output =
+                    (!self.table_output).then_some((&self.output_fs, self.output_dir.as_str()));
                 if let Err(clean) = self.open.dir.clean_up(output).await {
                     tracing::warn!("could not remove the unused checkpoint: {clean}");
                 }

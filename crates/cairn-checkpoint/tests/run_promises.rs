@@ -79,9 +79,7 @@ impl Place {
     }
 
     async fn open(&self, name: &str) -> cairn_checkpoint::Result<Run> {
-        self.checkpoint(name)
-            .open(&self.fs, &self.out(name))
-            .await
+        self.checkpoint(name).open(&self.fs, &self.out(name)).await
     }
 
     async fn ckpt_has(&self, name: &str, file: &str) -> bool {
@@ -128,7 +126,10 @@ async fn finish_refuses_a_unit_in_flight(place: &Place) {
     unit(&run, &out, &[1, 2], true).await;
     let left = unit(&run, &out, &[3, 4], false).await;
     let err = run.finish().await.unwrap_err();
-    assert!(matches!(err, Error::UnitsNotCommitted { units: 1, .. }), "{err}");
+    assert!(
+        matches!(err, Error::UnitsNotCommitted { units: 1, .. }),
+        "{err}"
+    );
     assert!(err.to_string().contains(left.as_str()), "{err}");
     // Nothing deleted: the unit's data and pending record are still there,
     // and the checkpoint's lease was released (the next run opens at once).
@@ -185,7 +186,10 @@ async fn open_refuses_a_full_output_for_a_new_checkpoint(place: &Place) {
     let err = place.open(name).await.unwrap_err();
     assert!(matches!(err, Error::OutputNotEmpty { .. }), "{err}");
     let said = err.to_string();
-    assert!(said.contains("part-0.txt") && said.contains("append_to_existing_output"), "{said}");
+    assert!(
+        said.contains("part-0.txt") && said.contains("append_to_existing_output"),
+        "{said}"
+    );
     // The checkpoint this open made is gone; their file stays.
     assert!(!place.fs.exists(&place.ckpt(name)).await.unwrap());
     assert!(place.fs.exists(&theirs).await.unwrap());
@@ -255,7 +259,10 @@ async fn a_dropped_run_frees_its_lease(place: &Place) {
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    assert!(released, "the dropped run's lease was never marked released");
+    assert!(
+        released,
+        "the dropped run's lease was never marked released"
+    );
     let run = place.open(name).await.unwrap();
     run.finish().await.unwrap();
     assert_eq!(ids_in(&place.fs, &out).await, once_each(1..=1));
@@ -268,7 +275,12 @@ async fn the_id_kind_is_checked_alike_before_and_after_a_reopen(place: &Place) {
     let out = place.out(name);
     let strings = StringArray::from(vec!["a"]);
     let run = place.open(name).await.unwrap();
-    assert_eq!(run.is_committed(&Int64Array::from(vec![1])).unwrap().true_count(), 0);
+    assert_eq!(
+        run.is_committed(&Int64Array::from(vec![1]))
+            .unwrap()
+            .true_count(),
+        0
+    );
     let before = run.is_committed(&strings).unwrap_err();
     unit(&run, &out, &[1], true).await;
     run.abandon().await.unwrap();
@@ -277,7 +289,10 @@ async fn the_id_kind_is_checked_alike_before_and_after_a_reopen(place: &Place) {
     assert_eq!(before.to_string(), after.to_string());
     assert!(matches!(after, Error::IdTypeMismatch { .. }), "{after}");
     let debug = format!("{run:?}");
-    assert!(debug.len() < 400 && !debug.contains("holder") && !debug.contains("keeper"), "{debug}");
+    assert!(
+        debug.len() < 400 && !debug.contains("holder") && !debug.contains("keeper"),
+        "{debug}"
+    );
     run.finish().await.unwrap();
 }
 
@@ -382,7 +397,11 @@ mod drawn_runs {
     }
 
     fn stop() -> impl Strategy<Value = Stop> {
-        prop_oneof![Just(Stop::Drop), Just(Stop::FinishEarly), Just(Stop::Abandon)]
+        prop_oneof![
+            Just(Stop::Drop),
+            Just(Stop::FinishEarly),
+            Just(Stop::Abandon)
+        ]
     }
 
     /// One run over the input in batches of `batch`: skips the committed

@@ -90,7 +90,8 @@ struct Counts {
 impl Counts {
     fn report(&self, summary: &mut JobSummary) {
         summary.rows_read = self.rows_read.load(Ordering::Relaxed);
-        summary.rows_skipped = self.rows_skipped.load(Ordering::Relaxed) + summary.rows_skipped_unread;
+        summary.rows_skipped =
+            self.rows_skipped.load(Ordering::Relaxed) + summary.rows_skipped_unread;
         summary.rows_written = self.rows_written.load(Ordering::Relaxed);
         summary.files_written = self.files_written.load(Ordering::Relaxed);
         summary.bytes_written = self.bytes_written.load(Ordering::Relaxed);
@@ -232,7 +233,11 @@ async fn run_job(
 /// skipped), the ID column and operators, the job record (changed inputs
 /// under row_hash IDs refused, this run's inputs recorded), the output
 /// (emptied in mode overwrite).
-async fn plan_job(job: &Job<'_>, ctx: &JobContext, checkpoint: Option<&Run>) -> Result<PlannedSource> {
+async fn plan_job(
+    job: &Job<'_>,
+    ctx: &JobContext,
+    checkpoint: Option<&Run>,
+) -> Result<PlannedSource> {
     let empty = IdSet::Empty;
     let committed = checkpoint.map_or(&empty, Run::committed);
     let sink = job.sink;
@@ -291,15 +296,27 @@ fn report_plan(planned: &PlannedSource, ctx: &JobContext, summary: &mut JobSumma
 }
 
 impl Shared {
-    fn new(job: Job<'_>, ctx: &JobContext, mut planned: PlannedSource, checkpoint: Option<Run>) -> Self {
+    fn new(
+        job: Job<'_>,
+        ctx: &JobContext,
+        mut planned: PlannedSource,
+        checkpoint: Option<Run>,
+    ) -> Self {
         let (unit_rows, unit_interval) = match &ctx.checkpoint {
             Some(c) => (c.commit_rows, Some(c.commit_interval)),
             None => (DEFAULT_ROWS_PER_FILE, None),
         };
         let check_duplicates = ctx.check_duplicate_ids
-            && job.id_column.as_deref().is_some_and(|id| id != ROW_HASH_COLUMN);
+            && job
+                .id_column
+                .as_deref()
+                .is_some_and(|id| id != ROW_HASH_COLUMN);
         let seen = check_duplicates.then(|| {
-            SeenIds::new(planned.id_range, planned.total_rows, ctx.duplicate_check_max_ids)
+            SeenIds::new(
+                planned.id_range,
+                planned.total_rows,
+                ctx.duplicate_check_max_ids,
+            )
         });
         Self {
             queue: Mutex::new(VecDeque::from(std::mem::take(&mut planned.pieces))),
@@ -350,7 +367,12 @@ async fn run_workers(shared: &Arc<Shared>, workers: usize) -> Result<()> {
 /// Ends the checkpoint's run: a failed or interrupted job abandons it (the
 /// lease released, the checkpoint kept for the next run); a finished one
 /// finishes it (the checkpoint deleted unless kept on success).
-async fn end_run(run: Run, outcome: Result<()>, ctx: &JobContext, summary: &mut JobSummary) -> Result<()> {
+async fn end_run(
+    run: Run,
+    outcome: Result<()>,
+    ctx: &JobContext,
+    summary: &mut JobSummary,
+) -> Result<()> {
     if let Err(e) = outcome {
         if let Err(release) = run.abandon().await {
             tracing::warn!("could not release the checkpoint lease: {release}");
@@ -358,7 +380,11 @@ async fn end_run(run: Run, outcome: Result<()>, ctx: &JobContext, summary: &mut 
         return Err(e);
     }
     let report = run.finish().await?;
-    if ctx.checkpoint.as_ref().is_some_and(|c| c.delete_checkpoint_on_success) {
+    if ctx
+        .checkpoint
+        .as_ref()
+        .is_some_and(|c| c.delete_checkpoint_on_success)
+    {
         summary.units_rolled_back += report.rolled_back.len() as u64;
         summary.data_files_rolled_back += report.data_files_deleted as u64;
         summary.checkpoint_removed = report.removed_directory || report.kept_foreign.is_empty();
@@ -482,7 +508,11 @@ fn drop_committed(
             ),
         });
     }
-    let Some(run) = shared.checkpoint.as_ref().filter(|run| !run.committed().is_empty()) else {
+    let Some(run) = shared
+        .checkpoint
+        .as_ref()
+        .filter(|run| !run.committed().is_empty())
+    else {
         return Ok(batch);
     };
     let committed = run.is_committed(ids.as_ref())?;

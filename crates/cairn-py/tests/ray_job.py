@@ -227,6 +227,14 @@ def main() -> None:
     else:
         getattr(ds, f"write_{sink}")(output, filesystem=data_fs)
     print("JOB DONE", flush=True)
+    after = spec.get("after_done")
+    if after == "raise":
+        # The driver's next step fails: the process ends with an error.
+        raise RuntimeError("the step after the job failed")
+    if after == "wait":
+        # The driver's next step takes a while: the harness sends SIGTERM.
+        print("NEXT STEP", flush=True)
+        time.sleep(120)
     if spec.get("die_after_done"):
         # Killed once the job succeeded, before the driver exits.
         os._exit(137)

@@ -272,6 +272,67 @@ def kill_and_resume(s3, id_column, sink="parquet", bare_output=False, kill_in_cl
     assert files(oracle, f"{base}/ckpt") == []
 
 
+def run_job_then_terminate(spec, timeout=300):
+    """Runs ray_job.py, and 2 s after its driver reports its next step
+    (the job done) sends SIGTERM to the driver alone, as an orchestrator
+    stopping it politely does; then ends what is left of its process group.
+    Returns (exit code, output)."""
+    env = dict(os.environ, RAY_DATA_PARQUET_BIN_PACKING_BYTES=str(64 * 1024))
+    proc = subprocess.Popen(
+        [sys.executable, JOB, json.dumps(spec)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+        start_new_session=True,
+    )
+    lines = []
+    try:
+        deadline = time.monotonic() + timeout
+        for line in proc.stdout:
+            lines.append(line)
+            if "NEXT STEP" in line:
+                time.sleep(2)
+                proc.send_signal(signal.SIGTERM)
+                break
+            if time.monotonic() > deadline:
+                break
+        out, _ = proc.communicate(timeout=60)
+        lines.append(out)
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    return proc.returncode, "".join(lines)
+
+
+@pytest.mark.parametrize("after", ["raise", "sigterm"])
+def test_a_driver_that_fails_after_its_job_is_not_run_twice(s3, after):
+    """The job succeeds, then the driver's next step raises, or the driver
+    is stopped with SIGTERM while it runs; the orchestrator runs the whole
+    script again: the completion marker outlived the unclean exit, so the
+    second run writes nothing (before: every row a second time)."""
+    next_step = {"raise": "raise", "sigterm": "wait"}[after]
+    spec, oracle, base = job_spec(s3, f"after-{after}", "uid", sleep=0, after_done=next_step)
+    if after == "raise":
+        code, first = run_job(spec)
+        assert code == 1 and "the step after the job failed" in first, first[-3000:]
+    else:
+        code, first = run_job_then_terminate(spec)
+        assert code not in (0, None) and "NEXT STEP" in first, f"exit {code}:\n{first[-3000:]}"
+    assert_exactly_once(oracle, base, first)
+    left = files(oracle, f"{base}/ckpt")
+    assert any(p.endswith("/.cairn-complete") for p in left), (left, first[-3000:])
+    del spec["after_done"]
+    code, again = run_job(spec)
+    assert code == 0 and "JOB DONE" in again, again[-5000:]
+    assert "records that this job" in again, again[-5000:]
+    assert_exactly_once(oracle, base, first, again)
+    # A clean end removes the marker: nothing of the checkpoint is left.
+    assert files(oracle, f"{base}/ckpt") == []
+
+
 @pytest.mark.parametrize("id_column", kinds("uid"))
 def test_a_partitioned_write_killed_and_resumed_ends_exactly_once(s3, id_column):
     """`write_parquet(partition_cols=["source"])` with cairn's manager: the

@@ -32,6 +32,9 @@ import atexit
 import inspect
 import logging
 import os
+import signal
+import sys
+import threading
 import time
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
@@ -182,8 +185,58 @@ def _datasink_being_planned() -> Any:
 _MARKERS_LEFT: Dict[str, Any] = {}
 
 
+#: Set once this process is ending other than cleanly (an uncaught
+#: exception, SIGTERM): the markers then stay, so an orchestrator's retry
+#: of the whole script finds the job finished and writes nothing again.
+_EXIT_UNCLEAN: List[str] = []
+_EXIT_WATCHED = False
+
+
+def _watch_for_unclean_exit() -> None:
+    """Notes an exit that is not a clean end of the driver: an uncaught
+    exception (``sys.excepthook``) or SIGTERM (what Kubernetes, Slurm,
+    ``timeout`` and Airflow send; Ray's own handler turns it into
+    ``sys.exit``, which runs the exit handlers). Installed when the first
+    marker is left, after ``ray.init`` installed Ray's handler, which is
+    kept and called. From the main thread only (Python's rule for
+    signal handlers)."""
+    global _EXIT_WATCHED
+    if _EXIT_WATCHED:
+        return
+    _EXIT_WATCHED = True
+    previous_hook = sys.excepthook
+
+    def excepthook(kind: Any, value: Any, tb: Any) -> None:
+        _EXIT_UNCLEAN.append(f"an uncaught {kind.__name__}")
+        previous_hook(kind, value, tb)
+
+    sys.excepthook = excepthook
+    if threading.current_thread() is not threading.main_thread():
+        return
+    previous_term = signal.getsignal(signal.SIGTERM)
+
+    def on_term(signum: int, frame: Any) -> None:
+        _EXIT_UNCLEAN.append("SIGTERM")
+        if callable(previous_term):
+            previous_term(signum, frame)
+            return
+        # The default action: end at once, without exit handlers.
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    signal.signal(signal.SIGTERM, on_term)
+
+
 def _remove_markers_at_exit() -> None:
     if not _MARKERS_LEFT:
+        return
+    if _EXIT_UNCLEAN:
+        logger.warning(
+            "cairn: the driver is ending with %s after its job finished: the completion "
+            "marker(s) of %s stay, so the same job run again writes nothing (and removes them)",
+            _EXIT_UNCLEAN[0],
+            ", ".join(_MARKERS_LEFT),
+        )
         return
     # Ray's own exit handler (registered when ray is imported, so it runs
     # after this one) shuts Ray down, which takes seconds: done first here,
@@ -461,6 +514,7 @@ class CheckpointManager(_RayManager):
                 raise
             if report["marker_left"]:
                 _MARKERS_LEFT[checkpoint_url] = checkpoint_fs._native
+                _watch_for_unclean_exit()
             if report["rolled_back"]:
                 logger.warning(
                     "cairn: unit(s) written after their run lost the checkpoint's lease were "
