@@ -3,6 +3,7 @@
 //! `tests/` through [`conformance_suite!`].
 
 pub mod fault_proxy;
+mod kit;
 pub mod loopback;
 pub mod own_garage;
 mod scenarios;
@@ -13,6 +14,7 @@ use bytes::Bytes;
 use cairn_fs::{ErrorKind, FileInfo, FileSystem, FileType, WriteMode};
 use futures::AsyncReadExt;
 
+pub use kit::{free_port, splitmix64};
 pub use scenarios::{COPY_SCENARIOS, CopyScenario, SOURCE_TREE, Src};
 pub use target::{
     OPT_OUT, S3Settings, Target, prometheus_binary, ray_python, s3_server, tools_python,

@@ -2,7 +2,6 @@
 //! the test can kill it with SIGKILL and start it again on the same data
 //! without disturbing the shared test servers.
 
-use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -21,13 +20,6 @@ pub struct OwnGarage {
     pub s3: S3Settings,
     child: Option<Child>,
     _dir: tempfile::TempDir,
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port()
 }
 
 impl OwnGarage {
@@ -53,7 +45,8 @@ impl OwnGarage {
             );
         }
         let dir = tempfile::tempdir().expect("a directory for Garage");
-        let (s3_port, rpc_port, admin_port) = (free_port(), free_port(), free_port());
+        let (s3_port, rpc_port, admin_port) =
+            (crate::free_port(), crate::free_port(), crate::free_port());
         let config = dir.path().join("garage.toml");
         std::fs::write(
             &config,

@@ -115,6 +115,24 @@ impl CheckpointDir {
         }
     }
 
+    /// Removes what a run that made this checkpoint and wrote no unit left
+    /// in it: the job record and its own lease (`lease`, stopped), then the
+    /// directory if nothing else is in it. Writes no completion marker, so
+    /// a removal cut short leaves a checkpoint that reads as new, never as
+    /// a finished job.
+    pub(crate) async fn remove_unused(&self, lease: crate::lease::Lease) -> Result<()> {
+        let own = self.file(&crate::layout::lease_file(lease.record().generation));
+        for file in [self.file(crate::layout::JOB_FILE), own] {
+            match self.fs.rm_file(&file).await {
+                Ok(()) => {}
+                Err(e) if e.kind() == ErrorKind::NotFound => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        // No marker is there: this removes the directory once empty.
+        self.remove_completion_marker().await.map(|_| ())
+    }
+
     /// [`CheckpointDir::clean_up`] that leaves the lease of generation
     /// `keep` (and so the directory) in place: a new run clearing a finished
     /// job's checkpoint before it starts on the same path.

@@ -65,6 +65,12 @@ pub struct CheckpointConfig {
     /// ([`crate::table::UnitLog`]): recovery commits the pending units it
     /// records and deletes nothing in the output.
     pub unit_log: Option<Arc<dyn UnitLog>>,
+    /// Whether opening checks the output against the committed units (a
+    /// table's log before any pending unit is settled, so a refusal
+    /// changes nothing; a file output's data files after recovery). Off
+    /// only for a door that opens a checkpoint to end it, whose units were
+    /// checked when the job opened it.
+    pub check_output: bool,
 }
 
 impl CheckpointConfig {
@@ -84,6 +90,7 @@ impl CheckpointConfig {
             read_ids: true,
             output_layout: OutputLayout::Flat,
             unit_log: None,
+            check_output: true,
         }
     }
 
@@ -258,6 +265,17 @@ impl CheckpointConfig {
                 recorded: record.id_column.clone(),
                 given: self.id_column.clone(),
             });
+        }
+        if let Some(log) = &self.unit_log
+            && self.check_output
+            && !state.complete
+        {
+            // Before anything is written or settled: a table that lost
+            // committed units (moved, restored, replaced) is refused with
+            // the checkpoint as it was, pending records included, so the
+            // units the table held between its commit and the checkpoint's
+            // are not forgotten when it is back.
+            dir.require_logged(log.as_ref(), &state).await?;
         }
         let fresh = recorded.is_none() && state.committed.is_empty() && state.pending.is_empty();
         let job = match recorded {

@@ -187,28 +187,35 @@ fn proc_hides_processes() -> bool {
         .any(|level| !matches!(level, "0" | "off"))
 }
 
-/// Holders (tokens) of leases of this process whose [`LeaseKeeper`] was
-/// dropped without being stopped: the run that held them is gone (its
-/// futures went with the keeper they borrowed), so a run of this process
-/// may take the lease at once instead of waiting out its lifetime.
-static ABANDONED: Mutex<Vec<String>> = Mutex::new(Vec::new());
+/// Leases of this process whose [`LeaseKeeper`] was dropped without being
+/// stopped (a run dropped on an error path), by holder token, with the
+/// instant each is free. The run's futures went with the keeper they
+/// borrowed, so it sends nothing more; what it had sent (a blocking local
+/// write, an upload whose body left) gets a quarter of the lifetime to
+/// land, the margin the protocol gives any late write of a holder (it
+/// stops at three quarters, a taker waits the whole). A run of this
+/// process takes such a lease then, instead of after the whole lifetime.
+static ABANDONED: Mutex<Vec<(String, Instant)>> = Mutex::new(Vec::new());
 
-fn abandoned_here(holder: &str) -> bool {
-    !holder.is_empty()
-        && ABANDONED
-            .lock()
-            .map(|gone| gone.iter().any(|h| h == holder))
-            .unwrap_or(false)
+/// When the lease of `holder`, dropped by a run of this process, is free.
+fn abandoned_until(holder: &str) -> Option<Instant> {
+    if holder.is_empty() {
+        return None;
+    }
+    let gone = ABANDONED.lock().ok()?;
+    gone.iter()
+        .find(|(h, _)| h == holder)
+        .map(|(_, free)| *free)
 }
 
-fn mark_abandoned(holder: String) {
+fn mark_abandoned(holder: String, free: Instant) {
     if let Ok(mut gone) = ABANDONED.lock() {
-        // A bounded memory of the last few: a lease older than these has
-        // expired or been released by the release spawned at the drop.
+        // A bounded memory of the last few: an older one has expired or
+        // been released by the release spawned at its drop.
         if gone.len() >= 1024 {
             gone.remove(0);
         }
-        gone.push(holder);
+        gone.push((holder, free));
     }
 }
 
@@ -308,9 +315,10 @@ impl LeaseRecord {
             return false;
         }
         if self.pid == std::process::id() {
-            // This process: gone only if its run dropped its keeper
-            // without ending (nothing of that run can write any more).
-            return abandoned_here(&self.holder);
+            // This process: gone only once its run dropped its keeper
+            // without ending and the writes it had sent had their margin
+            // to land (see `abandoned_until`).
+            return abandoned_until(&self.holder).is_some_and(|free| Instant::now() >= free);
         }
         match process_state(self.pid) {
             // Only a process known not to exist is gone: under `hidepid` a
@@ -320,6 +328,15 @@ impl LeaseRecord {
             ProcessState::Running(start) => self.process_start != 0 && start != self.process_start,
             ProcessState::Unknown => false,
         }
+    }
+
+    /// When the lease is free, if a run of this process dropped it and it
+    /// is not yet (see `abandoned_until`).
+    fn dropped_here_until(&self) -> Option<Instant> {
+        if self.released || self.pid != std::process::id() {
+            return None;
+        }
+        abandoned_until(&self.holder).filter(|free| Instant::now() < *free)
     }
 
     /// Whether a run holds the lease now: not released, not expired, and
@@ -431,6 +448,12 @@ impl CheckpointDir {
             if let Some((newest, path)) = files.last() {
                 generation = newest + 1;
                 if let Some(current) = self.read_lease_file(path).await? {
+                    if let Some(free) = current.dropped_here_until() {
+                        // A run of this process dropped it: wait out the
+                        // margin its writes get (a quarter of its lifetime
+                        // at most) instead of refusing.
+                        tokio::time::sleep_until(tokio::time::Instant::from_std(free)).await;
+                    }
                     if current.is_live() {
                         return Err(self.held_by(&current));
                     }
@@ -705,9 +728,10 @@ impl CheckpointDir {
 /// ```
 ///
 /// A keeper dropped without [`LeaseKeeper::stop`] (a run dropped on an
-/// error path) stops renewing, marks the lease abandoned for this process
-/// (a run of the same process takes it at once) and, on a Tokio runtime,
-/// releases it in the background so other processes need not wait either.
+/// error path) stops renewing and marks the lease abandoned: a quarter of
+/// its lifetime later (the margin for writes the run had already sent),
+/// a run of this process takes it, and, on a Tokio runtime, a background
+/// task releases it for other processes.
 pub struct LeaseKeeper {
     task: Option<tokio::task::JoinHandle<()>>,
     stop: tokio::sync::watch::Sender<bool>,
@@ -884,14 +908,17 @@ impl Drop for LeaseKeeper {
             Ok(state) => state.lease.clone(),
             Err(_) => return,
         };
-        mark_abandoned(lease.record.holder.clone());
+        let margin = lease.ttl / 4;
+        mark_abandoned(lease.record.holder.clone(), Instant::now() + margin);
         let dir = self.dir.clone();
         match tokio::runtime::Handle::try_current() {
-            // The renewal in flight finishes first (see `start`), then the
-            // lease is marked released unless another run took it meanwhile.
+            // The renewal in flight finishes first (see `start`), the run's
+            // writes already sent get their margin, then the lease is
+            // marked released unless another run took it meanwhile.
             Ok(runtime) => {
                 runtime.spawn(async move {
                     let _ = task.await;
+                    tokio::time::sleep(margin).await;
                     if let Err(e) = dir.release_lease(lease).await {
                         tracing::warn!(checkpoint = %dir.dir, "could not release the lease of a dropped run: {e}");
                     }

@@ -54,8 +54,6 @@ pub struct Checkpoint {
     /// How a new checkpoint over an output holding files is refused (what
     /// the error tells the user to do), or `None`: such an output is fine.
     refuse_existing_output: Option<String>,
-    /// Whether an open checks the output against the committed units.
-    check_output: bool,
 }
 
 impl Checkpoint {
@@ -91,22 +89,12 @@ impl Checkpoint {
     /// assert!(err.to_string().contains("s3://bucket/ckpt"));
     /// ```
     pub fn on(fs: &FileSystem, path: &str, id_column: &str) -> Result<Self> {
-        let (scheme, _) = split_protocol(path);
-        let served = |scheme: &str| {
-            cairn_fs::Registry::global()
-                .resolve(scheme)
-                .is_ok_and(|factory| factory.schemes().contains(&fs.protocol()))
-        };
-        if let Some(scheme) = scheme
-            && !served(&scheme)
-        {
-            return Err(Error::InvalidConfig {
-                reason: format!(
-                    "checkpoint path {path} is not on the given filesystem (protocol {}); give a path of that filesystem, or build the checkpoint with Checkpoint::at",
-                    fs.protocol()
-                ),
-            });
-        }
+        on_filesystem(
+            fs,
+            path,
+            "checkpoint path",
+            "build the checkpoint with Checkpoint::at",
+        )?;
         let mut config = CheckpointConfig::new(id_column, path);
         config.validate()?;
         config.filesystem = Some(fs.uncached());
@@ -121,7 +109,6 @@ impl Checkpoint {
         Self {
             config,
             refuse_existing_output: Some(LIBRARY_HATCH.to_string()),
-            check_output: true,
         }
     }
 
@@ -178,6 +165,12 @@ impl Checkpoint {
     /// the lease and changes nothing else, but for removing the
     /// checkpoint it made itself.
     pub async fn open(&self, output_fs: &FileSystem, output_dir: &str) -> Result<Run> {
+        on_filesystem(
+            output_fs,
+            output_dir,
+            "output directory",
+            "build the output's filesystem with FileSystem::from_url(output_dir, ...)",
+        )?;
         let open = self.config.open(output_fs, output_dir).await?;
         let kind = open.state.ids.kind();
         let run = Run {
@@ -311,14 +304,14 @@ impl Run {
     /// where strings are committed, or the reverse), and on a checkpoint
     /// whose job [`Run::finished_before`].
     pub async fn begin(&self, unit: &UnitName, ids: ArrayRef) -> Result<()> {
-        self.begin_in(unit, ids, &[]).await
+        self.begin_partitioned(unit, ids, &[]).await
     }
 
-    /// [`Run::begin`] for a unit whose data files go into the partition
-    /// directories `partitions` (paths relative to the output, such as
-    /// `source=web/date=2026-11-30`): the record names them, so rolling the
-    /// unit back lists only those directories.
-    pub async fn begin_in(
+    /// Step 1 for a unit whose data files go into the partition directories
+    /// `partitions` (none: the output itself). Only for a checkpoint whose
+    /// layout is partitioned (the job runner's partitioned outputs): a flat
+    /// one's data check would not look there.
+    async fn begin_partitioned(
         &self,
         unit: &UnitName,
         ids: ArrayRef,
@@ -419,8 +412,11 @@ impl Run {
             });
         }
         crate::failpoint::crash_point("run-before-clean-up");
+        // A finished job's cut-short clean-up is ended whatever this run
+        // keeps: its marker says the checkpoint is being deleted.
+        let keep = !self.delete_on_success && !self.finished_before();
         let lease = self.open.keeper.stop().await?;
-        if !self.delete_on_success {
+        if keep {
             self.open.dir.release_lease(lease).await?;
             return Ok(CleanupReport::default());
         }
@@ -442,9 +438,11 @@ impl Run {
     }
 
     /// Ends a run refused before its first unit: a checkpoint this run
-    /// made (nothing was committed or pending, and it had no job record) is
-    /// removed, since a record left in it would bind the path to a job that
-    /// never ran; any other is kept, its lease released. Only while the
+    /// made (nothing was committed or pending, and it had no job record)
+    /// loses the job record and the lease this run wrote, and the directory
+    /// once empty (no completion marker: a removal cut short must never
+    /// read as a finished job), since a record left in it would bind the
+    /// path to a job that never ran; any other is kept, its lease released. Only while the
     /// lease is still this run's: a run that took it over owns the
     /// directory now. What fails here is logged: the refusal is the error
     /// to report.
@@ -456,11 +454,9 @@ impl Run {
             return;
         }
         match self.open.keeper.stop().await {
-            Ok(_) => {
-                let output =
-                    (!self.table_output).then_some((&self.output_fs, self.output_dir.as_str()));
-                if let Err(clean) = self.open.dir.clean_up(output).await {
-                    tracing::warn!("could not remove the unused checkpoint: {clean}");
+            Ok(lease) => {
+                if let Err(e) = self.open.dir.remove_unused(lease).await {
+                    tracing::warn!("could not remove the unused checkpoint: {e}");
                 }
             }
             Err(lost) => tracing::warn!("the checkpoint is left as it is: {lost}"),
@@ -472,28 +468,25 @@ impl Run {
     /// run.
     async fn check_output(&self, checkpoint: &Checkpoint) -> Result<()> {
         let state = &self.open.state;
-        if state.complete || !checkpoint.check_output {
+        if state.complete || !checkpoint.config.check_output {
+            return Ok(());
+        }
+        if self.table_output {
+            // A table names its own files: its log, not their names, says
+            // which units it holds, and was asked before anything was
+            // settled (CheckpointConfig::open).
             return Ok(());
         }
         if !state.committed.is_empty() {
-            return match &checkpoint.config.unit_log {
-                // A table names its own files: its log, not their names,
-                // says which units it holds.
-                Some(log) => self.open.dir.require_logged(log.as_ref(), state).await,
-                None => {
-                    self.open
-                        .dir
-                        .require_data(state, &self.output_fs, &self.output_dir)
-                        .await
-                }
-            };
+            return self
+                .open
+                .dir
+                .require_data(state, &self.output_fs, &self.output_dir)
+                .await;
         }
         let Some(hatch) = &checkpoint.refuse_existing_output else {
             return Ok(());
         };
-        if self.table_output {
-            return Ok(());
-        }
         match crate::verify::first_file(&self.output_fs, &self.output_dir).await? {
             Some(example) => Err(Error::OutputNotEmpty {
                 checkpoint: self.open.dir.url()?,
@@ -526,6 +519,26 @@ impl Run {
     }
 }
 
+/// Refuses a `path` (the `what` of a run) whose scheme `fs` does not
+/// serve, with [`Error::InvalidConfig`] naming both and `fix`.
+fn on_filesystem(fs: &FileSystem, path: &str, what: &str, fix: &str) -> Result<()> {
+    let (scheme, _) = split_protocol(path);
+    let served = |scheme: &str| {
+        cairn_fs::Registry::global()
+            .resolve(scheme)
+            .is_ok_and(|factory| factory.schemes().contains(&fs.protocol()))
+    };
+    match scheme {
+        Some(scheme) if !served(&scheme) => Err(Error::InvalidConfig {
+            reason: format!(
+                "{what} {path} is not on the given filesystem (protocol {}); give a path of that filesystem, or {fix}",
+                fs.protocol()
+            ),
+        }),
+        _ => Ok(()),
+    }
+}
+
 /// A few units' names, for an error message.
 fn examples(units: &[UnitName]) -> String {
     units
@@ -554,7 +567,6 @@ impl Checkpoint {
         Self {
             config,
             refuse_existing_output: hatch.map(str::to_string),
-            check_output: true,
         }
     }
 
@@ -563,7 +575,7 @@ impl Checkpoint {
     /// a job), whose units were checked when the job opened it and whose
     /// writers (Ray's tasks) record no count of data files.
     pub fn without_output_check(mut self) -> Self {
-        self.check_output = false;
+        self.config.check_output = false;
         self.refuse_existing_output = None;
         self
     }
@@ -571,6 +583,20 @@ impl Checkpoint {
 
 #[cfg(feature = "internals")]
 impl Run {
+    /// [`Run::begin`] for a unit whose data files go into the partition
+    /// directories `partitions` (paths relative to the output, such as
+    /// `source=web/date=2026-11-30`): the record names them, so rolling the
+    /// unit back lists only those directories. For a checkpoint opened with
+    /// a partitioned `output_layout` (its data check searches every depth).
+    pub async fn begin_in(
+        &self,
+        unit: &UnitName,
+        ids: ArrayRef,
+        partitions: &[String],
+    ) -> Result<()> {
+        self.begin_partitioned(unit, ids, partitions).await
+    }
+
     /// The checkpoint directory (its URL, its layout).
     pub fn dir(&self) -> &crate::commit::CheckpointDir {
         &self.open.dir

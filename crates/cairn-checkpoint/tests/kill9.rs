@@ -81,15 +81,6 @@ fn child_worker() {
     tokio::runtime::Runtime::new().unwrap().block_on(job(&root));
 }
 
-/// splitmix64, so a failing sequence of kill instants replays from its seed.
-fn mix(z: &mut u64) -> u64 {
-    *z = z.wrapping_add(0x9E3779B97F4A7C15);
-    let mut x = *z;
-    x = (x ^ (x >> 30)).wrapping_mul(0xBF58476D1CE4E5B9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94D049BB133111EB);
-    x ^ (x >> 31)
-}
-
 fn child(root: &str) -> Command {
     let mut cmd = Command::new(std::env::current_exe().unwrap());
     cmd.args([
@@ -117,7 +108,9 @@ fn kill9_at_random_instants() {
     let mut killed_midway = 0;
     for _ in 0..KILLS {
         let mut process = child(&root).spawn().unwrap();
-        std::thread::sleep(Duration::from_millis(5 + mix(&mut seed) % 120));
+        std::thread::sleep(Duration::from_millis(
+            5 + cairn_conformance::splitmix64(&mut seed) % 120,
+        ));
         if process.try_wait().unwrap().is_none() {
             killed_midway += 1;
         }

@@ -74,8 +74,13 @@ impl Place {
         format!("{}/{name}/out", self.root)
     }
 
+    /// The checkpoint `name`, with a short lease: a dropped run's writes
+    /// get a quarter of it (0.75 s) before a run of this process goes on.
     fn checkpoint(&self, name: &str) -> Checkpoint {
-        Checkpoint::at(&self.ckpt(name), &self.options, "id").unwrap()
+        Checkpoint::at(&self.ckpt(name), &self.options, "id")
+            .unwrap()
+            .lease_ttl(Duration::from_secs(3))
+            .unwrap()
     }
 
     async fn open(&self, name: &str) -> cairn_checkpoint::Result<Run> {
@@ -115,6 +120,23 @@ async fn every_promise(place: Place) {
     a_dropped_run_frees_its_lease(&place).await;
     the_id_kind_is_checked_alike_before_and_after_a_reopen(&place).await;
     a_finished_job_writes_nothing(&place).await;
+    a_path_of_another_store_is_a_config_error(&place).await;
+}
+
+/// An output (or checkpoint) path of another store than its filesystem is
+/// the same kind of error from `on` and from `open` (before, `open` gave a
+/// storage error), naming the path.
+async fn a_path_of_another_store_is_a_config_error(place: &Place) {
+    let err = place
+        .checkpoint("elsewhere")
+        .open(&place.fs, "gcs://bucket/out")
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::InvalidConfig { .. }), "{err}");
+    assert!(err.to_string().contains("gcs://bucket/out"), "{err}");
+    let err = Checkpoint::on(&place.fs, "gcs://bucket/ckpt", "id").unwrap_err();
+    assert!(matches!(err, Error::InvalidConfig { .. }), "{err}");
+    assert!(!place.fs.exists(&place.ckpt("elsewhere")).await.unwrap());
 }
 
 /// Trap 1: `finish` with a unit begun and not committed returned `Ok`
@@ -236,14 +258,22 @@ async fn commit_takes_the_begun_ids_and_drops_the_pending_record(place: &Place) 
 }
 
 /// Trap 5: a run dropped on an error path kept its lease, and a retry in
-/// the same process was refused for 120 s naming its own pid.
+/// the same process was refused for the lease's whole lifetime (120 s by
+/// default) naming its own pid. Now the retry waits out a quarter of it
+/// (the margin for writes the dropped run had sent) and goes on.
 async fn a_dropped_run_frees_its_lease(place: &Place) {
     let name = "dropped";
     let out = place.out(name);
     let run = place.open(name).await.unwrap();
     let left = unit(&run, &out, &[1], false).await;
     drop(run);
+    let started = std::time::Instant::now();
     let run = place.open(name).await.unwrap();
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_millis(700),
+        "took the lease after {waited:?}"
+    );
     assert_eq!(run.recovery().rolled_back, vec![left]);
     unit(&run, &out, &[1], true).await;
     // Dropped again: the lease is released in the background, for other
@@ -463,7 +493,10 @@ mod drawn_runs {
                 let root = tmp.path().display().to_string();
                 let fs = FileSystem::new("file", &StorageOptions::new()).unwrap();
                 let out = format!("{root}/out");
-                let checkpoint = Checkpoint::at(&format!("{root}/ckpt"), &StorageOptions::new(), "id").unwrap();
+                let checkpoint = Checkpoint::at(&format!("{root}/ckpt"), &StorageOptions::new(), "id")
+                    .unwrap()
+                    .lease_ttl(Duration::from_secs(3))
+                    .unwrap();
                 let input: Vec<i64> = (0..ids as i64).collect();
                 for cut in &cuts {
                     if one_run(&checkpoint, &fs, &out, &input, batch, Some(*cut)).await {
@@ -490,5 +523,78 @@ mod drawn_runs {
                 assert!(!std::path::Path::new(&format!("{root}/ckpt")).exists());
             });
         }
+    }
+}
+
+mod table_output {
+    //! A table output whose log lost committed units is refused before any
+    //! pending unit is settled.
+
+    use std::collections::HashSet;
+
+    use cairn_checkpoint::UnitName;
+    use cairn_checkpoint::internals::{CheckpointConfig, RunId, UnitLog};
+    use futures::future::BoxFuture;
+
+    use super::*;
+
+    /// A table that records the units in its list (none: moved away).
+    #[derive(Debug)]
+    struct Table(Vec<UnitName>);
+
+    impl UnitLog for Table {
+        fn recorded<'a>(
+            &'a self,
+            units: &'a [UnitName],
+        ) -> BoxFuture<'a, cairn_checkpoint::Result<HashSet<UnitName>>> {
+            Box::pin(async move {
+                Ok(units
+                    .iter()
+                    .filter(|u| self.0.contains(u))
+                    .cloned()
+                    .collect())
+            })
+        }
+        fn table(&self) -> String {
+            "memory:///a-table".into()
+        }
+    }
+
+    /// Finding 4 of tables round 2: a unit held between its table commit
+    /// and its checkpoint commit, the table not found at the resume: the
+    /// refusal dropped the held unit's pending record first, and once the
+    /// table was back its rows were written twice.
+    #[tokio::test]
+    async fn a_table_that_lost_units_is_refused_before_anything_is_settled() {
+        let place = Place::memory();
+        let ckpt = place.ckpt("table");
+        let dir = CheckpointDir::new(place.fs.clone(), &ckpt, "id");
+        let run = RunId::new();
+        let (done, held) = (UnitName::new(&run, 0), UnitName::new(&run, 1));
+        dir.write_pending(&done, ints(&[1])).await.unwrap();
+        dir.commit(&done, ints(&[1])).await.unwrap();
+        dir.release_pending(&done).await.unwrap();
+        dir.write_pending(&held, ints(&[2])).await.unwrap();
+        let open = |table: Table| {
+            let mut config = CheckpointConfig::new("id", &ckpt);
+            config.filesystem = Some(place.fs.clone());
+            config.unit_log = Some(Arc::new(table));
+            let out = place.out("table");
+            let fs = place.fs.clone();
+            async move { Checkpoint::with_config(config, None).open(&fs, &out).await }
+        };
+        let err = open(Table(Vec::new())).await.unwrap_err();
+        assert!(
+            matches!(err, Error::UnitsNotInTable { units: 1, .. }),
+            "{err}"
+        );
+        assert!(
+            place.ckpt_has("table", &held.pending_file()).await,
+            "the held unit was settled"
+        );
+        // The table back: the held unit is committed from its log, not redone.
+        let run = open(Table(vec![done.clone(), held.clone()])).await.unwrap();
+        assert_eq!(run.recovery().committed_from_table, vec![held]);
+        run.abandon().await.unwrap();
     }
 }

@@ -16,12 +16,13 @@
 
 mod common;
 
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use cairn_conformance::fault_proxy::{self, Fault, FaultPlan, FaultProxy};
 use cairn_conformance::own_garage::OwnGarage;
 use cairn_conformance::{S3Settings, s3_server, tools_python};
+use common::place::text;
 use common::{cairn_on, embed_transform, s3_oracle};
 
 /// Rows of the input: enough units (of 5,000 rows) that each fault kind
@@ -120,14 +121,6 @@ fn sample(s3: &S3Settings, job: &Job) {
         "--row-group-rows",
         "5000",
     ]));
-}
-
-fn text(out: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
 }
 
 fn spawn(mut command: Command) -> Child {

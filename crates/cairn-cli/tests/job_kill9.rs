@@ -12,15 +12,6 @@ use cairn_conformance::{s3_server, tools_python};
 mod common;
 use common::{cairn, embed_transform, run_ok};
 
-/// splitmix64: the kill instants replay from the seed.
-fn mix(state: &mut u64) -> u64 {
-    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    let mut z = *state;
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
-
 fn seed() -> u64 {
     let seed = std::env::var("CAIRN_JOB_KILL9_SEED")
         .ok()
@@ -93,7 +84,8 @@ impl Scenario {
         let mut landed = 0;
         for _ in 0..kills {
             let mut child = self.start();
-            let delay = Duration::from_millis(30 + mix(seed) % max_delay_ms);
+            let delay =
+                Duration::from_millis(30 + cairn_conformance::splitmix64(seed) % max_delay_ms);
             let started = Instant::now();
             while started.elapsed() < delay {
                 if child.try_wait().unwrap().is_some() {

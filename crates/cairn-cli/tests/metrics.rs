@@ -6,7 +6,6 @@
 mod common;
 
 use std::io::Read;
-use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -31,7 +30,7 @@ impl Prometheus {
             ),
         )
         .unwrap();
-        let port = free_port();
+        let port = cairn_conformance::free_port();
         let log = std::fs::File::create(dir.path().join("prometheus.log")).unwrap();
         let child = Command::new(binary)
             .arg(format!("--config.file={}", config.display()))
@@ -116,14 +115,6 @@ fn percent_encode(text: &str) -> String {
         .collect()
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 #[test]
 #[ignore = "needs the Garage server and Prometheus: scripts/test.sh runs it"]
 fn a_job_scraped_by_prometheus_reports_counts_that_add_up_with_its_summary() {
@@ -135,7 +126,7 @@ fn a_job_scraped_by_prometheus_reports_counts_that_add_up_with_its_summary() {
     let (input, output, checkpoint) = (place.url("in"), place.url("out"), place.url("ckpt"));
     place.sample("in", 40_000, 4);
 
-    let job_port = free_port();
+    let job_port = cairn_conformance::free_port();
     let prometheus = Prometheus::start(&prometheus_bin, &format!("127.0.0.1:{job_port}"));
     let files = tempfile::tempdir().unwrap();
     let metrics_file = files.path().join("job.prom");

@@ -113,15 +113,6 @@ fn strs(args: &[String]) -> Vec<&str> {
     args.iter().map(String::as_str).collect()
 }
 
-/// splitmix64: the kill instants replay from the seed.
-fn mix(state: &mut u64) -> u64 {
-    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    let mut z = *state;
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
-
 /// Whether a run that ended on its own was refused only because an earlier
 /// run had finished the job (and removed its checkpoint): this one is then
 /// a fresh run into a full output.
@@ -152,7 +143,8 @@ fn kill_repeatedly(
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        let delay = Duration::from_millis(50 + mix(&mut seed) % max_delay_ms);
+        let delay =
+            Duration::from_millis(50 + cairn_conformance::splitmix64(&mut seed) % max_delay_ms);
         let started = Instant::now();
         while started.elapsed() < delay && child.try_wait().unwrap().is_none() {
             std::thread::sleep(Duration::from_millis(2));

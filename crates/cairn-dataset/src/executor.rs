@@ -180,6 +180,10 @@ async fn open_checkpoint(job: &Job<'_>, ctx: &JobContext) -> Result<Option<Run>>
         return Ok(None);
     };
     let mut config = config.clone();
+    // The workers drop committed rows by this run's set: it must be read
+    // (a caller's read_ids = false would leave it empty and every row
+    // would be written again).
+    config.read_ids = true;
     config.output_layout = OutputLayout::for_partition_columns(&job.sink.partition_by);
     if config.storage_options.is_empty() {
         config.storage_options = ctx.storage_options.clone();

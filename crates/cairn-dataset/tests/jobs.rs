@@ -47,29 +47,6 @@ fn write_batch(path: &std::path::Path, batch: RecordBatch) {
     writer.close().unwrap();
 }
 
-/// How often each uid occurs in the Parquet output under `dir`.
-async fn output_counts(dir: &std::path::Path) -> HashMap<i64, usize> {
-    let mut counts = HashMap::new();
-    if !dir.exists() {
-        return counts;
-    }
-    let batches = Source::parquet([dir.to_str().unwrap()])
-        .collect(&Default::default())
-        .await
-        .unwrap_or_default();
-    for batch in batches {
-        for uid in batch
-            .column_by_name("uid")
-            .unwrap()
-            .as_primitive::<Int64Type>()
-            .values()
-        {
-            *counts.entry(*uid).or_default() += 1;
-        }
-    }
-    counts
-}
-
 /// A temporary directory and a job's `in`, `out` and `ckpt` paths in it.
 struct Dirs {
     tmp: tempfile::TempDir,
@@ -124,7 +101,7 @@ async fn a_failed_transform_resumes_exactly_once() {
         err.to_string().contains("map_batches(flaky)") && err.to_string().contains("went away"),
         "{err}"
     );
-    let partial = output_counts(&output).await;
+    let partial = output_counts(&output);
     assert!(
         !partial.is_empty() && partial.len() < 2000,
         "partial output: {}",
@@ -137,7 +114,7 @@ async fn a_failed_transform_resumes_exactly_once() {
         .write_parquet(&ctx(&ckpt, 100), output.to_str().unwrap())
         .await
         .unwrap();
-    let counts = output_counts(&output).await;
+    let counts = output_counts(&output);
     assert_eq!(counts.len(), 2000);
     assert!(counts.values().all(|&n| n == 1), "duplicates in the output");
     assert_eq!(summary.rows_skipped as usize, partial.len());
@@ -145,29 +122,40 @@ async fn a_failed_transform_resumes_exactly_once() {
     assert!(summary.checkpoint_removed && !ckpt.exists());
 }
 
-/// How often each uid occurs in the Parquet files under `dir`, read with the
-/// parquet crate (not through cairn).
-fn output_counts_by_parquet(dir: &std::path::Path) -> HashMap<i64, usize> {
+/// How often each uid occurs in the Parquet files under `dir` (at any
+/// depth; none when `dir` is missing), read with the parquet crate, not
+/// through cairn. A file that cannot be read fails the test.
+fn output_counts(dir: &std::path::Path) -> HashMap<i64, usize> {
     let mut counts = HashMap::new();
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.extension().is_none_or(|e| e != "parquet") {
-            continue;
-        }
-        let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(
-            std::fs::File::open(&path).unwrap(),
-        )
-        .unwrap()
-        .build()
-        .unwrap();
-        for batch in reader {
-            let batch = batch.unwrap();
-            let uid = batch
-                .column_by_name("uid")
-                .unwrap()
-                .as_primitive::<Int64Type>();
-            for v in uid.values() {
-                *counts.entry(*v).or_default() += 1;
+    if !dir.exists() {
+        return counts;
+    }
+    let mut dirs = vec![dir.to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path);
+                continue;
+            }
+            if path.extension().is_none_or(|e| e != "parquet") {
+                continue;
+            }
+            let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(
+                std::fs::File::open(&path).unwrap(),
+            )
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+            .build()
+            .unwrap();
+            for batch in reader {
+                let batch = batch.unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+                let uid = batch
+                    .column_by_name("uid")
+                    .unwrap()
+                    .as_primitive::<Int64Type>();
+                for v in uid.values() {
+                    *counts.entry(*v).or_default() += 1;
+                }
             }
         }
     }
@@ -206,7 +194,7 @@ async fn one_to_three_resumes_exactly_once(
         .write_parquet(&ctx(&ckpt, 60), output.to_str().unwrap())
         .await;
     assert!(first.unwrap_err().to_string().contains("bad sample 450"));
-    let partial = output_counts_by_parquet(&output);
+    let partial = output_counts(&output);
     assert!(!partial.is_empty(), "units committed before the failure");
     assert!(
         partial.values().all(|&n| n == 3),
@@ -216,7 +204,7 @@ async fn one_to_three_resumes_exactly_once(
         .write_parquet(&ctx(&ckpt, 60), output.to_str().unwrap())
         .await
         .unwrap();
-    let counts = output_counts_by_parquet(&output);
+    let counts = output_counts(&output);
     assert_eq!(counts.len(), 600);
     assert!(
         counts.values().all(|&n| n == 3),
@@ -325,7 +313,7 @@ async fn row_hash_resume_skips_committed_row_groups_unread() {
     );
     assert_eq!(summary.files_skipped, 1);
     assert_eq!(summary.rows_read, 1300);
-    let counts = output_counts(&output).await;
+    let counts = output_counts(&output);
     assert_eq!(counts.len(), 3000);
     assert!(counts.values().all(|&n| n == 1));
 }
@@ -366,7 +354,7 @@ async fn a_finished_run_with_a_kept_checkpoint_writes_nothing_and_says_so() {
         err.to_string().contains("mode overwrite would delete"),
         "{err}"
     );
-    assert_eq!(output_counts(&output).await.len(), 200, "nothing deleted");
+    assert_eq!(output_counts(&output).len(), 200, "nothing deleted");
 }
 
 #[tokio::test]
@@ -514,7 +502,7 @@ async fn bad_input_is_a_clear_error() {
         .write_parquet(&ctx(&ckpt, 100), output.to_str().unwrap())
         .await
         .unwrap();
-    let counts = output_counts(&output).await;
+    let counts = output_counts(&output);
     assert_eq!(counts.len(), 20);
 }
 
@@ -575,19 +563,23 @@ async fn running_a_finished_job_again_is_refused_instead_of_duplicating() {
         .await
         .unwrap_err();
     assert!(err.to_string().contains("already holds files"), "{err}");
-    assert_eq!(output_counts(&output).await.len(), 50);
+    assert_eq!(output_counts(&output).len(), 50);
     // Asked for explicitly, append adds the rows again; overwrite replaces them.
     let sink = |mode| Sink::parquet(output.to_str().unwrap()).mode(mode);
     job()
         .write(&ctx(&ckpt, 100), sink(SaveMode::Append))
         .await
         .unwrap();
-    assert!(output_counts(&output).await.values().all(|&n| n == 2));
+    let counts = output_counts(&output);
+    assert_eq!(counts.len(), 50);
+    assert!(counts.values().all(|&n| n == 2), "{counts:?}");
     job()
         .write(&ctx(&ckpt, 100), sink(SaveMode::Overwrite))
         .await
         .unwrap();
-    assert!(output_counts(&output).await.values().all(|&n| n == 1));
+    let counts = output_counts(&output);
+    assert_eq!(counts.len(), 50);
+    assert!(counts.values().all(|&n| n == 1), "{counts:?}");
 }
 
 #[tokio::test]
@@ -624,7 +616,7 @@ async fn a_field_the_schema_sample_missed_is_an_error_naming_file_and_line() {
         "{message}"
     );
     assert!(
-        output_counts(&output).await.is_empty(),
+        output_counts(&output).is_empty(),
         "nothing was dropped into the output"
     );
 }
@@ -643,7 +635,7 @@ async fn batch_size_zero_through_the_library_reads_one_row_at_a_time() {
         .await
         .unwrap();
     assert_eq!(summary.rows_written, 10);
-    assert_eq!(output_counts(&output).await.len(), 10);
+    assert_eq!(output_counts(&output).len(), 10);
     // The field set directly skips the builder's clamp: a clear refusal.
     let mut zero = ctx(&ckpt, 100);
     zero.batch_size = 0;
@@ -693,5 +685,5 @@ async fn a_unit_whose_rows_were_all_filtered_out_records_that_it_wrote_no_data()
         .unwrap();
     assert_eq!(state.committed.len(), 4);
     assert_eq!(state.units_without_output.len(), 3, "{state:?}");
-    assert_eq!(output_counts(&output).await.len(), 50);
+    assert_eq!(output_counts(&output).len(), 50);
 }

@@ -66,7 +66,13 @@ pub(crate) fn finish_checkpoint<'py>(
             .without_output_check()
             .open(&output, output_dir)
             .await?;
-        run.finish_keeping_marker().await
+        // Pending units without a commit are rolled back by the open's
+        // recovery now (by the clean-up before): reported as its own.
+        let recovery = run.recovery().clone();
+        let mut cleaned = run.finish_keeping_marker().await?;
+        cleaned.rolled_back.extend(recovery.rolled_back);
+        cleaned.data_files_deleted += recovery.data_files_deleted;
+        Ok(cleaned)
     })
     .map_err(checkpoint_to_py)?;
     let report = PyDict::new(py);

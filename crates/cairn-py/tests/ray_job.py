@@ -54,6 +54,7 @@ from ray.data.checkpoint import CheckpointConfig
 
 import cairn
 import cairn.ray
+from kit import shard_processes
 
 
 # Partition values that need escaping in a directory name ('/', '=', '%',
@@ -93,20 +94,6 @@ def replace_a_node_when(cluster, worker, committed, units, flag):
             f.write(str(at))
 
     threading.Thread(target=watch, daemon=True).start()
-
-
-def shard_processes():
-    """The pids of the shard actors on this machine (Ray titles an actor's
-    process `ray::<class>`)."""
-    pids = []
-    for entry in os.listdir("/proc"):
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as f:
-                if f.read().startswith(b"ray::ShardActor"):
-                    pids.append(int(entry))
-        except (OSError, ValueError):
-            continue
-    return pids
 
 
 def kill_a_shard_when(committed, units):
@@ -242,7 +229,7 @@ def main() -> None:
         # The cluster's exit handlers trip over a node removed or still
         # starting; the test kills what this driver started. cairn's own
         # exit handler is run here: the completion marker removed.
-        cairn.ray._remove_markers()
+        cairn._ray_manager._remove_markers()
         sys.stderr.flush()
         os._exit(0)
 

@@ -7,7 +7,6 @@ scripts/test.sh runs it in its ray-metrics-venv; elsewhere it shows as
 skipped."""
 
 import os
-import socket
 import time
 import urllib.request
 import uuid
@@ -27,15 +26,10 @@ import cairn  # noqa: E402
 import cairn.ray  # noqa: E402
 from conftest import garage_options  # noqa: E402
 from oracle import column_counts, files, pyarrow_s3, write_uid_files  # noqa: E402
+from kit import free_port  # noqa: E402
 
 FILES = 4
 ROWS_PER_FILE = 2000
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def ray_counter(port, name, **labels):

@@ -42,24 +42,22 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import ray
 from ray.data import Dataset
-from ray.data._internal.arrow_block import ArrowBlockAccessor
-from ray.data._internal.datasource.parquet_datasource import (
-    ParquetDatasource,
-    _read_batches_from,
-)
-from ray.data._internal.datasource_v2.common.synthesized_columns import _compute_row_hashes
-from ray.data._internal.object_extensions.arrow import raise_on_pickle_object_columns
-from ray.data._internal.planner.plan_expression.expression_visitors import (
-    get_column_references,
-)
-from ray.data._internal.util import iterate_with_retry
 from ray.data.block import BlockMetadata
 from ray.data.context import DataContext
 from ray.data.datasource.datasource import ReadTask
 from ray.data.datasource.partitioning import Partitioning, PathPartitionFilter
-from ray.data.datasource.path_util import _unwrap_protocol
 
 from ._native import NativeIdSet
+from ._ray_compat import (
+    ArrowBlockAccessor,
+    ParquetDatasource,
+    compute_row_hashes,
+    get_column_references,
+    iterate_with_retry,
+    raise_on_pickle_object_columns,
+    read_batches_from,
+    unwrap_protocol,
+)
 from ._ray_shards import ShardedSet, covers_each
 
 logger = logging.getLogger("cairn.ray")
@@ -124,7 +122,7 @@ def _take_committed(data_context: Any) -> Optional[Union[NativeIdSet, ShardedSet
     offered = _OFFERED.pop(config.checkpoint_path, None)
     if offered is None or offered[0]() is not data_context or offered[1] is not config:
         return None
-    checkpoint = config.filesystem.get_file_info(_unwrap_protocol(config.checkpoint_path))
+    checkpoint = config.filesystem.get_file_info(unwrap_protocol(config.checkpoint_path))
     if checkpoint.type == pafs.FileType.NotFound:
         return None
     value = ray.get(offered[2])
@@ -136,7 +134,7 @@ def _take_committed(data_context: Any) -> Optional[Union[NativeIdSet, ShardedSet
 
 def _path_seed(path: str) -> int:
     """The seed of Ray's ``row_hash`` for the file at ``path``: the first 8
-    bytes of the path's MD5, little-endian (as ``_compute_row_hashes``)."""
+    bytes of the path's MD5, little-endian (as ``compute_row_hashes``)."""
     return int.from_bytes(hashlib.md5(path.encode("utf-8")).digest()[:8], "little")
 
 
@@ -347,7 +345,7 @@ def _read_pieces(
         position = piece.first_row
         retried = DataContext.get_current().retried_io_errors
         for table in iterate_with_retry(
-            lambda fragment=fragment: _read_batches_from(
+            lambda fragment=fragment: read_batches_from(
                 fragment,
                 schema=read_schema,
                 data_columns=data_columns,
@@ -363,7 +361,7 @@ def _read_pieces(
             match=retried,
         ):
             if include_row_hash:
-                hashes = _compute_row_hashes(piece.path, position, table.num_rows)
+                hashes = compute_row_hashes(piece.path, position, table.num_rows)
                 table = ArrowBlockAccessor.for_block(table).fill_column(
                     "row_hash", pa.array(hashes, type=pa.uint64())
                 )

@@ -22,14 +22,22 @@ from typing import Any, Iterable, List, Protocol
 from urllib.parse import urlsplit, urlunsplit
 
 import pyarrow as pa
-from ray.data._internal.delegating_block_builder import DelegatingBlockBuilder
-from ray.data._internal.planner.plan_write_op import WRITE_UUID_KWARG_NAME
 from ray.data.block import Block, BlockAccessor
 from ray.data.context import DataContext
-from ray.data.datasource.file_datasink import _FileDatasink
-from ray.data.datasource.filename_provider import _split_base_and_ext
+
+from ._ray_compat import (
+    WRITE_UUID_KWARG_NAME,
+    DelegatingBlockBuilder,
+    FileDatasink,
+    split_base_and_ext,
+)
 
 logger = logging.getLogger(__name__)
+
+#: The class attribute of a checkpoint manager that settles a table's
+#: pending units by its log (cairn.ray.CheckpointManager's): a table sink
+#: refuses any other manager.
+SETTLES_TABLE_UNITS = "cairn_settles_table_units"
 
 
 class UnitLog(Protocol):
@@ -54,7 +62,7 @@ def without_secrets(uri: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
-class TableDatasink(_FileDatasink):
+class TableDatasink(FileDatasink):
     """A Ray datasink that commits each write task's rows to a table, once:
     subclasses give :meth:`unit_log` and :meth:`append` (one table
     transaction adding ``rows`` and recording ``unit``)."""
@@ -71,10 +79,11 @@ class TableDatasink(_FileDatasink):
     def on_write_start(self, schema: Any = None) -> None:
         config = DataContext.get_current().checkpoint_config
         if config is not None:
-            from .ray import CheckpointManager
-
+            # Told by the attribute cairn's manager (and a subclass of it)
+            # carries, so this module does not import the manager's, which
+            # imports this one.
             manager = getattr(config, "checkpoint_manager_cls", None)
-            if not (isinstance(manager, type) and issubclass(manager, CheckpointManager)):
+            if not getattr(manager, SETTLES_TABLE_UNITS, False):
                 raise ValueError(
                     f"cairn.ray.{type(self).__name__}({self.unit_log().table}) needs cairn's "
                     f"checkpoint manager, not {getattr(manager, '__name__', manager)}: another "
@@ -89,7 +98,7 @@ class TableDatasink(_FileDatasink):
         name = self.filename_provider.get_filename_for_task(
             ctx.kwargs[WRITE_UUID_KWARG_NAME], ctx.task_idx
         )
-        return _split_base_and_ext(name)[0]
+        return split_base_and_ext(name)[0]
 
     def write(self, blocks: Iterable[Block], ctx: Any) -> None:
         builder = DelegatingBlockBuilder()

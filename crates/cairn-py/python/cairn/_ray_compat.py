@@ -1,0 +1,102 @@
+"""Every name of Ray's that is not its public API, in one place, so a Ray
+upgrade touches this file: the private modules cairn's reader, manager and
+table sinks build on, and the two walks up the stack that find what Ray
+does not hand over (the datasink being planned, the callback that ends a
+job that succeeded). Written against Ray Data 2.60."""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+import pyarrow.fs as pafs
+from ray.data._internal.arrow_block import ArrowBlockAccessor
+from ray.data._internal.datasource.parquet_datasource import (
+    ParquetDatasource,
+    _read_batches_from,
+)
+from ray.data._internal.datasource_v2.common.synthesized_columns import _compute_row_hashes
+from ray.data._internal.delegating_block_builder import DelegatingBlockBuilder
+from ray.data._internal.object_extensions.arrow import raise_on_pickle_object_columns
+from ray.data._internal.planner.plan_expression.expression_visitors import (
+    get_column_references,
+)
+from ray.data._internal.planner.plan_write_op import WRITE_UUID_KWARG_NAME
+from ray.data._internal.util import iterate_with_retry
+from ray.data.checkpoint.checkpoint_filter import CheckpointFilter as RayCheckpointFilter
+from ray.data.checkpoint.checkpoint_filter import CheckpointManager as RayCheckpointManager
+from ray.data.checkpoint.load_checkpoint_callback import LoadCheckpointCallback
+from ray.data.datasource.file_datasink import _FileDatasink as FileDatasink
+from ray.data.datasource.filename_provider import _split_base_and_ext as split_base_and_ext
+from ray.data.datasource.path_util import _unwrap_protocol as unwrap_protocol
+
+__all__ = [
+    "ArrowBlockAccessor",
+    "DelegatingBlockBuilder",
+    "FileDatasink",
+    "LoadCheckpointCallback",
+    "ParquetDatasource",
+    "RayCheckpointFilter",
+    "RayCheckpointManager",
+    "WRITE_UUID_KWARG_NAME",
+    "called_on_rays_success",
+    "compute_row_hashes",
+    "datasink_being_planned",
+    "get_column_references",
+    "iterate_with_retry",
+    "raise_on_pickle_object_columns",
+    "read_batches_from",
+    "split_base_and_ext",
+    "unwrap_protocol",
+    "unwrapped",
+]
+
+compute_row_hashes = _compute_row_hashes
+read_batches_from = _read_batches_from
+
+
+def unwrapped(filesystem: Any) -> Any:
+    """The filesystem under pyarrow wrappers that carry another one: Ray
+    wraps every sink's filesystem in its ``RetryingPyFileSystem``, whose
+    handler gives the wrapped one back with ``unwrap()``."""
+    for _ in range(8):
+        if not isinstance(filesystem, pafs.PyFileSystem):
+            break
+        unwrap = getattr(filesystem.handler, "unwrap", None)
+        if not callable(unwrap):
+            break
+        filesystem = unwrap()
+    return filesystem
+
+
+def datasink_being_planned() -> Any:
+    """The datasink of the plan Ray is planning, or None: the planner's
+    ``logical_plan`` found up the stack (Ray does not hand the sink to the
+    checkpoint manager)."""
+    frame = inspect.currentframe()
+    try:
+        while frame is not None:
+            plan = frame.f_locals.get("logical_plan")
+            sink = getattr(getattr(plan, "dag", None), "datasink_or_legacy_datasource", None)
+            if sink is not None:
+                return sink
+            frame = frame.f_back
+    finally:
+        del frame
+    return None
+
+
+def called_on_rays_success() -> bool:
+    """Whether Ray's checkpoint callback, ending a job that succeeded, is
+    up the stack: the only caller whose delete means the job finished."""
+    frame = inspect.currentframe()
+    try:
+        while frame is not None:
+            if frame.f_code.co_name == "after_execution_succeeds" and isinstance(
+                frame.f_locals.get("self"), LoadCheckpointCallback
+            ):
+                return True
+            frame = frame.f_back
+    finally:
+        del frame
+    return False

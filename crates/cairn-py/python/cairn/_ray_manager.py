@@ -1,0 +1,636 @@
+"""cairn's checkpoint manager and filter for Ray Data 2.60 (re-exported by
+:mod:`cairn.ray`, whose docstring says what they do), the completion
+markers a finished job leaves until its driver exits cleanly, and
+:func:`checkpoint_config`."""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+from typing import Any, Dict, List, Mapping, Optional, Tuple
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.fs as pafs
+import ray
+from ray.data.checkpoint import CheckpointConfig
+from ray.data.block import BlockAccessor
+
+from . import _protocol_of, build_checkpoint_filesystem
+from ._arrow_fs import arrow_filesystem, clean_up_on_delete
+from ._native import (
+    NativeIdSet,
+    finish_checkpoint,
+    load_ids,
+    open_checkpoint,
+    remove_completion_marker,
+)
+from ._ray_compat import (
+    RayCheckpointFilter,
+    RayCheckpointManager,
+    called_on_rays_success,
+    datasink_being_planned,
+    unwrapped,
+)
+from ._ray_table import TableDatasink
+from ._ray_read import (
+    offer_committed,
+    withdraw_committed,
+)
+from ._ray_shards import (
+    DEFAULT_MAX_FILTER_MEMORY,
+    DEFAULT_SHARD_TIMEOUT,
+    NotShardable,
+    ShardedSet,
+    build_sharded_set,
+    check_placement,
+)
+from .fsspec import CairnFileSystem
+
+logger = logging.getLogger(__name__)
+
+
+def _cairn_of(filesystem: Any) -> Optional[CairnFileSystem]:
+    """The cairn filesystem under a pyarrow filesystem, if there is one:
+    ``build_checkpoint_filesystem``'s wrapper (also inside Ray's retrying
+    wrapper), or pyarrow's local disk."""
+    filesystem = unwrapped(filesystem)
+    if isinstance(filesystem, pafs.PyFileSystem):
+        handler = filesystem.handler
+        inner = getattr(handler, "fs", None)
+        if isinstance(handler, pafs.FSSpecHandler) and isinstance(inner, CairnFileSystem):
+            return inner
+    if isinstance(filesystem, pafs.LocalFileSystem):
+        return CairnFileSystem("file", checkpoint=True)
+    return None
+
+
+#: Where checkpoint_config keeps its lease_ttl on Ray's CheckpointConfig.
+_LEASE_TTL = "_cairn_lease_ttl"
+
+#: Where checkpoint_config keeps its max_filter_memory on Ray's CheckpointConfig.
+_MAX_FILTER_MEMORY = "_cairn_max_filter_memory"
+
+#: Where checkpoint_config keeps its shard_timeout on Ray's CheckpointConfig.
+_SHARD_TIMEOUT = "_cairn_shard_timeout"
+
+#: Ray's checkpoint filter actors ask for max(checkpoint_actor_memory_bytes,
+#: this many times the set's size) of memory each.
+_RAY_FILTER_MEMORY_FACTOR = 1.5
+
+#: pyarrow's names of its filesystems, as cairn's protocols.
+_PYARROW_PROTOCOLS = {"s3": "s3", "gcs": "gcs", "local": "file"}
+
+
+def _local(path: str, fs: CairnFileSystem) -> str:
+    """A local path without a scheme made absolute, as Ray resolves it."""
+    if fs._protocol == "file" and "://" not in path:
+        return os.path.abspath(path)
+    return path
+
+
+#: Ray 2.60's writes whose units cairn commits exactly once: its file sinks.
+_EXACTLY_ONCE_WRITES = (
+    "write_parquet, write_json, write_csv, write_numpy, write_tfrecords, write_webdataset, "
+    "write_images, write_orc"
+)
+
+
+#: The checkpoints whose job finished in this process, by URL, each left
+#: with only its completion marker: removed when the driver exits (not when
+#: it is killed, so a run again knows the job finished), or when this
+#: process starts another job on the same checkpoint.
+_MARKERS_LEFT: Dict[str, Any] = {}
+
+
+#: Set once this process is ending other than cleanly (an uncaught
+#: exception, SIGTERM): the markers then stay, so an orchestrator's retry
+#: of the whole script finds the job finished and writes nothing again.
+_EXIT_UNCLEAN: List[str] = []
+_EXIT_WATCHED = False
+
+
+def _watch_for_unclean_exit() -> None:
+    """Notes an exit that is not a clean end of the driver: an uncaught
+    exception (``sys.excepthook``) or SIGTERM (what Kubernetes, Slurm,
+    ``timeout`` and Airflow send; Ray's own handler turns it into
+    ``sys.exit``, which runs the exit handlers). Installed when the first
+    marker is left, after ``ray.init`` installed Ray's handler, which is
+    kept and called. From the main thread only (Python's rule for
+    signal handlers)."""
+    global _EXIT_WATCHED
+    if _EXIT_WATCHED:
+        return
+    _EXIT_WATCHED = True
+    previous_hook = sys.excepthook
+
+    def excepthook(kind: Any, value: Any, tb: Any) -> None:
+        _EXIT_UNCLEAN.append(f"an uncaught {kind.__name__}")
+        previous_hook(kind, value, tb)
+
+    sys.excepthook = excepthook
+    if threading.current_thread() is not threading.main_thread():
+        return
+    previous_term = signal.getsignal(signal.SIGTERM)
+    if previous_term in (signal.SIG_IGN, signal.SIG_DFL, None):
+        # Ignored: nothing ends. Default (or set outside Python): the
+        # process ends at once, without exit handlers, so the marker stays.
+        return
+
+    def on_term(signum: int, frame: Any) -> None:
+        _EXIT_UNCLEAN.append("SIGTERM")
+        # Ray's handler raises SystemExit; one that returns (a graceful
+        # shutdown of the user's own) did not end the process here.
+        previous_term(signum, frame)
+        _EXIT_UNCLEAN.remove("SIGTERM")
+
+    signal.signal(signal.SIGTERM, on_term)
+
+
+def _remove_markers_at_exit() -> None:
+    if not _MARKERS_LEFT:
+        return
+    if _EXIT_UNCLEAN:
+        logger.warning(
+            "cairn: the driver is ending with %s after its job finished: the completion "
+            "marker(s) of %s stay, so the same job run again writes nothing (and removes them)",
+            _EXIT_UNCLEAN[0],
+            ", ".join(_MARKERS_LEFT),
+        )
+        return
+    # Ray's own exit handler (registered when ray is imported, so it runs
+    # after this one) shuts Ray down, which takes seconds: done first here,
+    # so the markers go in the last moment of the driver's life.
+    if ray.is_initialized():
+        ray.shutdown()
+    _remove_markers()
+
+
+def _remove_markers() -> None:
+    """Removes the markers of the jobs that finished in this process."""
+    for url, native in list(_MARKERS_LEFT.items()):
+        _remove_marker(url, native)
+
+
+atexit.register(_remove_markers_at_exit)
+
+
+def _remove_marker(url: str, native: Any) -> None:
+    _MARKERS_LEFT.pop(url, None)
+    try:
+        remove_completion_marker(native, url)
+    except Exception as e:
+        logger.warning(
+            "cairn: the completion marker of the finished job's checkpoint %s was not removed "
+            "(%s): a run of the same job over it writes nothing and removes it",
+            url,
+            e,
+        )
+
+
+def _sink_being_planned() -> str:
+    """The datasink of the plan Ray is planning, named for a message."""
+    sink = datasink_being_planned()
+    return type(sink).__name__ if sink is not None else "a sink that writes no files"
+
+
+def _refusal_of_non_file_sink(checkpoint_path: str) -> str:
+    return (
+        f"cairn.ray.CheckpointManager refuses the checkpoint {checkpoint_path} for a write to "
+        f"{_sink_being_planned()}: Ray 2.60 checkpoints the units of a sink that writes no "
+        "files (tables: write_delta, write_iceberg, write_lance; databases: write_sql, "
+        "write_mongo, write_bigquery, ...) after their rows are sent, and commits a table only "
+        "once, on the driver, at the end, so a job killed midway keeps IDs whose rows never "
+        "reached the table (rows lost on resume) or sends rows twice. Under cairn only Ray's "
+        f"file sinks are exactly once ({_EXACTLY_ONCE_WRITES}): write files, or run this "
+        "write without a checkpoint config, or write a Delta, Iceberg or Lance table through "
+        "cairn.ray.DeltaDatasink, IcebergDatasink or LanceDatasink, which commit each unit to "
+        "the table exactly once"
+    )
+
+
+class CheckpointManager(RayCheckpointManager):
+    """Ray Data's ``checkpoint_manager_cls``, backed by cairn.
+
+    The checkpoint filesystem must be cairn's (``override_filesystem=
+    cairn.build_checkpoint_filesystem(path, storage_options)``, which
+    :func:`checkpoint_config` sets) or pyarrow's local disk. The output is
+    settled through the write's filesystem when it is cairn's or local
+    disk (seen through Ray's ``RetryingPyFileSystem``; the path with or
+    without its scheme), else through the checkpoint's filesystem when both
+    are on the same protocol (the output then needs the same credentials).
+    Every Ray 2.60 file sink's data-file names are known: Parquet's
+    ``<unit>-<n>.parquet``, the block-based sinks' ``<unit>.<ext>``
+    (``write_json``, ``write_csv``, ``write_numpy``, ...), the row-based
+    sinks' ``<unit>_<block>_<row>.<ext>``. A partitioned write
+    (``partition_cols``) is settled in every partition directory: when the
+    output holds directories, an unfinished unit's files are found by one
+    recursive listing of the output.
+    """
+
+    # Pending units of cairn's table sinks are settled by the table's log
+    # here: the sinks check for this before they write.
+    cairn_settles_table_units = True
+
+    def __init__(self, checkpoint_config: CheckpointConfig, data_context: Any):
+        super().__init__(checkpoint_config=checkpoint_config, data_context=data_context)
+        self._config = checkpoint_config
+        self._lease_ttl: Optional[float] = getattr(checkpoint_config, _LEASE_TTL, None)
+        self._max_filter_memory: Optional[int] = getattr(
+            checkpoint_config, _MAX_FILTER_MEMORY, DEFAULT_MAX_FILTER_MEMORY
+        )
+        self._shard_timeout: float = getattr(
+            checkpoint_config, _SHARD_TIMEOUT, DEFAULT_SHARD_TIMEOUT
+        )
+
+    def _filter_actors(self, set_bytes: int) -> List[Tuple[str, float]]:
+        """The filter actors Ray starts for a set of ``set_bytes`` (its
+        checkpoint filter operator's smallest pool), with their memory."""
+        config = self._config
+        memory = max(
+            float(config.checkpoint_actor_memory_bytes), set_bytes * _RAY_FILTER_MEMORY_FACTOR
+        )
+        return [("checkpoint filter actors", memory)] * max(
+            1, int(config.checkpoint_actor_pool_min_size)
+        )
+
+    def load_checkpoint(
+        self,
+        data_file_dir: Optional[str] = None,
+        data_file_filesystem: Optional[pafs.FileSystem] = None,
+    ) -> Tuple[Optional[Any], int]:
+        """Settles pending units, loads the committed IDs and puts their set
+        in Ray's object store: ``(ref, the set's size in bytes)``, or
+        ``(None, 0)`` when nothing is committed."""
+        started = time.monotonic()
+        # A set offered to an earlier planning and never taken must not
+        # reach this one's read.
+        withdraw_committed(self.checkpoint_path)
+        if self.checkpoint_path_partition_filter is not None:
+            raise ValueError(
+                "cairn.ray.CheckpointManager reads every committed unit of a flat checkpoint "
+                "directory; checkpoint_path_partition_filter (which selects partitions of a "
+                "hive-partitioned checkpoint directory) is not supported: leave it unset, or use "
+                "Ray's own manager"
+            )
+        if data_file_dir is None:
+            raise ValueError(_refusal_of_non_file_sink(self.checkpoint_path))
+        checkpoint_fs = _cairn_of(self.filesystem)
+        if checkpoint_fs is None:
+            raise ValueError(
+                f"the checkpoint filesystem of {self.checkpoint_path} is "
+                f"{type(self.filesystem).__name__}, not cairn's: pass override_filesystem="
+                "cairn.build_checkpoint_filesystem(checkpoint_path, storage_options), or use "
+                "cairn.ray.checkpoint_config(...), which sets it"
+            )
+        native = checkpoint_fs._native
+        checkpoint_url = native.url(native.strip(_local(self.checkpoint_path, checkpoint_fs)))
+        if checkpoint_url in _MARKERS_LEFT:
+            # A job of this process finished here and its execution
+            # returned: this planning is a new job, as Ray has it.
+            _remove_marker(checkpoint_url, _MARKERS_LEFT[checkpoint_url])
+        output_fs = self._output_filesystem(data_file_dir, data_file_filesystem, checkpoint_fs)
+        output_dir = _local(data_file_dir, output_fs)
+        # A table sink's log, not file names, says which units reached it.
+        sink = datasink_being_planned()
+        unit_log = sink.unit_log() if isinstance(sink, TableDatasink) else None
+        # Settled and listed first, the IDs not read: their files' size
+        # decides whether the set is loaded here or spread over shards.
+        _, report = open_checkpoint(
+            native,
+            checkpoint_url,
+            self.id_column,
+            output_fs._native,
+            output_dir,
+            lease_ttl=self._lease_ttl,
+            read_ids=False,
+            unit_log=unit_log,
+        )
+        if self._config.delete_checkpoint_on_success:
+            self._clean_up_on_success(
+                checkpoint_fs, checkpoint_url, output_fs, output_dir, unit_log
+            )
+        if report.get("finished"):
+            logger.warning(
+                "cairn: the checkpoint %s records that this job (output %s, ID column %s) "
+                "finished and that its clean-up was cut short: every row is already in the "
+                "output, so this run writes none and ends the clean-up when it succeeds. To run "
+                "the job again from the start, delete the checkpoint first",
+                checkpoint_url,
+                output_dir,
+                self.id_column,
+            )
+            return ray.put(_EveryRowCommitted()), 0
+        if report.get("committed_from_table"):
+            logger.info(
+                "cairn: %d pending unit(s) found in the table %s, committed: %s",
+                len(report["committed_from_table"]),
+                unit_log.table if unit_log is not None else output_dir,
+                ", ".join(report["committed_from_table"]),
+            )
+        if report.get("foreign"):
+            logger.warning(
+                "files cairn did not write were left in the checkpoint %s: %s",
+                checkpoint_url,
+                ", ".join(report["foreign"]),
+            )
+        if report["committed_units"] == 0:
+            logger.info("cairn: nothing committed in %s", checkpoint_url)
+            return None, 0
+        budget = self._max_filter_memory
+        if budget is not None and report["committed_bytes"] > budget:
+            sharded = self._load_sharded(checkpoint_fs, report, budget)
+            if sharded is not None:
+                # The filter actors hold no part of the set, only a block's
+                # keys; cairn's reader asks the shards about row groups.
+                ref = ray.put(sharded)
+                offer_committed(self._data_context, self.checkpoint_path, ref)
+                return ref, 0
+        ids = load_ids(native, checkpoint_url, self.id_column)
+        if len(ids) == 0:
+            logger.info("cairn: nothing committed in %s", checkpoint_url)
+            return None, 0
+
+        # A NumPy array: Ray's object store hands it to each filter actor
+        # in place (shared memory), and the set is used where it lies.
+        data = np.frombuffer(ids.to_bytes(), dtype=np.uint8)
+        size = data.nbytes
+        count = len(ids)
+        del ids
+        check_placement(
+            self._filter_actors(size),
+            f"Lower max_filter_memory below the set's {size} bytes so it is split over shard "
+            "actors, add memory to the nodes, or lower checkpoint_actor_memory_bytes on the "
+            "CheckpointConfig",
+        )
+        ref = ray.put(data)
+        offer_committed(self._data_context, self.checkpoint_path, ref)
+        logger.info(
+            "cairn: %d committed IDs in %d units loaded from %s in %.2f s (a set of %d bytes, "
+            "shared by the filter actors of a machine); %d pending unit(s) rolled back, "
+            "%d data file(s) deleted",
+            count,
+            report["committed_units"],
+            checkpoint_url,
+            time.monotonic() - started,
+            size,
+            len(report.get("rolled_back", [])),
+            report.get("data_files_deleted", 0),
+        )
+        return ref, size
+
+    def _clean_up_on_success(
+        self,
+        checkpoint_fs: CairnFileSystem,
+        checkpoint_url: str,
+        output_fs: CairnFileSystem,
+        output_dir: str,
+        unit_log: Any,
+    ) -> None:
+        """Has Ray's ``delete_checkpoint_on_success`` (a ``delete_dir`` of
+        the checkpoint through its filesystem, on this driver, once the job
+        succeeded) end the checkpoint as cairn's protocol does: the
+        completion marker written before anything is deleted and removed
+        last, when the driver exits, so a driver killed in the middle or
+        after it leaves a checkpoint that says the job finished. Any other
+        ``delete_dir`` of it stays plain."""
+        lease_ttl = self._lease_ttl
+        id_column = self.id_column
+
+        def clean_up() -> bool:
+            if not called_on_rays_success():
+                # Someone else deleting the checkpoint (after a failed run,
+                # say): a plain delete, and no marker saying it finished.
+                return False
+            try:
+                report = finish_checkpoint(
+                    checkpoint_fs._native,
+                    checkpoint_url,
+                    id_column,
+                    output_fs._native,
+                    output_dir,
+                    lease_ttl=lease_ttl,
+                    unit_log=unit_log,
+                )
+            except Exception as e:
+                logger.warning(
+                    "cairn: the checkpoint %s of the finished job was not deleted (%s); a run of "
+                    "the same job over it writes nothing and deletes it",
+                    checkpoint_url,
+                    e,
+                )
+                raise
+            if report["marker_left"]:
+                _MARKERS_LEFT[checkpoint_url] = checkpoint_fs._native
+                _watch_for_unclean_exit()
+            if report["rolled_back"]:
+                logger.warning(
+                    "cairn: unit(s) written after their run lost the checkpoint's lease were "
+                    "rolled back at the end of the job: %s (%d data file(s) deleted)",
+                    ", ".join(report["rolled_back"]),
+                    report["data_files_deleted"],
+                )
+            if report["kept_foreign"]:
+                logger.warning(
+                    "cairn: files cairn did not write were left in the checkpoint %s: %s",
+                    checkpoint_url,
+                    ", ".join(report["kept_foreign"]),
+                )
+            return True
+
+        clean_up_on_delete(checkpoint_fs, _local(self.checkpoint_path, checkpoint_fs), clean_up)
+
+    def _load_sharded(
+        self, checkpoint_fs: CairnFileSystem, report: Mapping[str, Any], budget: int
+    ) -> Optional[ShardedSet]:
+        """The set spread over shard actors, or None (with a warning) when
+        its IDs cannot be sharded."""
+        directory = checkpoint_fs._native.strip(_local(self.checkpoint_path, checkpoint_fs))
+        files = [f"{directory}/{unit}.parquet" for unit in report["committed"]]
+        filesystem = arrow_filesystem(checkpoint_fs)
+        try:
+            return build_sharded_set(
+                files,
+                filesystem,
+                self.id_column,
+                report["committed_bytes"],
+                budget,
+                other_actors=self._filter_actors(0),
+                timeout=self._shard_timeout,
+            )
+        except NotShardable as e:
+            logger.warning(
+                "cairn: the committed IDs of %s (%d bytes of ID files) are over "
+                "max_filter_memory=%d but cannot be sharded (%s): every filter node holds them all",
+                self.checkpoint_path,
+                report["committed_bytes"],
+                budget,
+                e,
+            )
+            return None
+
+    def _output_filesystem(
+        self,
+        data_file_dir: str,
+        data_file_filesystem: Optional[pafs.FileSystem],
+        checkpoint_fs: CairnFileSystem,
+    ) -> CairnFileSystem:
+        if data_file_filesystem is None:
+            return checkpoint_fs
+        found = _cairn_of(data_file_filesystem)
+        if found is not None:
+            return found
+        # Another filesystem on the checkpoint's store (pyarrow's own S3,
+        # say): the output is settled through the checkpoint's filesystem.
+        # Ray passes the path without its scheme, so the filesystem's kind
+        # decides.
+        kind = getattr(unwrapped(data_file_filesystem), "type_name", None)
+        if _PYARROW_PROTOCOLS.get(kind) == checkpoint_fs._protocol or (
+            "://" in data_file_dir and _protocol_of(data_file_dir) == checkpoint_fs._protocol
+        ):
+            return checkpoint_fs
+        raise ValueError(
+            f"the output {data_file_dir} is written through "
+            f"{type(data_file_filesystem).__name__}, which cairn cannot settle pending units "
+            "on: pass filesystem=cairn.build_checkpoint_filesystem(output, storage_options) "
+            "to the write"
+        )
+
+
+class _EveryRowCommitted:
+    """The committed set of a job that finished: every row is committed
+    (its checkpoint's ID files may be partly deleted already)."""
+
+
+class CheckpointFilter(RayCheckpointFilter):
+    """Ray Data's ``checkpoint_filter_cls``, backed by cairn: built once per
+    filter actor from :class:`CheckpointManager`'s set; each block's ID
+    column is probed in Rust and the committed rows dropped, in order."""
+
+    def __init__(self, config: CheckpointConfig, checkpoint_ref: Any = None):
+        super().__init__(config, checkpoint_ref)
+        data = ray.get(checkpoint_ref) if checkpoint_ref is not None else None
+        if isinstance(data, np.ndarray):
+            # Read in place where the memory is Ray's (read-only, shared by
+            # the actors of a machine); copied otherwise.
+            array = np.ascontiguousarray(data, dtype=np.uint8)
+            self._ids = NativeIdSet._from_shared_memory(array)
+        elif isinstance(data, ShardedSet):
+            self._ids = None
+            self._sharded: Optional[ShardedSet] = data
+        elif isinstance(data, NativeIdSet):
+            self._ids = data
+        elif isinstance(data, _EveryRowCommitted):
+            self._ids = None
+            self._sharded = None
+        elif isinstance(data, (bytes, bytearray, memoryview)):
+            self._ids = NativeIdSet.from_bytes(bytes(data))
+        else:
+            raise TypeError(
+                "cairn.ray.CheckpointFilter needs the set cairn.ray.CheckpointManager loads; "
+                f"got {type(data).__name__}: set checkpoint_manager_cls=cairn.ray."
+                "CheckpointManager too (cairn.ray.checkpoint_config does)"
+            )
+        del data
+
+    def filter_rows_for_block(self, block: Any) -> Any:
+        """The rows of ``block`` whose ID is not committed, in their order."""
+        if not isinstance(block, pa.Table):
+            block = BlockAccessor.for_block(block).to_arrow()
+        if block.num_rows == 0:
+            return block
+        if self._ids is None:
+            if self._sharded is None:
+                # _EveryRowCommitted.
+                return block.slice(0, 0)
+            committed = self._sharded.committed(block.column(self.id_column))
+            return block.filter(pa.array(~committed))
+        if len(self._ids) == 0:
+            return block
+        column = block.column(self.id_column)
+        masks = []
+        for chunk in column.chunks:
+            if pa.types.is_dictionary(chunk.type):
+                chunk = chunk.dictionary_decode()
+            masks.append(self._ids.uncommitted(chunk))
+        return block.filter(pa.chunked_array(masks, type=pa.bool_()))
+
+
+def checkpoint_config(
+    id_column: str,
+    checkpoint_path: str,
+    storage_options: Optional[Mapping[str, Any]] = None,
+    *,
+    lease_ttl: Optional[float] = None,
+    max_filter_memory: Optional[int] = DEFAULT_MAX_FILTER_MEMORY,
+    shard_timeout: float = DEFAULT_SHARD_TIMEOUT,
+    **ray_kwargs: Any,
+) -> CheckpointConfig:
+    """A Ray ``CheckpointConfig`` with cairn's manager, filter and checkpoint
+    filesystem (``storage_options`` keyed by protocol or flat, as for
+    :func:`cairn.build_checkpoint_filesystem`). ``lease_ttl`` is the
+    lifetime in seconds (at least 3; 120 by default) of the lease the
+    manager holds, renewed every third of it, while it settles and loads
+    the checkpoint: raise it for a store far away. ``max_filter_memory`` is
+    the bytes a machine gives the committed set (2 GiB by default): when the
+    committed ID files are larger, integer IDs are split by key range over
+    shard actors spread over the cluster, each asking Ray for that much
+    memory, and no machine holds the whole set (None: never split). Other keyword arguments
+    go to ``CheckpointConfig`` unchanged (``delete_checkpoint_on_success``,
+    ...). An ``override_filesystem`` given there must be cairn's: a
+    :class:`cairn.fsspec.CairnFileSystem` (wrapped for pyarrow here) or what
+    ``build_checkpoint_filesystem`` returns."""
+    given = ray_kwargs.pop("override_filesystem", None)
+    if given is None:
+        filesystem = build_checkpoint_filesystem(checkpoint_path, storage_options)
+    elif isinstance(given, CairnFileSystem):
+        filesystem = arrow_filesystem(given)
+    elif _cairn_of(given) is not None:
+        filesystem = given
+    else:
+        raise TypeError(
+            f"override_filesystem is a {type(given).__name__}; cairn's checkpoint manager needs "
+            "cairn's filesystem: leave it out (storage_options= builds it), or pass "
+            "cairn.build_checkpoint_filesystem(checkpoint_path, storage_options)"
+        )
+    config = CheckpointConfig(
+        id_column=id_column,
+        checkpoint_path=checkpoint_path,
+        override_filesystem=filesystem,
+        checkpoint_manager_cls=CheckpointManager,
+        checkpoint_filter_cls=CheckpointFilter,
+        **ray_kwargs,
+    )
+    if lease_ttl is not None:
+        if not lease_ttl >= 3:
+            raise ValueError(
+                f"lease_ttl={lease_ttl!r}: give at least 3 seconds (the lease is renewed every "
+                "third of its lifetime)"
+            )
+        setattr(config, _LEASE_TTL, float(lease_ttl))
+    if max_filter_memory is not None and not (
+        isinstance(max_filter_memory, int) and max_filter_memory > 0
+    ):
+        raise ValueError(
+            f"max_filter_memory={max_filter_memory!r}: give the bytes a machine gives the "
+            "committed set (2 GiB by default), or None never to shard it"
+        )
+    setattr(config, _MAX_FILTER_MEMORY, max_filter_memory)
+    if not (isinstance(shard_timeout, (int, float)) and shard_timeout > 0):
+        raise ValueError(
+            f"shard_timeout={shard_timeout!r}: give the seconds a shard actor may stay "
+            "unplaced or unanswering (600 by default)"
+        )
+    setattr(config, _SHARD_TIMEOUT, float(shard_timeout))
+    # Ray consults the manager only when the checkpoint directory exists:
+    # made now, so the first run is settled and checked (its sink among
+    # others) as every resume is.
+    cairn_fs = _cairn_of(filesystem)
+    if cairn_fs is not None:
+        cairn_fs._native.mkdir(cairn_fs._native.strip(_local(checkpoint_path, cairn_fs)))
+    return config

@@ -1,0 +1,28 @@
+"""Small helpers the test files and the job script share, each defined
+once: a free loopback port and the processes of Ray's shard actors."""
+
+import os
+import socket
+
+
+def free_port() -> int:
+    """A loopback port free now (the OS picks it)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def shard_processes() -> list:
+    """The pids of this machine's shard actors (Ray titles an actor's
+    process `ray::<class>`; the state API needs Ray's dashboard)."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                if f.read().startswith(b"ray::ShardActor"):
+                    pids.append(int(entry))
+        except OSError:
+            continue
+    return pids
