@@ -87,21 +87,22 @@ impl OutputLayout {
 /// they are.
 ///
 /// ```
-/// use cairn_checkpoint::{UnitName};
-/// use cairn_checkpoint::internals::{RunId};
-/// let unit = UnitName::new(&RunId::from_hex("0123456789abcdef0123456789abcdef"), 42);
-/// assert_eq!(unit.as_str(), "0123456789abcdef0123456789abcdef_0000000042");
-/// assert_eq!(unit.committed_file(), "0123456789abcdef0123456789abcdef_0000000042.parquet");
-/// assert!(unit.owns_data_file("0123456789abcdef0123456789abcdef_0000000042_0.parquet"));
+/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+/// use cairn_checkpoint::Checkpoint;
+/// use cairn_fs::{FileSystem, StorageOptions};
+/// let output = FileSystem::new("memory", &StorageOptions::new()).unwrap();
+/// let checkpoint = Checkpoint::at("memory:///doc-unit/ckpt", &StorageOptions::new(), "id").unwrap();
+/// let run = checkpoint.open(&output, "memory:///doc-unit/out").await.unwrap();
+/// let unit = run.next_unit();
+/// assert!(unit.owns_data_file(&unit.data_file(0, "parquet")));
+/// // Ray Data's data files follow the unit's name with `-`, its
+/// // block-based sinks' with `.`.
+/// assert!(unit.owns_data_file(&format!("{}-0.parquet", unit.as_str())));
+/// assert!(unit.owns_data_file(&format!("{}.json", unit.as_str())));
 /// // A longer number is another unit, never this one's file.
-/// let ten = UnitName::from_stem("run_10");
-/// assert!(!ten.owns_data_file("run_100_0.parquet"));
-/// // Ray Data's data files follow the unit's name with `-`.
-/// assert!(UnitName::from_stem("ds_w_000001").owns_data_file("ds_w_000001-0.parquet"));
-/// assert!(!UnitName::from_stem("ds_w_100000").owns_data_file("ds_w_1000000-0.parquet"));
-/// // Ray's block-based sinks name the file `<unit>.<ext>`.
-/// assert!(UnitName::from_stem("ds_w_100000").owns_data_file("ds_w_100000.json"));
-/// assert!(!UnitName::from_stem("ds_w_100000").owns_data_file("ds_w_1000000.json"));
+/// assert!(!unit.owns_data_file(&format!("{}0_0.parquet", unit.as_str())));
+/// run.abandon().await.unwrap();
+/// # })
 /// ```
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct UnitName(String);
@@ -159,9 +160,17 @@ impl UnitName {
     /// (no dot): `<unit>_<index>.<extension>`, the name recovery finds.
     ///
     /// ```
-    /// let unit = cairn_checkpoint::UnitName::from_stem("run_0000000003");
-    /// assert_eq!(unit.data_file(0, "parquet"), "run_0000000003_0.parquet");
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// use cairn_checkpoint::Checkpoint;
+    /// use cairn_fs::{FileSystem, StorageOptions};
+    /// let output = FileSystem::new("memory", &StorageOptions::new()).unwrap();
+    /// let checkpoint = Checkpoint::at("memory:///doc-file/ckpt", &StorageOptions::new(), "id").unwrap();
+    /// let run = checkpoint.open(&output, "memory:///doc-file/out").await.unwrap();
+    /// let unit = run.next_unit();
+    /// assert_eq!(unit.data_file(0, "parquet"), format!("{}_0.parquet", unit.as_str()));
     /// assert!(unit.owns_data_file(&unit.data_file(12, "jsonl")));
+    /// run.abandon().await.unwrap();
+    /// # })
     /// ```
     pub fn data_file(&self, index: usize, extension: &str) -> String {
         format!("{}{DATA_DELIMITER}{index}.{extension}", self.0)
@@ -300,5 +309,29 @@ pub fn classify(file_name: &str) -> CheckpointFile {
         CheckpointFile::Committed(UnitName::from_stem(stem))
     } else {
         CheckpointFile::Other(file_name.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_unit_owns_only_its_own_data_files() {
+        let unit = UnitName::new(&RunId::from_hex("0123456789abcdef0123456789abcdef"), 42);
+        assert_eq!(unit.as_str(), "0123456789abcdef0123456789abcdef_0000000042");
+        assert_eq!(
+            unit.committed_file(),
+            "0123456789abcdef0123456789abcdef_0000000042.parquet"
+        );
+        assert!(unit.owns_data_file("0123456789abcdef0123456789abcdef_0000000042_0.parquet"));
+        // A longer number is another unit, never this one's file.
+        assert!(!UnitName::from_stem("run_10").owns_data_file("run_100_0.parquet"));
+        // Ray Data's data files follow the unit's name with `-`, its
+        // block-based sinks' with `.`; its `:06` numbers run past a million.
+        assert!(UnitName::from_stem("ds_w_000001").owns_data_file("ds_w_000001-0.parquet"));
+        assert!(!UnitName::from_stem("ds_w_100000").owns_data_file("ds_w_1000000-0.parquet"));
+        assert!(UnitName::from_stem("ds_w_100000").owns_data_file("ds_w_100000.json"));
+        assert!(!UnitName::from_stem("ds_w_100000").owns_data_file("ds_w_1000000.json"));
     }
 }

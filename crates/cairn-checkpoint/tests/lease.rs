@@ -6,10 +6,8 @@ use cairn_checkpoint::Error;
 use cairn_checkpoint::internals::{CheckpointDir, LeaseRecord, RunId, lease_file};
 use cairn_fs::{StorageOptions, WriteMode, build_checkpoint_filesystem};
 
-fn dir_on(root: &str) -> CheckpointDir {
-    let (fs, _) = build_checkpoint_filesystem(root, &StorageOptions::new()).unwrap();
-    CheckpointDir::new(fs, root, "id")
-}
+mod common;
+use common::dir_on;
 
 fn host() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")

@@ -6,14 +6,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use cairn_checkpoint::internals::{CheckpointDir, LeaseKeeper, RunId};
+use cairn_checkpoint::internals::{LeaseKeeper, RunId};
 use cairn_checkpoint::{Error, UnitName};
-use cairn_fs::{StorageOptions, build_checkpoint_filesystem};
 
-fn dir_on(root: &str) -> CheckpointDir {
-    let (fs, _) = build_checkpoint_filesystem(root, &StorageOptions::new()).unwrap();
-    CheckpointDir::new(fs, root, "id")
-}
+mod common;
+use common::dir_on;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lease_faults() {
