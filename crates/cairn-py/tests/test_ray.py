@@ -44,12 +44,11 @@ def write_input(oracle, prefix):
     write_uid_files(oracle, prefix, FILES, ROWS_PER_FILE)
 
 
-def run_job(spec, kill_when=None, timeout=300, env=None):
-    """Runs ray_job.py (with `env` added to its environment); with
-    `kill_when`, SIGKILLs its whole process group (the driver and the local
-    cluster it started) once kill_when() is true. Returns (exit code, output)."""
+def start_job(spec, env=None):
+    """Starts ray_job.py (with `env` added to its environment) in a process
+    group of its own, its output (stdout and stderr) piped as text."""
     env = dict(os.environ, RAY_DATA_PARQUET_BIN_PACKING_BYTES=str(64 * 1024), **(env or {}))
-    proc = subprocess.Popen(
+    return subprocess.Popen(
         [sys.executable, JOB, json.dumps(spec)],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -57,6 +56,13 @@ def run_job(spec, kill_when=None, timeout=300, env=None):
         env=env,
         start_new_session=True,
     )
+
+
+def run_job(spec, kill_when=None, timeout=300, env=None):
+    """Runs ray_job.py (with `env` added to its environment); with
+    `kill_when`, SIGKILLs its whole process group (the driver and the local
+    cluster it started) once kill_when() is true. Returns (exit code, output)."""
+    proc = start_job(spec, env)
     deadline = time.monotonic() + timeout
     try:
         if kill_when is not None:
@@ -277,15 +283,7 @@ def run_job_then_terminate(spec, timeout=300):
     (the job done) sends SIGTERM to the driver alone, as an orchestrator
     stopping it politely does; then ends what is left of its process group.
     Returns (exit code, output)."""
-    env = dict(os.environ, RAY_DATA_PARQUET_BIN_PACKING_BYTES=str(64 * 1024))
-    proc = subprocess.Popen(
-        [sys.executable, JOB, json.dumps(spec)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env=env,
-        start_new_session=True,
-    )
+    proc = start_job(spec)
     lines = []
     try:
         deadline = time.monotonic() + timeout
