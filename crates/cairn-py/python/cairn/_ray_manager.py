@@ -52,7 +52,8 @@ from ._ray_shards import (
 )
 from .fsspec import CairnFileSystem
 
-logger = logging.getLogger(__name__)
+# Logged as cairn.ray, the public module whose logging users configure.
+logger = logging.getLogger("cairn.ray")
 
 
 def _cairn_of(filesystem: Any) -> Optional[CairnFileSystem]:
