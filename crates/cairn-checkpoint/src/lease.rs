@@ -208,8 +208,13 @@ fn abandoned_until(holder: &str) -> Option<Instant> {
         .map(|(_, free)| *free)
 }
 
+/// Records (or moves) the instant the lease of `holder` is free.
 fn mark_abandoned(holder: String, free: Instant) {
     if let Ok(mut gone) = ABANDONED.lock() {
+        if let Some(entry) = gone.iter_mut().find(|(h, _)| *h == holder) {
+            entry.1 = free;
+            return;
+        }
         // A bounded memory of the last few: an older one has expired or
         // been released by the release spawned at its drop.
         if gone.len() >= 1024 {
@@ -448,11 +453,14 @@ impl CheckpointDir {
             if let Some((newest, path)) = files.last() {
                 generation = newest + 1;
                 if let Some(current) = self.read_lease_file(path).await? {
-                    if let Some(free) = current.dropped_here_until() {
-                        // A run of this process dropped it: wait out the
-                        // margin its writes get (a quarter of its lifetime
-                        // at most) instead of refusing.
-                        tokio::time::sleep_until(tokio::time::Instant::from_std(free)).await;
+                    // A run of this process dropped it: wait out the margin
+                    // its writes get instead of refusing (a quarter of the
+                    // lifetime once its last renewal is back; the instant
+                    // moves closer then, so it is looked at again often).
+                    while let Some(free) = current.dropped_here_until() {
+                        let step = Instant::now() + Duration::from_millis(100);
+                        tokio::time::sleep_until(tokio::time::Instant::from_std(free.min(step)))
+                            .await;
                     }
                     if current.is_live() {
                         return Err(self.held_by(&current));
@@ -909,22 +917,30 @@ impl Drop for LeaseKeeper {
             Err(_) => return,
         };
         let margin = lease.ttl / 4;
-        mark_abandoned(lease.record.holder.clone(), Instant::now() + margin);
+        let holder = lease.record.holder.clone();
         let dir = self.dir.clone();
         match tokio::runtime::Handle::try_current() {
-            // The renewal in flight finishes first (see `start`), the run's
-            // writes already sent get their margin, then the lease is
-            // marked released unless another run took it meanwhile.
+            // The renewal in flight finishes first (see `start`: it is
+            // bounded by the lifetime), so until it has, the lease is free
+            // only when a renewal sent at the last moment has had its
+            // margin too; then the run's writes get their margin from now,
+            // and the lease is marked released unless another run took it
+            // meanwhile.
             Ok(runtime) => {
+                mark_abandoned(holder.clone(), Instant::now() + lease.ttl + margin);
                 runtime.spawn(async move {
                     let _ = task.await;
+                    mark_abandoned(holder, Instant::now() + margin);
                     tokio::time::sleep(margin).await;
                     if let Err(e) = dir.release_lease(lease).await {
                         tracing::warn!(checkpoint = %dir.dir, "could not release the lease of a dropped run: {e}");
                     }
                 });
             }
-            Err(_) => task.abort(),
+            Err(_) => {
+                task.abort();
+                mark_abandoned(holder, Instant::now() + margin);
+            }
         }
     }
 }

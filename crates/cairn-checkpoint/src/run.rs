@@ -203,8 +203,9 @@ impl Checkpoint {
 /// A run ends with [`Run::finish`] (success: refused while a unit is begun
 /// and not committed) or [`Run::abandon`] (failure: the checkpoint kept for
 /// the next run). A run that is dropped without either (an error returned
-/// with `?`) stops renewing its lease and releases it in the background; a
-/// run of the same process may take the checkpoint at once. A run that
+/// with `?`) stops renewing its lease; a quarter of the lease's lifetime
+/// later (the margin for writes it had sent) a run of the same process
+/// takes the checkpoint, and a background task releases it. A run that
 /// crashes ends neither way; the next one rolls back its uncommitted units.
 pub struct Run {
     open: OpenCheckpoint,

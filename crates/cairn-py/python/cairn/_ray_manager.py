@@ -118,26 +118,28 @@ _EXIT_WATCHED = False
 
 def _watch_for_unclean_exit() -> None:
     """Notes an exit that is not a clean end of the driver: an uncaught
-    exception (``sys.excepthook``) or SIGTERM (what Kubernetes, Slurm,
-    ``timeout`` and Airflow send; Ray's own handler turns it into
-    ``sys.exit``, which runs the exit handlers). Installed when the first
-    marker is left, after ``ray.init`` installed Ray's handler, which is
-    kept and called. From the main thread only (Python's rule for
-    signal handlers)."""
+    exception (``sys.excepthook``, wrapped once) or SIGTERM (what
+    Kubernetes, Slurm, ``timeout`` and Airflow send; Ray's own handler
+    turns it into ``sys.exit``, which runs the exit handlers). Called each
+    time a marker is left, after ``ray.init`` installed Ray's handler, which
+    is kept and called: a handler installed since (a new Ray node's) is
+    wrapped in turn. From the main thread only (Python's rule for signal
+    handlers)."""
     global _EXIT_WATCHED
-    if _EXIT_WATCHED:
-        return
-    _EXIT_WATCHED = True
-    previous_hook = sys.excepthook
+    if not _EXIT_WATCHED:
+        _EXIT_WATCHED = True
+        previous_hook = sys.excepthook
 
-    def excepthook(kind: Any, value: Any, tb: Any) -> None:
-        _EXIT_UNCLEAN.append(f"an uncaught {kind.__name__}")
-        previous_hook(kind, value, tb)
+        def excepthook(kind: Any, value: Any, tb: Any) -> None:
+            _EXIT_UNCLEAN.append(f"an uncaught {kind.__name__}")
+            previous_hook(kind, value, tb)
 
-    sys.excepthook = excepthook
+        sys.excepthook = excepthook
     if threading.current_thread() is not threading.main_thread():
         return
     previous_term = signal.getsignal(signal.SIGTERM)
+    if getattr(previous_term, "_cairn_notes_sigterm", False):
+        return
     if previous_term in (signal.SIG_IGN, signal.SIG_DFL, None):
         # Ignored: nothing ends. Default (or set outside Python): the
         # process ends at once, without exit handlers, so the marker stays.
@@ -150,6 +152,7 @@ def _watch_for_unclean_exit() -> None:
         previous_term(signum, frame)
         _EXIT_UNCLEAN.remove("SIGTERM")
 
+    on_term._cairn_notes_sigterm = True  # type: ignore[attr-defined]
     signal.signal(signal.SIGTERM, on_term)
 
 
