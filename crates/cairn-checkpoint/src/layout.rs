@@ -312,6 +312,16 @@ pub fn classify(file_name: &str) -> CheckpointFile {
     }
 }
 
+/// The first three of `units`, for an error message that names a few.
+pub(crate) fn examples<'a>(units: impl IntoIterator<Item = &'a UnitName>) -> String {
+    units
+        .into_iter()
+        .take(3)
+        .map(UnitName::as_str)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

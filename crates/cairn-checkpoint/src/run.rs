@@ -409,7 +409,7 @@ impl Run {
             return Err(Error::UnitsNotCommitted {
                 checkpoint,
                 units: unfinished.len(),
-                examples: examples(&unfinished),
+                examples: crate::layout::examples(&unfinished),
             });
         }
         crate::failpoint::crash_point("run-before-clean-up");
@@ -538,16 +538,6 @@ fn on_filesystem(fs: &FileSystem, path: &str, what: &str, fix: &str) -> Result<(
         }),
         _ => Ok(()),
     }
-}
-
-/// A few units' names, for an error message.
-fn examples(units: &[UnitName]) -> String {
-    units
-        .iter()
-        .take(3)
-        .map(UnitName::to_string)
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 /// What cairn's other doors (the job runner, the Python package) need of

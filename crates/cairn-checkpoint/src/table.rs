@@ -141,12 +141,7 @@ impl CheckpointDir {
             checkpoint: self.url()?,
             table: log.table(),
             units: missing.len(),
-            examples: missing
-                .iter()
-                .take(3)
-                .map(|u| u.to_string())
-                .collect::<Vec<_>>()
-                .join(", "),
+            examples: crate::layout::examples(missing.iter().copied()),
         })
     }
 }

@@ -132,13 +132,7 @@ impl CheckpointDir {
             checkpoint: self.url()?,
             output: output_fs.url(&output_fs.strip(output_dir)?),
             units: check.missing.len(),
-            examples: check
-                .missing
-                .iter()
-                .take(3)
-                .map(|u| u.to_string())
-                .collect::<Vec<_>>()
-                .join(", "),
+            examples: crate::layout::examples(&check.missing),
         })
     }
 }
