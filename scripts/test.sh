@@ -83,8 +83,9 @@ ray_tests() {
   # (scripts/bench/skip_props.sh runs thousands).
   (cd crates/cairn-py/tests && CAIRN_SKIP_PROP_EXAMPLES="${CAIRN_SKIP_PROP_EXAMPLES:-300}" \
     "$tools/ray-venv/bin/python" -m pytest test_ray.py test_ray_read.py test_ray_shards.py \
-    test_ray_skip_props.py test_ray_sinks.py test_ray_tables.py test_ray_limits.py test_pandas.py test_docs.py \
-    -q -p no:cacheprovider -rs --durations=15) || status=1
+    test_ray_skip_props.py test_ray_sinks.py test_ray_tables.py test_ray_limits.py test_ray_upstream.py \
+    test_pandas.py test_docs.py \
+    -q -p no:cacheprovider -rsxX --durations=15) || status=1
   phase_done "Ray tests"
   # cairn's counts in Ray's metrics: Ray exports them only with ray[default].
   (cd crates/cairn-py/tests && "$tools/ray-metrics-venv/bin/python" -m pytest test_ray_metrics.py -q -p no:cacheprovider -rs) || status=1

@@ -175,8 +175,13 @@ def test_a_worker_node_lost_mid_job_on_a_cluster_ends_exactly_once(s3, id_column
     workers killed, as a preempted machine) and a new one is started. Ray
     either rides it out (its lost tasks run again, rewriting the same
     units) or fails the job; run again if it failed, the output holds every
-    input row once."""
-    spec, oracle, base = job_spec(s3, "cluster-node", id_column, sleep=3.0, cluster=True)
+    input row once. The input is read by cairn.ray.read_parquet, whose read
+    tasks are planned on the driver: Ray's own reader lists the input in a
+    task, and when that task's retry on a new node fails, Ray 2.60 drops
+    the files not yet listed with exit 0 (test_ray_upstream.py)."""
+    spec, oracle, base = job_spec(
+        s3, "cluster-node", id_column, sleep=3.0, cluster=True, reader="cairn"
+    )
     spec.update(remove_node_after_units=3, replaced_flag=str(tmp_path / "replaced"))
     code, out = run_job(spec, timeout=420)
     outputs = [out]

@@ -314,7 +314,9 @@ def test_a_table_on_garage_resumes_exactly_once(tmp_path, table_format):
     time. Iceberg commits through its SQL catalog's swap, its tasks at
     once, on a local cluster where a worker node is removed once 3 units
     are checkpointed (Ray retries its lost tasks, whose units may be in the
-    table already, or fails the job, which is run again)."""
+    table already, or fails the job, which is run again); there the input
+    is read by cairn.ray.read_parquet, as Ray's own reader can drop files
+    when a node is lost (test_ray_upstream.py)."""
     options = garage_options()
     oracle = pyarrow_s3(options)
     bucket = os.environ["CAIRN_TEST_GARAGE_BUCKET"]
@@ -383,7 +385,11 @@ def test_a_table_on_garage_resumes_exactly_once(tmp_path, table_format):
 
     if table_format == "iceberg":
         spec.update(
-            cluster=True, sleep=1.0, remove_node_after_units=3, replaced_flag=str(tmp_path / "r")
+            cluster=True,
+            sleep=1.0,
+            remove_node_after_units=3,
+            replaced_flag=str(tmp_path / "r"),
+            reader="cairn",
         )
         code, first = run_job(spec, timeout=420)
         assert "NODE REMOVED" in first, f"no node was removed (exit {code}):\n{first[-4000:]}"
