@@ -65,11 +65,12 @@ pub struct CheckpointConfig {
     /// ([`crate::table::UnitLog`]): recovery commits the pending units it
     /// records and deletes nothing in the output.
     pub unit_log: Option<Arc<dyn UnitLog>>,
-    /// Whether opening checks the output against the committed units (a
-    /// table's log before any pending unit is settled, so a refusal
-    /// changes nothing; a file output's data files after recovery). Off
-    /// only for a door that opens a checkpoint to end it, whose units were
-    /// checked when the job opened it.
+    /// Whether opening checks a file output's data files against the
+    /// committed units (after recovery). Off only for a door that opens a
+    /// checkpoint to end it, whose writers record no count of data files.
+    /// A table output's log is checked either way, before any pending unit
+    /// is settled (a refusal changes nothing): at the end of a job too, so
+    /// a unit the table lost while the job ran stops the clean-up.
     pub check_output: bool,
 }
 
@@ -267,14 +268,15 @@ impl CheckpointConfig {
             });
         }
         if let Some(log) = &self.unit_log
-            && self.check_output
             && !state.complete
         {
             // Before anything is written or settled: a table that lost
-            // committed units (moved, restored, replaced) is refused with
-            // the checkpoint as it was, pending records included, so the
-            // units the table held between its commit and the checkpoint's
-            // are not forgotten when it is back.
+            // committed units (moved, restored, replaced, or a commit lost
+            // on a store without conditional writes) is refused with the
+            // checkpoint as it was, pending records included, so the units
+            // the table held between its commit and the checkpoint's are
+            // not forgotten when it is back. At the end of a job this is
+            // the check that the job's units are all in the table.
             dir.require_logged(log.as_ref(), &state).await?;
         }
         let fresh = recorded.is_none() && state.committed.is_empty() && state.pending.is_empty();

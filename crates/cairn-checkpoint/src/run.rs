@@ -561,10 +561,11 @@ impl Checkpoint {
         }
     }
 
-    /// Opens without checking the output against the committed units: for
-    /// a door that opens a checkpoint only to end it (Ray's clean-up after
-    /// a job), whose units were checked when the job opened it and whose
-    /// writers (Ray's tasks) record no count of data files.
+    /// Opens without checking a file output's data files against the
+    /// committed units: for a door that opens a checkpoint only to end it
+    /// (Ray's clean-up after a job), whose writers (Ray's tasks) record no
+    /// count of data files. A table output's log is still checked: every
+    /// committed unit must be in the table.
     pub fn without_output_check(mut self) -> Self {
         self.config.check_output = false;
         self.refuse_existing_output = None;

@@ -1,5 +1,5 @@
 """Small helpers the test files and the job script share, each defined
-once: a free loopback port and the processes of Ray's shard actors."""
+once: a free loopback port and the processes of Ray's workers."""
 
 import os
 import socket
@@ -12,17 +12,23 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def shard_processes() -> list:
-    """The pids of this machine's shard actors (Ray titles an actor's
-    process `ray::<class>`; the state API needs Ray's dashboard)."""
+def ray_processes(title: bytes = b"ray::") -> list:
+    """The pids of this machine's Ray worker processes whose title starts
+    with `title` (Ray titles a worker's process `ray::<task or class>`;
+    the state API needs Ray's dashboard)."""
     pids = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
             with open(f"/proc/{entry}/cmdline", "rb") as f:
-                if f.read().startswith(b"ray::ShardActor"):
+                if f.read().startswith(title):
                     pids.append(int(entry))
         except OSError:
             continue
     return pids
+
+
+def shard_processes() -> list:
+    """The pids of this machine's shard actors."""
+    return ray_processes(b"ray::ShardActor")

@@ -16,6 +16,10 @@ logger = logging.getLogger(__name__)
 #: The Delta application-transaction ID of a unit: ``cairn:<unit>``.
 APP_ID_PREFIX = "cairn:"
 
+#: The commit-info key naming a commit's unit (from the commit's custom
+#: metadata).
+UNIT_KEY = "cairn.unit"
+
 #: A unit's transaction version (one transaction per unit, so any will do).
 _UNIT_VERSION = 1
 
@@ -34,15 +38,82 @@ class DeltaUnitLog:
         #: The table, for messages.
         self.table = without_secrets(table_uri)
 
-    def recorded(self, units: List[str]) -> List[str]:
-        """The units among ``units`` whose transaction is in the table's
-        current snapshot (none when there is no table yet)."""
+    def _table(self) -> Any:
         from deltalake import DeltaTable
 
         if not DeltaTable.is_deltatable(self._uri, storage_options=self._storage_options):
+            return None
+        return DeltaTable(self._uri, storage_options=self._storage_options)
+
+    def landed(self, unit: str) -> bool:
+        """Whether the table's snapshot holds the unit's application
+        transaction."""
+        table = self._table()
+        return table is not None and table.transaction_version(APP_ID_PREFIX + unit) is not None
+
+    def recorded(self, units: List[str]) -> List[str]:
+        """The units among ``units`` committed by a version in the current
+        version's lineage (none when there is no table yet).
+
+        The log's commits are walked from the latest down: a ``RESTORE`` to
+        version ``r`` goes on at ``r`` (the versions between are not the
+        table's any more), an overwrite of the whole table or a ``DELETE``
+        of every row ends the walk. Commits older than the log keeps (its
+        clean-up removed them) are judged by the unit's application
+        transaction, unless the walk was cut before reaching them. Delta's
+        application transactions alone would answer "recorded" for a unit
+        a restore removed."""
+        table = self._table()
+        if table is None:
             return []
-        table = DeltaTable(self._uri, storage_options=self._storage_options)
-        return [u for u in units if table.transaction_version(APP_ID_PREFIX + u) is not None]
+        history = {entry["version"]: entry for entry in table.history()}
+        in_lineage, seen, cut = set(), set(), False
+        version = table.version()
+        while version >= 0:
+            entry = history.get(version)
+            if entry is None:
+                break  # older than the log keeps
+            unit = entry.get(UNIT_KEY)
+            if unit:
+                in_lineage.add(unit)
+            operation = entry.get("operation")
+            parameters = entry.get("operationParameters") or {}
+            if operation == "RESTORE":
+                target = parameters.get("version")
+                if target is None:
+                    # Restored to a time: the version is not named, so
+                    # nothing older is taken to be in the table.
+                    cut = True
+                    break
+                version = int(target)
+                continue
+            if _replaces_everything(operation, parameters):
+                cut = True
+                break
+            version -= 1
+        for entry in history.values():
+            if entry.get(UNIT_KEY):
+                seen.add(entry[UNIT_KEY])
+        found = []
+        for u in units:
+            if u in in_lineage:
+                found.append(u)
+            elif not cut and version >= 0 and u not in seen:
+                # Committed before the oldest commit the log keeps.
+                if table.transaction_version(APP_ID_PREFIX + u) is not None:
+                    found.append(u)
+        return found
+
+
+def _replaces_everything(operation: Optional[str], parameters: Dict[str, Any]) -> bool:
+    """Whether a Delta commit removed every row before it: an overwrite
+    without a predicate, a table replaced, or a delete without one."""
+    predicate = parameters.get("predicate")
+    if operation == "WRITE":
+        return parameters.get("mode") == "Overwrite" and not predicate
+    if operation in ("CREATE OR REPLACE TABLE", "REPLACE TABLE"):
+        return True
+    return operation == "DELETE" and not predicate
 
 
 class DeltaDatasink(TableDatasink):
@@ -64,8 +135,8 @@ class DeltaDatasink(TableDatasink):
     lock provider. On a store that ignores conditional writes (Garage),
     deltalake needs ``AWS_S3_ALLOW_UNSAFE_RENAME`` and two tasks committing
     at once can overwrite each other's log entry: run one write task at a
-    time there (``concurrency=1``), or a resume will refuse the checkpoint
-    whose units the table lost.
+    time there (``concurrency=1``), or the end of the job (or a resume)
+    will refuse the checkpoint whose units the table lost.
     """
 
     def __init__(
@@ -107,7 +178,7 @@ class DeltaDatasink(TableDatasink):
             schema_mode=self._schema_mode,
             storage_options=self._storage_options,
             commit_properties=CommitProperties(
-                custom_metadata={"cairn.unit": unit},
+                custom_metadata={UNIT_KEY: unit},
                 max_commit_retries=self._max_commit_retries,
                 app_transactions=[Transaction(APP_ID_PREFIX + unit, _UNIT_VERSION)],
             ),

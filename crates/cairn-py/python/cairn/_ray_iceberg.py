@@ -40,12 +40,53 @@ class IcebergUnitLog:
         #: The table, for messages: its identifier and location.
         self.table = f"{table_identifier} ({without_secrets(location)})"
 
+    def _metadata(self) -> Any:
+        return _catalog(self._catalog_kwargs).load_table(self._identifier).metadata
+
+    def landed(self, unit: str) -> bool:
+        """Whether a snapshot of the table's current metadata records the
+        unit."""
+        return any(
+            s.summary is not None and s.summary.get(UNIT_PROPERTY) == unit
+            for s in self._metadata().snapshots
+        )
+
     def recorded(self, units: List[str]) -> List[str]:
-        """The units among ``units`` that a snapshot of the table's
-        current metadata records."""
-        table = _catalog(self._catalog_kwargs).load_table(self._identifier)
-        found = {s.summary.get(UNIT_PROPERTY) for s in table.metadata.snapshots if s.summary}
-        return [u for u in units if u in found]
+        """The units among ``units`` recorded by a snapshot in the current
+        snapshot's ancestry (parent by parent), up to a snapshot that left
+        none of its parent's data files (an overwrite or a delete of every
+        row: what came before is not in the table). A rollback leaves the
+        snapshots after its target in the metadata but out of the
+        ancestry; an expired snapshot ends the ancestry."""
+        metadata = self._metadata()
+        by_id = {s.snapshot_id: s for s in metadata.snapshots}
+        in_lineage = set()
+        snapshot_id = metadata.current_snapshot_id
+        while snapshot_id is not None and snapshot_id in by_id:
+            snapshot = by_id[snapshot_id]
+            summary = snapshot.summary
+            if summary is not None:
+                unit = summary.get(UNIT_PROPERTY)
+                if unit:
+                    in_lineage.add(unit)
+                if _left_no_earlier_file(summary):
+                    break
+            snapshot_id = snapshot.parent_snapshot_id
+        return [u for u in units if u in in_lineage]
+
+
+def _left_no_earlier_file(summary: Any) -> bool:
+    """Whether a snapshot removed every data file its parent had: all its
+    files are its own, and it deleted some."""
+
+    def count(key: str) -> int:
+        value = summary.get(key)
+        return int(value) if value is not None else 0
+
+    if summary.get("total-data-files") is None:
+        return False
+    deleted = count("deleted-data-files")
+    return deleted > 0 and count("total-data-files") == count("added-data-files")
 
 
 class IcebergDatasink(TableDatasink):
@@ -65,7 +106,8 @@ class IcebergDatasink(TableDatasink):
     catalog's compare-and-swap of the table's metadata, retried on the new
     metadata. Create the table first (pyiceberg's ``create_table``).
     Expiring the table's snapshots while a job runs removes the records of
-    its units: the next resume is then refused, not wrong.
+    its units: the job's end (or the next resume) then refuses the
+    checkpoint, naming the units, rather than go on wrong.
     """
 
     def __init__(
@@ -115,6 +157,6 @@ class IcebergDatasink(TableDatasink):
             except CommitFailedException:
                 if attempt == self._max_commit_retries:
                     raise
-                if self.unit_log().recorded([unit]):
+                if self.unit_log().landed(unit):
                     return
                 time.sleep(min(0.05 * 2**attempt, 2.0))

@@ -38,20 +38,49 @@ class LanceUnitLog:
         #: The dataset, for messages.
         self.table = without_secrets(uri)
 
+    def landed(self, unit: str) -> bool:
+        """Whether a transaction of the dataset's history records the unit
+        (a version whose transaction file was cleaned up records
+        nothing)."""
+        dataset = _dataset(self._uri, self._storage_options)
+        if dataset is None:
+            return False
+        transactions = dataset.get_transactions(recent_transactions=dataset.version + 1)
+        return any(
+            t is not None and (t.transaction_properties or {}).get(UNIT_PROPERTY) == unit
+            for t in transactions
+        )
+
     def recorded(self, units: List[str]) -> List[str]:
-        """The units among ``units`` that a transaction of the dataset's
-        history records (a version whose transaction file was cleaned up
-        records nothing)."""
+        """The units among ``units`` recorded by a version in the latest
+        version's lineage: versions are walked from the latest down, a
+        ``Restore`` to version ``r`` goes on at ``r`` (the versions between
+        are not the dataset's any more), an ``Overwrite`` (the dataset's
+        creation among them) is the last one walked, and so is the oldest
+        version whose transaction is still kept."""
         dataset = _dataset(self._uri, self._storage_options)
         if dataset is None:
             return []
-        transactions = dataset.get_transactions(recent_transactions=dataset.version + 1)
-        found = {
-            (t.transaction_properties or {}).get(UNIT_PROPERTY)
-            for t in transactions
-            if t is not None
-        }
-        return [u for u in units if u in found]
+        in_lineage = set()
+        version = dataset.version
+        while version >= 1:
+            try:
+                transaction = dataset.read_transaction(version)
+            except (OSError, ValueError):
+                transaction = None
+            if transaction is None:
+                break  # cleaned up
+            unit = (transaction.transaction_properties or {}).get(UNIT_PROPERTY)
+            if unit:
+                in_lineage.add(unit)
+            operation = type(transaction.operation).__name__
+            if operation == "Restore":
+                version = int(transaction.operation.version)
+                continue
+            if operation == "Overwrite":
+                break
+            version -= 1
+        return [u for u in units if u in in_lineage]
 
 
 class LanceDatasink(TableDatasink):
@@ -68,7 +97,8 @@ class LanceDatasink(TableDatasink):
     appends commit with Lance's own conflict resolution. While the job
     runs, only append to the dataset and keep its versions
     (``cleanup_old_versions`` removes the transactions that record units:
-    the next resume is then refused, not wrong).
+    the job's end, or the next resume, then refuses the checkpoint rather
+    than go on wrong).
     """
 
     def __init__(

@@ -423,8 +423,7 @@ class CheckpointManager(RayCheckpointManager):
                 )
             except Exception as e:
                 logger.warning(
-                    "cairn: the checkpoint %s of the finished job was not deleted (%s); a run of "
-                    "the same job over it writes nothing and deletes it",
+                    "cairn: the checkpoint %s of the finished job was not deleted: %s",
                     checkpoint_url,
                     e,
                 )

@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from typing import Any, Iterable, List, Protocol
+from typing import Any, Iterable, List, Optional, Protocol
 from urllib.parse import urlsplit, urlunsplit
 
 import pyarrow as pa
@@ -47,7 +47,16 @@ class UnitLog(Protocol):
     table: str
 
     def recorded(self, units: List[str]) -> List[str]:
-        """The units among ``units`` the table records."""
+        """The units among ``units`` whose rows the table's current version
+        holds: committed by a version in its lineage, and not cut off since
+        by a restore, a rollback or an overwrite. What recovery settles by
+        and a resume checks the committed units against."""
+        ...
+
+    def landed(self, unit: str) -> bool:
+        """Whether a table commit recording ``unit`` landed (cheap: for a
+        task Ray retries in the same run, whose earlier attempt may have
+        committed before it died)."""
         ...
 
 
@@ -100,21 +109,48 @@ class TableDatasink(FileDatasink):
         )
         return split_base_and_ext(name)[0]
 
-    def write(self, blocks: Iterable[Block], ctx: Any) -> None:
+    def write(self, blocks: Iterable[Block], ctx: Any) -> Optional[str]:
+        """Commits the task's rows as its unit; returns the unit (None when
+        the task had no rows), for :meth:`on_write_complete`."""
         builder = DelegatingBlockBuilder()
         for block in blocks:
             builder.add_block(block)
         rows = BlockAccessor.for_block(builder.build()).to_arrow()
         if rows.num_rows == 0:
-            return
+            return None
         unit = self._unit(ctx)
         log = self.unit_log()
-        if log.recorded([unit]):
+        if log.landed(unit):
             # A retried task whose table commit landed before it died.
             logger.info("cairn: unit %s is already in %s", unit, log.table)
-            return
+            return unit
         self.append(rows, unit)
         crash_point("table-after-commit", unit)
+        return unit
+
+    def on_write_complete(self, write_result: Any) -> None:
+        """Checks, on the driver, that every unit this job committed is in
+        the table's current version, and fails the job before Ray deletes
+        its checkpoint when one is not (a restore, rollback or overwrite
+        while the job ran, or a commit lost on a store without conditional
+        writes). Deletes nothing: unlike Ray's file sinks, which remove an
+        output directory they made when no row was written, the table's
+        directory may hold another writer's table."""
+        units = [u for u in write_result.write_returns if u]
+        if not units:
+            return
+        log = self.unit_log()
+        found = set(log.recorded(units))
+        missing = sorted(u for u in units if u not in found)
+        if missing:
+            raise RuntimeError(
+                f"cairn.ray.{type(self).__name__}: {len(missing)} unit(s) this job committed are "
+                f"not in the table {log.table} (e.g. {', '.join(missing[:3])}): it was restored, "
+                "rolled back or overwritten while the job ran, or lost a commit (two at once on a "
+                "store without conditional writes). Their IDs are committed, so the checkpoint "
+                "is kept and a resume refuses it until the table holds them again: restore the "
+                "table, or move the checkpoint away and run the job again"
+            )
 
 
 def crash_point(name: str, unit: str) -> None:
