@@ -597,4 +597,35 @@ mod table_output {
         assert_eq!(run.recovery().committed_from_table, vec![held]);
         run.abandon().await.unwrap();
     }
+
+    /// Finding 5 of tables round 2: the door that ends a job (Ray's, which
+    /// opens without the file-output check) never asked the table, so a
+    /// unit lost while the job ran was deleted with the checkpoint.
+    #[tokio::test]
+    async fn the_end_of_a_job_checks_its_units_in_the_table() {
+        let place = Place::memory();
+        let ckpt = place.ckpt("table-end");
+        let dir = CheckpointDir::new(place.fs.clone(), &ckpt, "id");
+        let run = RunId::new();
+        let (kept, lost) = (UnitName::new(&run, 0), UnitName::new(&run, 1));
+        for (unit, id) in [(&kept, 1), (&lost, 2)] {
+            dir.write_pending(unit, ints(&[id])).await.unwrap();
+            dir.commit(unit, ints(&[id])).await.unwrap();
+            dir.release_pending(unit).await.unwrap();
+        }
+        let mut config = CheckpointConfig::new("id", &ckpt);
+        config.filesystem = Some(place.fs.clone());
+        config.unit_log = Some(Arc::new(Table(vec![kept.clone()])));
+        let err = Checkpoint::with_config(config, None)
+            .without_output_check()
+            .open(&place.fs, &place.out("table-end"))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, Error::UnitsNotInTable { units: 1, ref examples, .. } if examples.contains(lost.as_str())),
+            "{err}"
+        );
+        assert!(place.ckpt_has("table-end", &lost.committed_file()).await);
+        assert!(place.ckpt_has("table-end", &kept.committed_file()).await);
+    }
 }
