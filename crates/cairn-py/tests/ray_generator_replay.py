@@ -3,7 +3,7 @@ objects on worker node A; the driver reads 2; node A is removed while the
 task runs (a preempted machine); Ray retries the task on a new node, and
 that attempt raises before its second object. Prints what the driver's
 generator gives next: "ERROR <type>" when the failure reaches it, "ENDED
-after 2 of 4" when the stream just ends.
+after 2 of 4" when the stream just ends, "TIMEOUT" when nothing comes.
 
 Ray Data's own read_parquet lists the input in such a task (ListFiles)
 and reads what the stream gave: when the listing's attempt on a new node
@@ -52,7 +52,9 @@ def main() -> None:
             read += 1
     except StopIteration:
         print(f"ENDED after {read} of 4", flush=True)
-    except Exception as e:  # noqa: BLE001 - any error reaching the driver is the right outcome
+    except ray.exceptions.GetTimeoutError:
+        print("TIMEOUT: no answer in 120 s", flush=True)
+    except Exception as e:  # noqa: BLE001 - the task's failure reaching the driver is the fix
         print(f"ERROR {type(e).__name__}", flush=True)
     # The cluster's exit handlers trip over the removed node.
     os._exit(0)

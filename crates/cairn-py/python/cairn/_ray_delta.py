@@ -5,7 +5,7 @@ transaction that records it as an application transaction
 from __future__ import annotations
 
 import logging
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 import pyarrow as pa
 
@@ -57,17 +57,18 @@ class DeltaUnitLog:
 
         The log's commits are walked from the latest down: a ``RESTORE`` to
         version ``r`` goes on at ``r`` (the versions between are not the
-        table's any more), an overwrite of the whole table or a ``DELETE``
-        of every row ends the walk. Commits older than the log keeps (its
-        clean-up removed them) are judged by the unit's application
-        transaction, unless the walk was cut before reaching them. Delta's
-        application transactions alone would answer "recorded" for a unit
-        a restore removed."""
-        table = self._table()
+        table's any more), an overwrite of the whole table, a replaced
+        table, a ``TRUNCATE`` or a ``DELETE`` of every row ends the walk.
+        Commits older than the log keeps (its clean-up removed them) are
+        judged by the unit's application transaction, unless the walk was
+        cut before reaching them. A restore to a time (whose version the
+        log does not name) raises: which units it kept cannot be told.
+        Delta's application transactions alone would answer "recorded" for
+        a unit a restore removed."""
+        table, history = self._pinned_history()
         if table is None:
             return []
-        history = {entry["version"]: entry for entry in table.history()}
-        in_lineage, seen, cut = set(), set(), False
+        in_lineage, cut = set(), False
         version = table.version()
         while version >= 0:
             entry = history.get(version)
@@ -80,20 +81,20 @@ class DeltaUnitLog:
             parameters = entry.get("operationParameters") or {}
             if operation == "RESTORE":
                 target = parameters.get("version")
-                if target is None:
-                    # Restored to a time: the version is not named, so
-                    # nothing older is taken to be in the table.
-                    cut = True
-                    break
+                if target is None or int(target) >= version:
+                    raise ValueError(
+                        f"the Delta table {self.table} was restored at version {version} to "
+                        f"{parameters or 'a version its log does not name'}: which of cairn's "
+                        "units it kept cannot be told. Restore it to a version number, or move "
+                        "the checkpoint away and run the job again"
+                    )
                 version = int(target)
                 continue
             if _replaces_everything(operation, parameters):
                 cut = True
                 break
             version -= 1
-        for entry in history.values():
-            if entry.get(UNIT_KEY):
-                seen.add(entry[UNIT_KEY])
+        seen = {entry[UNIT_KEY] for entry in history.values() if entry.get(UNIT_KEY)}
         found = []
         for u in units:
             if u in in_lineage:
@@ -104,16 +105,52 @@ class DeltaUnitLog:
                     found.append(u)
         return found
 
+    def _pinned_history(self) -> Tuple[Any, Dict[int, Dict[str, Any]]]:
+        """The table and its log's commits by version, listed while no
+        other commit landed: deltalake numbers ``history()``'s commits down
+        from the version it loaded, but lists every commit there is, so a
+        commit landing in between would shift every number."""
+        for _ in range(_HISTORY_ATTEMPTS):
+            table = self._table()
+            if table is None:
+                return None, {}
+            history = {entry["version"]: entry for entry in table.history()}
+            latest = self._table()
+            if latest is not None and latest.version() == table.version():
+                return table, history
+        raise ValueError(
+            f"the Delta table {self.table} kept changing while cairn read its log "
+            f"({_HISTORY_ATTEMPTS} tries): run again once no other writer commits to it"
+        )
+
+
+#: Reads of a Delta log that another writer's commit interrupted, before
+#: cairn gives up.
+_HISTORY_ATTEMPTS = 10
+
+#: Operations (delta-rs's and Spark's names) that replace every row.
+_REPLACING = {
+    "CREATE OR REPLACE TABLE",
+    "REPLACE TABLE",
+    "CREATE OR REPLACE TABLE AS SELECT",
+    "REPLACE TABLE AS SELECT",
+    "TRUNCATE",
+}
+
 
 def _replaces_everything(operation: Optional[str], parameters: Dict[str, Any]) -> bool:
     """Whether a Delta commit removed every row before it: an overwrite
-    without a predicate, a table replaced, or a delete without one."""
+    without a predicate or a dynamic partition overwrite, a replaced or
+    truncated table, or a delete without a predicate (Spark writes ``[]``
+    for none)."""
     predicate = parameters.get("predicate")
+    no_predicate = predicate in (None, "", "[]")
     if operation == "WRITE":
-        return parameters.get("mode") == "Overwrite" and not predicate
-    if operation in ("CREATE OR REPLACE TABLE", "REPLACE TABLE"):
+        dynamic = str(parameters.get("partitionOverwriteMode", "")).upper() == "DYNAMIC"
+        return parameters.get("mode") == "Overwrite" and no_predicate and not dynamic
+    if operation in _REPLACING:
         return True
-    return operation == "DELETE" and not predicate
+    return operation == "DELETE" and no_predicate
 
 
 class DeltaDatasink(TableDatasink):

@@ -54,10 +54,13 @@ class IcebergUnitLog:
     def recorded(self, units: List[str]) -> List[str]:
         """The units among ``units`` recorded by a snapshot in the current
         snapshot's ancestry (parent by parent), up to a snapshot that left
-        none of its parent's data files (an overwrite or a delete of every
-        row: what came before is not in the table). A rollback leaves the
-        snapshots after its target in the metadata but out of the
-        ancestry; an expired snapshot ends the ancestry."""
+        the table empty (pyiceberg's overwrite deletes every file, then
+        appends: what came before is not in the table). A rollback leaves
+        the snapshots after its target in the metadata but out of the
+        ancestry; an expired snapshot ends the ancestry; a compaction
+        (``replace``) keeps every row. An overwrite that rewrote every data
+        file and left rows raises: whether it was a delete of some rows or
+        a replacement of all cannot be told from its summary."""
         metadata = self._metadata()
         by_id = {s.snapshot_id: s for s in metadata.snapshots}
         in_lineage = set()
@@ -69,24 +72,40 @@ class IcebergUnitLog:
                 unit = summary.get(UNIT_PROPERTY)
                 if unit:
                     in_lineage.add(unit)
-                if _left_no_earlier_file(summary):
+                cut = _cut_by(summary)
+                if cut is None:
+                    raise ValueError(
+                        f"the Iceberg table {self.table}'s snapshot {snapshot_id} rewrote every "
+                        "data file and left rows: whether the rows of cairn's earlier units "
+                        "survived it cannot be told. Roll the table back to before it, or move "
+                        "the checkpoint away and run the job again"
+                    )
+                if cut:
                     break
             snapshot_id = snapshot.parent_snapshot_id
         return [u for u in units if u in in_lineage]
 
 
-def _left_no_earlier_file(summary: Any) -> bool:
-    """Whether a snapshot removed every data file its parent had: all its
-    files are its own, and it deleted some."""
+def _cut_by(summary: Any) -> Optional[bool]:
+    """Whether a snapshot removed every row its parent had: True when it
+    left the table empty; None when it rewrote every data file and left
+    rows (a copy-on-write delete of some rows or a replacement of all);
+    False otherwise (appends, compactions, deletes that kept a file)."""
 
     def count(key: str) -> int:
         value = summary.get(key)
         return int(value) if value is not None else 0
 
-    if summary.get("total-data-files") is None:
+    operation = getattr(summary, "operation", None)
+    if str(getattr(operation, "value", operation)) == "replace":
         return False
-    deleted = count("deleted-data-files")
-    return deleted > 0 and count("total-data-files") == count("added-data-files")
+    if count("deleted-data-files") == 0 or summary.get("total-data-files") is None:
+        return False
+    if count("total-records") == 0:
+        return True
+    if count("total-data-files") == count("added-data-files"):
+        return None
+    return False
 
 
 class IcebergDatasink(TableDatasink):

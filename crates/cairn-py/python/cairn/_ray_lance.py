@@ -64,10 +64,9 @@ class LanceUnitLog:
         in_lineage = set()
         version = dataset.version
         while version >= 1:
-            try:
-                transaction = dataset.read_transaction(version)
-            except (OSError, ValueError):
-                transaction = None
+            # A read that fails raises: a store's error must not pass for
+            # a version cleaned up, whose units would be written again.
+            transaction = dataset.read_transaction(version)
             if transaction is None:
                 break  # cleaned up
             unit = (transaction.transaction_properties or {}).get(UNIT_PROPERTY)

@@ -37,7 +37,7 @@ from ._ray_compat import (
     datasink_being_planned,
     unwrapped,
 )
-from ._ray_table import TableDatasink
+from ._ray_table import TableDatasink, record_clean_up
 from ._ray_read import (
     offer_committed,
     withdraw_committed,
@@ -405,6 +405,7 @@ class CheckpointManager(RayCheckpointManager):
         ``delete_dir`` of it stays plain."""
         lease_ttl = self._lease_ttl
         id_column = self.id_column
+        checkpoint_path = self.checkpoint_path
 
         def clean_up() -> bool:
             if not called_on_rays_success():
@@ -427,7 +428,12 @@ class CheckpointManager(RayCheckpointManager):
                     checkpoint_url,
                     e,
                 )
+                if unit_log is not None:
+                    # Ray only logs this; the table sink raises it.
+                    record_clean_up(checkpoint_path, e)
                 raise
+            if unit_log is not None:
+                record_clean_up(checkpoint_path, None)
             if report["marker_left"]:
                 _MARKERS_LEFT[checkpoint_url] = checkpoint_fs._native
                 _watch_for_unclean_exit()

@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from typing import Any, Iterable, List, Optional, Protocol
+from typing import Any, Dict, Iterable, List, Optional, Protocol
 from urllib.parse import urlsplit, urlunsplit
 
 import pyarrow as pa
@@ -33,6 +33,20 @@ from ._ray_compat import (
 )
 
 logger = logging.getLogger(__name__)
+
+#: The outcome of cairn's clean-up of a table job's checkpoint, by
+#: checkpoint path, in this process: None when it ended the checkpoint
+#: (having checked every committed unit in the table), else its error. Ray
+#: runs the clean-up, and only logs its error, before the sink's
+#: ``on_write_complete``, which takes the outcome from here.
+_CLEAN_UPS: Dict[str, Optional[BaseException]] = {}
+
+
+def record_clean_up(checkpoint_path: str, error: Optional[BaseException]) -> None:
+    """Keeps the outcome of the clean-up of ``checkpoint_path`` for the
+    table sink's ``on_write_complete``."""
+    _CLEAN_UPS[checkpoint_path] = error
+
 
 #: The class attribute of a checkpoint manager that settles a table's
 #: pending units by its log (cairn.ray.CheckpointManager's): a table sink
@@ -129,13 +143,25 @@ class TableDatasink(FileDatasink):
         return unit
 
     def on_write_complete(self, write_result: Any) -> None:
-        """Checks, on the driver, that every unit this job committed is in
-        the table's current version, and fails the job before Ray deletes
-        its checkpoint when one is not (a restore, rollback or overwrite
-        while the job ran, or a commit lost on a store without conditional
-        writes). Deletes nothing: unlike Ray's file sinks, which remove an
-        output directory they made when no row was written, the table's
-        directory may hold another writer's table."""
+        """Fails the job, on the driver, when its units are not all in the
+        table. Ray has already run cairn's clean-up, which checked every
+        committed unit (earlier runs' too) before ending the checkpoint,
+        and logged its error without failing the job: that error is raised
+        here. Without a clean-up (``delete_checkpoint_on_success=False``,
+        or no checkpoint), this job's own units are checked. Deletes
+        nothing: unlike Ray's file sinks, which remove an output directory
+        they made when no row was written, the table's directory may hold
+        another writer's table."""
+        config = DataContext.get_current().checkpoint_config
+        path = getattr(config, "checkpoint_path", None)
+        if path is not None and path in _CLEAN_UPS:
+            error = _CLEAN_UPS.pop(path)
+            if error is not None:
+                raise RuntimeError(
+                    f"cairn.ray.{type(self).__name__}: the job's rows are written, but its "
+                    f"checkpoint {path} was not ended: {error}"
+                ) from error
+            return
         units = [u for u in write_result.write_returns if u]
         if not units:
             return
@@ -147,9 +173,9 @@ class TableDatasink(FileDatasink):
                 f"cairn.ray.{type(self).__name__}: {len(missing)} unit(s) this job committed are "
                 f"not in the table {log.table} (e.g. {', '.join(missing[:3])}): it was restored, "
                 "rolled back or overwritten while the job ran, or lost a commit (two at once on a "
-                "store without conditional writes). Their IDs are committed, so the checkpoint "
-                "is kept and a resume refuses it until the table holds them again: restore the "
-                "table, or move the checkpoint away and run the job again"
+                "store without conditional writes). A checkpoint kept holds their IDs as "
+                "committed, and a resume refuses it until the table holds them again: restore "
+                "the table, or move the checkpoint away and run the job again"
             )
 
 
