@@ -72,6 +72,13 @@ pub struct CheckpointConfig {
     /// is settled (a refusal changes nothing): at the end of a job too, so
     /// a unit the table lost while the job ran stops the clean-up.
     pub check_output: bool,
+    /// A digest of the input this run reads, when the door knows it (Ray's
+    /// reads: `"<n> files, <hash of their paths, sizes and times>"`):
+    /// recorded in the job record, so a completion marker names it, and a
+    /// run over other input is refused by a finished job's marker instead
+    /// of writing nothing ([`Error::FinishedOverOtherInput`]). `None`: not
+    /// known (a marker then binds the job by output and ID column only).
+    pub input_digest: Option<String>,
 }
 
 impl CheckpointConfig {
@@ -92,6 +99,7 @@ impl CheckpointConfig {
             output_layout: OutputLayout::Flat,
             unit_log: None,
             check_output: true,
+            input_digest: None,
         }
     }
 
@@ -223,10 +231,20 @@ impl CheckpointConfig {
                 Some(job) => Some(job),
                 None => dir.read_job_record().await?,
             };
-            if finished_job
+            if let Some(job) = finished_job
                 .as_ref()
-                .is_some_and(|job| job.same_output(output_url) && job.id_column == self.id_column)
+                .filter(|job| job.same_output(output_url) && job.id_column == self.id_column)
             {
+                if let (Some(read), Some(now)) = (&job.input_digest, &self.input_digest)
+                    && read != now
+                {
+                    return Err(Error::FinishedOverOtherInput {
+                        checkpoint: dir.url()?,
+                        read: read.clone(),
+                        now: now.clone(),
+                        marker: format!("{}/{}", dir.url()?, crate::layout::COMPLETE_FILE),
+                    });
+                }
                 // This job finished; only its clean-up was cut short, and
                 // every unit was committed: nothing to roll back.
                 let job = JobRecord::new(output_url, &self.id_column);
@@ -281,11 +299,19 @@ impl CheckpointConfig {
         }
         let fresh = recorded.is_none() && state.committed.is_empty() && state.pending.is_empty();
         let job = match recorded {
-            Some(record) => record,
+            Some(mut record) => {
+                // The input this run reads is the one the job ends with.
+                if self.input_digest.is_some() && record.input_digest != self.input_digest {
+                    record.input_digest = self.input_digest.clone();
+                    dir.write_job_record(&record).await?;
+                }
+                record
+            }
             None => {
                 // First open (or a checkpoint Ray Data wrote): bind it to
                 // this output before any unit is written or rolled back.
-                let record = JobRecord::new(output_url, &self.id_column);
+                let mut record = JobRecord::new(output_url, &self.id_column);
+                record.input_digest = self.input_digest.clone();
                 dir.write_job_record(&record).await?;
                 record
             }

@@ -243,6 +243,21 @@ pub enum Error {
         /// The checkpoint.
         checkpoint: String,
     },
+    /// A finished job's completion marker names input other than the one
+    /// this run reads: a new job on a reused checkpoint path.
+    #[error(
+        "checkpoint {checkpoint} records that a job into this output finished over other input ({read}; this run reads {now}). Its IDs were deleted when it finished, so which of these rows are written cannot be told; nothing was changed. For new input, use a new checkpoint path (or delete {marker} first: the rows of the earlier input are then written again)"
+    )]
+    FinishedOverOtherInput {
+        /// The checkpoint.
+        checkpoint: String,
+        /// The digest of the input the finished job read.
+        read: String,
+        /// The digest of the input this run reads.
+        now: String,
+        /// The completion marker's URL.
+        marker: String,
+    },
     /// The checkpoint settings are wrong.
     #[error("invalid checkpoint configuration: {reason}")]
     InvalidConfig {

@@ -39,6 +39,10 @@ pub struct JobRecord {
     /// Every input file runs on this checkpoint have read.
     #[serde(default)]
     pub inputs: Vec<InputFingerprint>,
+    /// A digest of the input the job's last run read, from a door that
+    /// lists it (Ray's): a finished job's marker binds the job to it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_digest: Option<String>,
 }
 
 /// One input file as a run saw it.
@@ -110,6 +114,7 @@ impl JobRecord {
             row_hash: false,
             partition_by: Vec::new(),
             inputs: Vec::new(),
+            input_digest: None,
         }
     }
 

@@ -628,4 +628,45 @@ mod table_output {
         assert!(place.ckpt_has("table-end", &lost.committed_file()).await);
         assert!(place.ckpt_has("table-end", &kept.committed_file()).await);
     }
+
+    /// Finding 3 of tables round 2: a finished job's marker (a driver that
+    /// died after its job) made a run over new input write nothing. With
+    /// the input's digest recorded, the marker binds the job to it.
+    #[tokio::test]
+    async fn a_finished_job_is_this_one_only_over_its_input() {
+        let place = Place::memory();
+        let ckpt = place.ckpt("digest");
+        let out = place.out("digest");
+        let open = |digest: Option<&str>| {
+            let mut config = CheckpointConfig::new("id", &ckpt);
+            config.filesystem = Some(place.fs.clone());
+            config.input_digest = digest.map(str::to_string);
+            let (fs, out) = (place.fs.clone(), out.clone());
+            async move { Checkpoint::with_config(config, None).open(&fs, &out).await }
+        };
+        let run = open(Some("2 files, sha256 aa")).await.unwrap();
+        unit(&run, &out, &[1, 2], true).await;
+        run.finish_keeping_marker().await.unwrap();
+        let err = open(Some("3 files, sha256 bb")).await.unwrap_err();
+        assert!(
+            matches!(err, Error::FinishedOverOtherInput { ref read, ref now, .. }
+                if read == "2 files, sha256 aa" && now == "3 files, sha256 bb"),
+            "{err}"
+        );
+        assert!(
+            err.to_string().contains(".cairn-complete"),
+            "the way out names the marker: {err}"
+        );
+        assert!(place.ckpt_has("digest", ".cairn-complete").await);
+        // A door that does not know its input, or the same input: the
+        // finished job's run, which writes nothing and ends the clean-up.
+        for digest in [None, Some("2 files, sha256 aa")] {
+            let run = open(digest).await.unwrap();
+            assert!(run.finished_before(), "{digest:?}");
+            run.abandon().await.unwrap();
+        }
+        let run = open(Some("2 files, sha256 aa")).await.unwrap();
+        assert!(run.finish().await.unwrap().removed_directory);
+        assert_eq!(ids_in(&place.fs, &out).await, once_each(1..=2));
+    }
 }

@@ -228,9 +228,10 @@ pub(crate) fn lease_ttl_arg(seconds: Option<f64>) -> PyResult<Option<std::time::
 /// to another output, rolls back pending units, loads the committed IDs,
 /// checks that every committed unit's data is still in the output, and
 /// releases the lease (the writers that follow are Ray's). Without an
-/// output, only loads: pending units are left as they are.
+/// output, only loads: pending units are left as they are. `input_digest`
+/// names the input the run reads (recorded for the completion marker).
 #[pyfunction]
-#[pyo3(signature = (checkpoint_fs, checkpoint_url, id_column, output_fs=None, output_dir=None, exact_strings=false, lease_ttl=None, read_ids=true, unit_log=None))]
+#[pyo3(signature = (checkpoint_fs, checkpoint_url, id_column, output_fs=None, output_dir=None, exact_strings=false, lease_ttl=None, read_ids=true, unit_log=None, input_digest=None))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn open_checkpoint<'py>(
     py: Python<'py>,
@@ -243,8 +244,12 @@ pub(crate) fn open_checkpoint<'py>(
     lease_ttl: Option<f64>,
     read_ids: bool,
     unit_log: Option<&Bound<'py, PyAny>>,
+    input_digest: Option<String>,
 ) -> PyResult<(NativeIdSet, Bound<'py, PyDict>)> {
     let mut config = CheckpointConfig::new(id_column, checkpoint_url);
+    // The input the job reads: a finished job's marker over other input
+    // refuses the run instead of making it write nothing.
+    config.input_digest = input_digest;
     let unit_log = unit_log_arg(unit_log)?;
     config.unit_log = unit_log.clone();
     config.filesystem = Some(checkpoint_fs.fs());

@@ -336,6 +336,39 @@ def test_a_driver_that_fails_after_its_job_is_not_run_twice(s3, after):
     assert files(oracle, f"{base}/ckpt") == []
 
 
+def test_a_finished_job_over_other_input_is_refused(s3):
+    """The job succeeds and its driver dies before its exit handler
+    (os._exit), leaving the completion marker; 2 new input files are added
+    and the same command run again: it is refused, naming both inputs, and
+    writes nothing (before: exit 0, nothing written, the new files' rows
+    lost). With the new files gone again, the input is the finished job's:
+    the run writes nothing and ends the clean-up."""
+    spec, oracle, base = job_spec(s3, "reused", "uid", sleep=0, die_after_done=True)
+    code, first = run_job(spec)
+    assert code == 137 and "JOB DONE" in first, f"exit {code}:\n{first[-3000:]}"
+    marker = f"{base}/ckpt/.cairn-complete"
+    assert marker in files(oracle, f"{base}/ckpt"), first[-3000:]
+    written = column_counts(oracle, f"{base}/out", "uid")
+    added = [f"{base}/in/part-{f:04}.parquet" for f in (FILES, FILES + 1)]
+    for n, path in enumerate(added):
+        start = (FILES + n) * ROWS_PER_FILE
+        uids = range(start, start + ROWS_PER_FILE)
+        table = pa.table({"uid": pa.array(uids, pa.int64()), "text": [f"row {i}" for i in uids]})
+        pq.write_table(table, path, filesystem=oracle)
+    del spec["die_after_done"]
+    code, again = run_job(spec)
+    assert code != 0 and "finished over other input" in again, f"exit {code}:\n{again[-5000:]}"
+    assert f"{FILES} files" in again and f"{FILES + 2} files" in again, again[-5000:]
+    assert column_counts(oracle, f"{base}/out", "uid") == written
+    assert marker in files(oracle, f"{base}/ckpt")
+    for path in added:
+        oracle.delete_file(path)
+    code, third = run_job(spec)
+    assert code == 0 and "records that this job" in third, third[-5000:]
+    assert_exactly_once(oracle, base, first, again, third)
+    assert files(oracle, f"{base}/ckpt") == []
+
+
 @pytest.mark.parametrize("id_column", kinds("uid"))
 def test_a_partitioned_write_killed_and_resumed_ends_exactly_once(s3, id_column):
     """`write_parquet(partition_cols=["source"])` with cairn's manager: the

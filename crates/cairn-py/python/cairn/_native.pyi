@@ -66,6 +66,7 @@ def open_checkpoint(
     lease_ttl: Optional[float] = None,
     read_ids: bool = True,
     unit_log: Optional[UnitLog] = None,
+    input_digest: Optional[str] = None,
 ) -> Tuple[NativeIdSet, Dict[str, Any]]: ...
 def finish_checkpoint(
     checkpoint_fs: NativeFileSystem,

@@ -1,13 +1,13 @@
 """Every name of Ray's that is not its public API, in one place, so a Ray
 upgrade touches this file: the private modules cairn's reader, manager and
-table sinks build on, and the two walks up the stack that find what Ray
-does not hand over (the datasink being planned, the callback that ends a
-job that succeeded). Written against Ray Data 2.60."""
+table sinks build on, and the walks up the stack that find what Ray does
+not hand over (the datasink and the inputs being planned, the callback
+that ends a job that succeeded). Written against Ray Data 2.60."""
 
 from __future__ import annotations
 
 import inspect
-from typing import Any
+from typing import Any, List, Optional, Tuple
 
 import pyarrow.fs as pafs
 from ray.data._internal.arrow_block import ArrowBlockAccessor
@@ -17,6 +17,7 @@ from ray.data._internal.datasource.parquet_datasource import (
 )
 from ray.data._internal.datasource_v2.common.synthesized_columns import _compute_row_hashes
 from ray.data._internal.delegating_block_builder import DelegatingBlockBuilder
+from ray.data._internal.logical.operators import ListFiles
 from ray.data._internal.object_extensions.arrow import raise_on_pickle_object_columns
 from ray.data._internal.planner.plan_expression.expression_visitors import (
     get_column_references,
@@ -43,6 +44,7 @@ __all__ = [
     "compute_row_hashes",
     "datasink_being_planned",
     "get_column_references",
+    "inputs_being_planned",
     "iterate_with_retry",
     "raise_on_pickle_object_columns",
     "read_batches_from",
@@ -84,6 +86,46 @@ def datasink_being_planned() -> Any:
     finally:
         del frame
     return None
+
+
+def inputs_being_planned() -> Optional[List[Tuple[List[str], Any]]]:
+    """The file inputs of the plan Ray is planning, as (paths, pyarrow
+    filesystem) per read, or None when a source is not a file read cairn
+    knows (Ray 2.60's ``ListFiles`` of ``read_parquet`` and the file-based
+    datasources' ``Read``, cairn's reader among them)."""
+    frame = inspect.currentframe()
+    try:
+        while frame is not None:
+            plan = frame.f_locals.get("logical_plan")
+            dag = getattr(plan, "dag", None)
+            if dag is not None and hasattr(dag, "input_dependencies"):
+                return _file_sources(dag)
+            frame = frame.f_back
+    finally:
+        del frame
+    return None
+
+
+def _file_sources(op: Any) -> Optional[List[Tuple[List[str], Any]]]:
+    parents = list(getattr(op, "input_dependencies", None) or [])
+    if not parents:
+        if isinstance(op, ListFiles) and op.filesystem is not None:
+            return [([unwrap_protocol(p) for p in op.paths], op.filesystem)]
+        datasource = getattr(op, "_datasource", None)
+        paths_ref = getattr(datasource, "_source_paths_ref", None)
+        filesystem = getattr(datasource, "_filesystem", None)
+        if paths_ref is not None and filesystem is not None:
+            import ray
+
+            return [([unwrap_protocol(p) for p in ray.get(paths_ref)], filesystem)]
+        return None
+    sources: List[Tuple[List[str], Any]] = []
+    for parent in parents:
+        found = _file_sources(parent)
+        if found is None:
+            return None
+        sources.extend(found)
+    return sources
 
 
 def called_on_rays_success() -> bool:

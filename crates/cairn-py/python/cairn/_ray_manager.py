@@ -6,6 +6,7 @@ markers a finished job leaves until its driver exits cleanly, and
 from __future__ import annotations
 
 import atexit
+import hashlib
 import logging
 import os
 import signal
@@ -35,6 +36,7 @@ from ._ray_compat import (
     RayCheckpointManager,
     called_on_rays_success,
     datasink_being_planned,
+    inputs_being_planned,
     unwrapped,
 )
 from ._ray_table import TableDatasink, record_clean_up
@@ -197,6 +199,37 @@ def _remove_marker(url: str, native: Any) -> None:
         )
 
 
+def _input_digest() -> Optional[str]:
+    """``"<n> files, <digest>"`` of the input files of the plan being
+    planned (each one's path, size and modification time, sorted), or None
+    when its sources are not file reads cairn knows or cannot be listed:
+    the job record keeps it, so a finished job's completion marker tells a
+    run over the same input (the job is done) from one over other input
+    (refused, naming both). Names starting with ``.`` or ``_`` are left
+    out, as Ray's readers leave them out."""
+    sources = inputs_being_planned()
+    if not sources:
+        return None
+    files = []
+    try:
+        for paths, filesystem in sources:
+            for path in paths:
+                info = filesystem.get_file_info(path)
+                if info.type == pafs.FileType.Directory:
+                    found = filesystem.get_file_info(pafs.FileSelector(path, recursive=True))
+                else:
+                    found = [info]
+                for f in found:
+                    name = f.path.rstrip("/").rsplit("/", 1)[-1]
+                    if f.type == pafs.FileType.File and not name.startswith((".", "_")):
+                        files.append(f"{f.path}\t{f.size}\t{f.mtime_ns}")
+    except OSError as e:
+        logger.warning("cairn: the job's input could not be listed (%s): not recorded", e)
+        return None
+    digest = hashlib.sha256("\n".join(sorted(files)).encode()).hexdigest()[:32]
+    return f"{len(files)} files, sha256 {digest}"
+
+
 def _sink_being_planned() -> str:
     """The datasink of the plan Ray is planning, named for a message."""
     sink = datasink_being_planned()
@@ -314,6 +347,7 @@ class CheckpointManager(RayCheckpointManager):
             lease_ttl=self._lease_ttl,
             read_ids=False,
             unit_log=unit_log,
+            input_digest=_input_digest(),
         )
         if self._config.delete_checkpoint_on_success:
             self._clean_up_on_success(
