@@ -246,7 +246,7 @@ pub enum Error {
     /// A finished job's completion marker names input other than the one
     /// this run reads: a new job on a reused checkpoint path.
     #[error(
-        "checkpoint {checkpoint} records that a job into this output finished over other input ({read}; this run reads {now}). Its IDs were deleted when it finished, so which of these rows are written cannot be told; nothing was changed. For new input, use a new checkpoint path (or delete {marker} first: the rows of the earlier input are then written again)"
+        "checkpoint {checkpoint} records that a job into this output finished over other input ({read}; this run reads {now}). Its IDs were deleted when it finished, so which of these rows are written cannot be told; nothing was changed. If this is the input that finished (its files only touched), the job is done: delete {marker} and do not run it again. To write new files only, read only them, with a new checkpoint path. A run over the whole input, on any path, writes the earlier rows again"
     )]
     FinishedOverOtherInput {
         /// The checkpoint.

@@ -58,19 +58,24 @@ def start_job(spec, env=None):
     )
 
 
-def run_job(spec, kill_when=None, timeout=300, env=None):
+def run_job(spec, kill_when=None, timeout=300, env=None, meanwhile=None):
     """Runs ray_job.py (with `env` added to its environment); with
     `kill_when`, SIGKILLs its whole process group (the driver and the local
-    cluster it started) once kill_when() is true. Returns (exit code, output)."""
+    cluster it started) once kill_when() is true; with `meanwhile`, a pair
+    (when, act), calls act() once when() is true while the job runs.
+    Returns (exit code, output)."""
     proc = start_job(spec, env)
     deadline = time.monotonic() + timeout
     try:
         if kill_when is not None:
+            meanwhile = (kill_when, lambda: os.killpg(proc.pid, signal.SIGKILL))
+        if meanwhile is not None:
+            when, act = meanwhile
             while proc.poll() is None and time.monotonic() < deadline:
-                if kill_when():
-                    os.killpg(proc.pid, signal.SIGKILL)
+                if when():
+                    act()
                     break
-                time.sleep(0.2)
+                time.sleep(0.1)
         out, _ = proc.communicate(timeout=max(1, deadline - time.monotonic()))
     finally:
         try:
@@ -336,14 +341,18 @@ def test_a_driver_that_fails_after_its_job_is_not_run_twice(s3, after):
     assert files(oracle, f"{base}/ckpt") == []
 
 
-def test_a_finished_job_over_other_input_is_refused(s3):
+@pytest.mark.parametrize("reader", ["ray", "cairn"])
+def test_a_finished_job_over_other_input_is_refused(s3, reader):
     """The job succeeds and its driver dies before its exit handler
     (os._exit), leaving the completion marker; 2 new input files are added
     and the same command run again: it is refused, naming both inputs, and
     writes nothing (before: exit 0, nothing written, the new files' rows
     lost). With the new files gone again, the input is the finished job's:
-    the run writes nothing and ends the clean-up."""
-    spec, oracle, base = job_spec(s3, "reused", "uid", sleep=0, die_after_done=True)
+    the run writes nothing and ends the clean-up. Read by Ray's
+    read_parquet (its ListFiles) and by cairn's (a datasource's Read)."""
+    spec, oracle, base = job_spec(
+        s3, f"reused-{reader}", "uid", sleep=0, die_after_done=True, reader=reader
+    )
     code, first = run_job(spec)
     assert code == 137 and "JOB DONE" in first, f"exit {code}:\n{first[-3000:]}"
     marker = f"{base}/ckpt/.cairn-complete"

@@ -32,7 +32,7 @@ from deltalake import DeltaTable  # noqa: E402
 from conftest import garage_options  # noqa: E402
 from kit import ray_processes  # noqa: E402
 from oracle import pyarrow_s3, write_uid_files  # noqa: E402
-from test_ray import ranges, run_job, start_job  # noqa: E402
+from test_ray import ranges, run_job  # noqa: E402
 
 # The job: 100,000 rows in 20 files.
 FILES = 20
@@ -505,30 +505,19 @@ def test_a_unit_the_table_lost_while_the_job_ran_stops_its_end(tmp_path, table_f
         names = os.listdir(f"{root}/ckpt") if os.path.isdir(f"{root}/ckpt") else []
         return sum(n.endswith(".parquet") and ".pending." not in n for n in names)
 
-    proc = start_job(spec)
-    try:
-        deadline = time.monotonic() + 300
-        while committed() < 3 and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.1)
+    def restore():
         # A restore racing the job's commits may lose its own race (Delta
         # restores without retries, Iceberg's checks the current snapshot).
         for attempt in range(20):
             try:
-                restore_to_second_version(table_format, root)
-                break
+                return restore_to_second_version(table_format, root)
             except Exception:
                 if attempt == 19:
                     raise
                 time.sleep(0.2)
-        out, _ = proc.communicate(timeout=max(1, deadline - time.monotonic()))
-    finally:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    assert proc.returncode != 0 and "was not ended" in out, (
-        f"exit {proc.returncode}:\n{out[-5000:]}"
-    )
+
+    code, out = run_job(spec, meanwhile=(lambda: committed() >= 3, restore))
+    assert code != 0 and "was not ended" in out, f"exit {code}:\n{out[-5000:]}"
     left = os.listdir(f"{root}/ckpt")
     assert ".cairn-complete" not in left, left
     assert committed() == FILES, sorted(left)

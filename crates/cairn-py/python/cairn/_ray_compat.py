@@ -110,15 +110,23 @@ def _file_sources(op: Any) -> Optional[List[Tuple[List[str], Any]]]:
     parents = list(getattr(op, "input_dependencies", None) or [])
     if not parents:
         if isinstance(op, ListFiles) and op.filesystem is not None:
-            return [([unwrap_protocol(p) for p in op.paths], op.filesystem)]
-        datasource = getattr(op, "_datasource", None)
-        paths_ref = getattr(datasource, "_source_paths_ref", None)
-        filesystem = getattr(datasource, "_filesystem", None)
-        if paths_ref is not None and filesystem is not None:
+            paths = list(op.paths)
+            filesystem = op.filesystem
+        else:
+            # Ray 2.60's Read names it ``datasource``; the legacy wrapper
+            # ``_datasource``.
+            datasource = getattr(op, "datasource", None) or getattr(op, "_datasource", None)
+            paths_ref = getattr(datasource, "_source_paths_ref", None)
+            filesystem = getattr(datasource, "_filesystem", None)
+            if paths_ref is None or filesystem is None:
+                return None
             import ray
 
-            return [([unwrap_protocol(p) for p in ray.get(paths_ref)], filesystem)]
-        return None
+            found = ray.get(paths_ref)
+            paths = [found] if isinstance(found, str) else list(found)
+        if any(str(p).startswith(("http://", "https://")) for p in paths):
+            return None  # kept whole by Ray's resolution; not listed here
+        return [([unwrap_protocol(str(p)) for p in paths], filesystem)]
     sources: List[Tuple[List[str], Any]] = []
     for parent in parents:
         found = _file_sources(parent)

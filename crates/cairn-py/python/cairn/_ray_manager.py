@@ -201,37 +201,61 @@ def _remove_marker(url: str, native: Any) -> None:
 
 def _input_digest() -> Optional[str]:
     """``"<n> files, <digest>"`` of the input files of the plan being
-    planned (each one's path, size and modification time, sorted), or None
-    when its sources are not file reads cairn knows or cannot be listed:
-    the job record keeps it, so a finished job's completion marker tells a
-    run over the same input (the job is done) from one over other input
-    (refused, naming both). Names starting with ``.`` or ``_`` are left
-    out, as Ray's readers leave them out."""
+    planned (each one's path, size, and modification time and ETag where
+    the store gives them, sorted), or None when its sources are not file
+    reads cairn knows or cannot be listed: the job record keeps it, so a
+    finished job's completion marker tells a run over the same input (the
+    job is done) from one over other input (refused, naming both). Under a
+    directory, files whose path below it has a part starting with ``.`` or
+    ``_`` are left out, as Ray's readers leave them out; a file named
+    itself never is."""
     try:
         sources = inputs_being_planned()
-    except Exception as e:  # noqa: BLE001 - a plan of a shape cairn does not know
-        logger.warning("cairn: the job's input could not be found in Ray's plan (%r)", e)
-        return None
-    if not sources:
-        return None
-    files = []
-    try:
-        for paths, filesystem in sources:
-            for path in paths:
-                info = filesystem.get_file_info(path)
-                if info.type == pafs.FileType.Directory:
-                    found = filesystem.get_file_info(pafs.FileSelector(path, recursive=True))
-                else:
-                    found = [info]
-                for f in found:
-                    name = f.path.rstrip("/").rsplit("/", 1)[-1]
-                    if f.type == pafs.FileType.File and not name.startswith((".", "_")):
-                        files.append(f"{f.path}\t{f.size}\t{f.mtime_ns}")
-    except OSError as e:
-        logger.warning("cairn: the job's input could not be listed (%s): not recorded", e)
+        if not sources:
+            return None
+        files = [line for paths, filesystem in sources for line in _listed(paths, filesystem)]
+    except Exception as e:  # noqa: BLE001 - best effort: a job is never failed by it
+        logger.warning("cairn: the job's input could not be listed (%r): no digest recorded", e)
         return None
     digest = hashlib.sha256("\n".join(sorted(files)).encode()).hexdigest()[:32]
     return f"{len(files)} files, sha256 {digest}"
+
+
+def _listed(paths: List[str], filesystem: Any) -> List[str]:
+    """A line per input file under ``paths``: path, size, and what the
+    store says of its version (cairn's listing: modification time and
+    ETag; another pyarrow filesystem: its modification time)."""
+    lines = []
+    cairn_fs = _cairn_of(filesystem)
+    for root in paths:
+        if cairn_fs is not None:
+            if cairn_fs.isdir(root):
+                found = list(cairn_fs.find(root, detail=True).values())
+            else:
+                found = [cairn_fs.info(root)]
+            entries = [
+                (e["name"], e.get("size"), f"{e.get('LastModified')}|{e.get('ETag')}")
+                for e in found
+                if e.get("type") == "file"
+            ]
+        else:
+            info = filesystem.get_file_info(root)
+            if info.type == pafs.FileType.Directory:
+                found = filesystem.get_file_info(pafs.FileSelector(root, recursive=True))
+            elif info.type == pafs.FileType.File:
+                found = [info]
+            else:
+                raise FileNotFoundError(root)
+            entries = [
+                (f.path, f.size, str(f.mtime_ns)) for f in found if f.type == pafs.FileType.File
+            ]
+        base = root.rstrip("/") + "/"
+        for name, size, version in entries:
+            below = name[len(base) :] if name.startswith(base) else ""
+            if any(part.startswith((".", "_")) for part in below.split("/") if part):
+                continue
+            lines.append(f"{name}\t{size}\t{version}")
+    return lines
 
 
 def _sink_being_planned() -> str:
@@ -351,7 +375,8 @@ class CheckpointManager(RayCheckpointManager):
             lease_ttl=self._lease_ttl,
             read_ids=False,
             unit_log=unit_log,
-            input_digest=_input_digest(),
+            # A marker exists only where Ray deletes the checkpoint.
+            input_digest=_input_digest() if self._config.delete_checkpoint_on_success else None,
         )
         if self._config.delete_checkpoint_on_success:
             self._clean_up_on_success(
