@@ -560,6 +560,21 @@ mod table_output {
         }
     }
 
+    /// Settings for the checkpoint `name` of `place`, for the internals
+    /// these tests set (a unit log, an input digest).
+    fn config(place: &Place, name: &str) -> CheckpointConfig {
+        let mut config = CheckpointConfig::new("id", &place.ckpt(name));
+        config.filesystem = Some(place.fs.clone());
+        config
+    }
+
+    /// `ids` committed as `unit` in `dir`, as a run leaves a committed unit.
+    async fn committed(dir: &CheckpointDir, unit: &UnitName, ids: &[i64]) {
+        dir.write_pending(unit, ints(ids)).await.unwrap();
+        dir.commit(unit, ints(ids)).await.unwrap();
+        dir.release_pending(unit).await.unwrap();
+    }
+
     /// Finding 4 of tables round 2: a unit held between its table commit
     /// and its checkpoint commit, the table not found at the resume: the
     /// refusal dropped the held unit's pending record first, and once the
@@ -571,13 +586,10 @@ mod table_output {
         let dir = CheckpointDir::new(place.fs.clone(), &ckpt, "id");
         let run = RunId::new();
         let (done, held) = (UnitName::new(&run, 0), UnitName::new(&run, 1));
-        dir.write_pending(&done, ints(&[1])).await.unwrap();
-        dir.commit(&done, ints(&[1])).await.unwrap();
-        dir.release_pending(&done).await.unwrap();
+        committed(&dir, &done, &[1]).await;
         dir.write_pending(&held, ints(&[2])).await.unwrap();
         let open = |table: Table| {
-            let mut config = CheckpointConfig::new("id", &ckpt);
-            config.filesystem = Some(place.fs.clone());
+            let mut config = config(&place, "table");
             config.unit_log = Some(Arc::new(table));
             let out = place.out("table");
             let fs = place.fs.clone();
@@ -608,13 +620,9 @@ mod table_output {
         let dir = CheckpointDir::new(place.fs.clone(), &ckpt, "id");
         let run = RunId::new();
         let (kept, lost) = (UnitName::new(&run, 0), UnitName::new(&run, 1));
-        for (unit, id) in [(&kept, 1), (&lost, 2)] {
-            dir.write_pending(unit, ints(&[id])).await.unwrap();
-            dir.commit(unit, ints(&[id])).await.unwrap();
-            dir.release_pending(unit).await.unwrap();
-        }
-        let mut config = CheckpointConfig::new("id", &ckpt);
-        config.filesystem = Some(place.fs.clone());
+        committed(&dir, &kept, &[1]).await;
+        committed(&dir, &lost, &[2]).await;
+        let mut config = config(&place, "table-end");
         config.unit_log = Some(Arc::new(Table(vec![kept.clone()])));
         let err = Checkpoint::with_config(config, None)
             .without_output_check()
@@ -635,11 +643,9 @@ mod table_output {
     #[tokio::test]
     async fn a_finished_job_is_this_one_only_over_its_input() {
         let place = Place::memory();
-        let ckpt = place.ckpt("digest");
         let out = place.out("digest");
         let open = |digest: Option<&str>| {
-            let mut config = CheckpointConfig::new("id", &ckpt);
-            config.filesystem = Some(place.fs.clone());
+            let mut config = config(&place, "digest");
             config.input_digest = digest.map(str::to_string);
             let (fs, out) = (place.fs.clone(), out.clone());
             async move { Checkpoint::with_config(config, None).open(&fs, &out).await }

@@ -86,6 +86,13 @@ def iceberg_catalog(root):
     return load_catalog(kwargs.pop("name"), **kwargs)
 
 
+def committed_on_disk(directory):
+    """How many committed ID files a local checkpoint directory holds, by
+    their names only: a pending record read now may be renamed under us."""
+    names = os.listdir(directory) if os.path.isdir(directory) else []
+    return sum(n.endswith(".parquet") and ".pending." not in n for n in names)
+
+
 def checkpoint_units(directory):
     """{unit: (committed?, its uids)} from the checkpoint's ID files, read
     by pyarrow."""
@@ -236,10 +243,7 @@ def test_a_driver_killed_inside_a_units_commit_resumes_exactly_once(tmp_path, ta
     env = {"CAIRN_PY_FAILPOINT": f"{held_at}:hang:{flag}"}
 
     def held_and_some_committed():
-        # Names only: a pending record read now may be renamed under us.
-        names = os.listdir(f"{root}/ckpt") if os.path.isdir(f"{root}/ckpt") else []
-        committed = [n for n in names if n.endswith(".parquet") and ".pending." not in n]
-        return flag.exists() and len(committed) >= 3
+        return flag.exists() and committed_on_disk(f"{root}/ckpt") >= 3
 
     code, first = run_job(spec, kill_when=held_and_some_committed, env=env)
     assert code == -signal.SIGKILL, f"the job was not killed (exit {code}):\n{first[-3000:]}"
@@ -463,11 +467,7 @@ def test_a_table_restored_between_runs_is_refused(tmp_path, table_format):
     lost."""
     spec, root = local_job(tmp_path, table_format)
 
-    def some_committed():
-        names = os.listdir(f"{root}/ckpt") if os.path.isdir(f"{root}/ckpt") else []
-        return sum(n.endswith(".parquet") and ".pending." not in n for n in names) >= 4
-
-    code, first = run_job(spec, kill_when=some_committed)
+    code, first = run_job(spec, kill_when=lambda: committed_on_disk(f"{root}/ckpt") >= 4)
     assert code == -signal.SIGKILL, f"the job was not killed (exit {code}):\n{first[-3000:]}"
     # A killed driver's workers outlive it by seconds, and a task among
     # them may still commit its unit (docs/python.md): wait for them, so
@@ -501,10 +501,6 @@ def test_a_unit_the_table_lost_while_the_job_ran_stops_its_end(tmp_path, table_f
     deleted, the lost units' rows gone."""
     spec, root = local_job(tmp_path, table_format, sleep=0.5)
 
-    def committed():
-        names = os.listdir(f"{root}/ckpt") if os.path.isdir(f"{root}/ckpt") else []
-        return sum(n.endswith(".parquet") and ".pending." not in n for n in names)
-
     def restore():
         # A restore racing the job's commits may lose its own race (Delta
         # restores without retries, Iceberg's checks the current snapshot).
@@ -516,11 +512,11 @@ def test_a_unit_the_table_lost_while_the_job_ran_stops_its_end(tmp_path, table_f
                     raise
                 time.sleep(0.2)
 
-    code, out = run_job(spec, meanwhile=(lambda: committed() >= 3, restore))
+    code, out = run_job(spec, meanwhile=(lambda: committed_on_disk(f"{root}/ckpt") >= 3, restore))
     assert code != 0 and "was not ended" in out, f"exit {code}:\n{out[-5000:]}"
     left = os.listdir(f"{root}/ckpt")
     assert ".cairn-complete" not in left, left
-    assert committed() == FILES, sorted(left)
+    assert committed_on_disk(f"{root}/ckpt") == FILES, sorted(left)
     spec["sleep"] = 0
     code, again = run_job(spec)
     assert code != 0 and "committed units are not in the table" in again, again[-5000:]

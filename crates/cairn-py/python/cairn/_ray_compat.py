@@ -10,6 +10,7 @@ import inspect
 from typing import Any, List, Optional, Tuple
 
 import pyarrow.fs as pafs
+import ray
 from ray.data._internal.arrow_block import ArrowBlockAccessor
 from ray.data._internal.datasource.parquet_datasource import (
     ParquetDatasource,
@@ -120,8 +121,6 @@ def _file_sources(op: Any) -> Optional[List[Tuple[List[str], Any]]]:
             filesystem = getattr(datasource, "_filesystem", None)
             if paths_ref is None or filesystem is None:
                 return None
-            import ray
-
             found = ray.get(paths_ref)
             paths = [found] if isinstance(found, str) else list(found)
         if any(str(p).startswith(("http://", "https://")) for p in paths):
