@@ -29,6 +29,12 @@ by test_ray.py so the test can kill it with SIGKILL. One JSON argument:
                                 by these columns (hive-style directories)
     die_after_done              once the write has returned, the driver dies at once (exit
                                 137, no exit handlers run), as one killed then
+    model_pool                  the transform runs as a model does: a class on an actor pool
+                                of `size` actors, each asking `num_cpus` (Ray's default: 1),
+                                `num_gpus` and custom `resources`, batches of `batch_size`
+                                rows (Ray's map_batches args; Ray wants one with GPUs)
+    node                        the single node's resources: `num_cpus` (default 2),
+                                `num_gpus`, custom `resources`
 
 The sink "delta" appends to the Delta table at `output` through
 cairn.ray.DeltaDatasink (`delta_options`: deltalake's storage options;
@@ -119,7 +125,8 @@ def main() -> None:
     if spec.get("cluster"):
         cluster, workers = start_cluster()
     else:
-        ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
+        node = {"num_cpus": 2, **spec.get("node", {})}
+        ray.init(address="local", include_dashboard=False, log_to_driver=False, **node)
     inputs = spec["input"]
     data_fs = cairn.build_checkpoint_filesystem(spec["output"], options)
     keep = {"delete_checkpoint_on_success": spec.get("delete_checkpoint_on_success", True)}
@@ -177,7 +184,25 @@ def main() -> None:
             batch["source"] = [PARTITION_SOURCES[u % len(PARTITION_SOURCES)] for u in batch["uid"]]
         return batch
 
-    ds = ds.map_batches(transform, batch_format="numpy", batch_size=None)
+    model = spec.get("model_pool")
+    if model is None:
+        ds = ds.map_batches(transform, batch_format="numpy", batch_size=None)
+    else:
+
+        class Model:
+            """A model's shape: loaded once per actor, called per batch."""
+
+            def __call__(self, batch):
+                return transform(batch)
+
+        asks = {k: model[k] for k in ("num_cpus", "num_gpus", "resources") if k in model}
+        ds = ds.map_batches(
+            Model,
+            batch_format="numpy",
+            batch_size=model.get("batch_size"),
+            concurrency=model["size"],
+            **asks,
+        )
     output = spec["output"]
     if spec.get("bare_output"):
         output = output.split("://", 1)[1]

@@ -288,6 +288,44 @@ def kill_and_resume(s3, id_column, sink="parquet", bare_output=False, kill_in_cl
     assert files(oracle, f"{base}/ckpt") == []
 
 
+@pytest.mark.parametrize("shape", ["cpus", "gpu"])
+def test_a_resume_beside_a_model_pool_that_takes_the_cpus_ends(tmp_path, shape):
+    """A model-shaped job on one node of 2 CPUs: its transform is a class
+    on an actor pool of one actor that holds a CPU (and, "gpu", the node's
+    one GPU, as Ray Data gives a GPU actor a CPU too). Killed after 4 units
+    and run again: Ray Data gives each filter actor a CPU by default, which
+    left the reads none, and the resume waited for ever. cairn's filter
+    actors ask for no CPU; the resume ends, every input row once. Local
+    disk: the wait is the cluster's, not the store's."""
+    base = str(tmp_path)
+    oracle = pafs.LocalFileSystem()
+    os.makedirs(f"{base}/in")
+    write_input(oracle, f"{base}/in")
+    spec = {
+        "input": f"{base}/in",
+        "output": f"{base}/out",
+        "checkpoint": f"{base}/ckpt",
+        "storage_options": {},
+        "id_column": "uid",
+        "manager": "cairn",
+        "sleep": 0.5,
+        "model_pool": {
+            "size": 1,
+            **({"num_gpus": 1, "batch_size": 1000} if shape == "gpu" else {}),
+        },
+        "node": {"num_cpus": 2, **({"num_gpus": 1} if shape == "gpu" else {})},
+    }
+    code, first = run_job(spec, kill_when=lambda: len(committed_units(oracle, f"{base}/ckpt")) >= 4)
+    assert code == -signal.SIGKILL, f"the job was not killed (exit {code}):\n{first[-3000:]}"
+    spec["sleep"] = 0
+    try:
+        code, out = run_job(spec, timeout=150)
+    except subprocess.TimeoutExpired as e:
+        pytest.fail(f"the resume did not end within 150 s: {e}")
+    assert code == 0 and "JOB DONE" in out, out[-5000:]
+    assert_exactly_once(oracle, base, first, out)
+
+
 def run_job_then_terminate(spec, timeout=300):
     """Runs ray_job.py, and 2 s after its driver reports its next step
     (the job done) sends SIGTERM to the driver alone, as an orchestrator

@@ -2,12 +2,13 @@
 upgrade touches this file: the private modules cairn's reader, manager and
 table sinks build on, and the walks up the stack that find what Ray does
 not hand over (the datasink and the inputs being planned, the callback
-that ends a job that succeeded). Written against Ray Data 2.60."""
+that ends a job that succeeded), and the planning of the checkpoint
+filter operator for cairn's manager. Written against Ray Data 2.60."""
 
 from __future__ import annotations
 
 import inspect
-from typing import Any, List, Optional, Tuple
+from typing import Any, Callable, List, Optional, Tuple
 
 import pyarrow.fs as pafs
 import ray
@@ -18,11 +19,16 @@ from ray.data._internal.datasource.parquet_datasource import (
 )
 from ray.data._internal.datasource_v2.common.synthesized_columns import _compute_row_hashes
 from ray.data._internal.delegating_block_builder import DelegatingBlockBuilder
+from ray.data._internal.cluster_autoscaler.util import is_autoscaling_enabled
+from ray.data._internal.compute import ActorPoolStrategy
+from ray.data._internal.execution.operators.map_operator import MapOperator
 from ray.data._internal.logical.operators import ListFiles
 from ray.data._internal.object_extensions.arrow import raise_on_pickle_object_columns
 from ray.data._internal.planner.plan_expression.expression_visitors import (
     get_column_references,
 )
+from ray.data._internal.planner.checkpoint import plan_read_files_op as _plan_read_files_op
+from ray.data._internal.planner.checkpoint import plan_read_op as _plan_read_op
 from ray.data._internal.planner.plan_write_op import WRITE_UUID_KWARG_NAME
 from ray.data._internal.util import iterate_with_retry
 from ray.data.checkpoint.checkpoint_filter import CheckpointFilter as RayCheckpointFilter
@@ -34,6 +40,8 @@ from ray.data.datasource.path_util import _unwrap_protocol as unwrap_protocol
 
 __all__ = [
     "ArrowBlockAccessor",
+    "FilterPool",
+    "PlannedWork",
     "DelegatingBlockBuilder",
     "FileDatasink",
     "LoadCheckpointCallback",
@@ -42,10 +50,13 @@ __all__ = [
     "RayCheckpointManager",
     "WRITE_UUID_KWARG_NAME",
     "called_on_rays_success",
+    "cluster_can_grow",
     "compute_row_hashes",
     "datasink_being_planned",
     "get_column_references",
     "inputs_being_planned",
+    "plan_filter_operator",
+    "work_being_planned",
     "iterate_with_retry",
     "raise_on_pickle_object_columns",
     "read_batches_from",
@@ -89,22 +100,142 @@ def datasink_being_planned() -> Any:
     return None
 
 
-def inputs_being_planned() -> Optional[List[Tuple[List[str], Any]]]:
-    """The file inputs of the plan Ray is planning, as (paths, pyarrow
-    filesystem) per read, or None when a source is not a file read cairn
-    knows (Ray 2.60's ``ListFiles`` of ``read_parquet`` and the file-based
-    datasources' ``Read``, cairn's reader among them)."""
+def _dag_being_planned() -> Any:
+    """The logical plan's DAG Ray is planning (found up the stack), or None."""
     frame = inspect.currentframe()
     try:
         while frame is not None:
             plan = frame.f_locals.get("logical_plan")
             dag = getattr(plan, "dag", None)
             if dag is not None and hasattr(dag, "input_dependencies"):
-                return _file_sources(dag)
+                return dag
             frame = frame.f_back
     finally:
         del frame
     return None
+
+
+def inputs_being_planned() -> Optional[List[Tuple[List[str], Any]]]:
+    """The file inputs of the plan Ray is planning, as (paths, pyarrow
+    filesystem) per read, or None when a source is not a file read cairn
+    knows (Ray 2.60's ``ListFiles`` of ``read_parquet`` and the file-based
+    datasources' ``Read``, cairn's reader among them)."""
+    dag = _dag_being_planned()
+    return None if dag is None else _file_sources(dag)
+
+
+def cluster_can_grow() -> bool:
+    """Whether the cluster's autoscaler can add nodes (a node type whose
+    most nodes is more than its fewest), as Ray Data judges it; False
+    when Ray cannot say."""
+    try:
+        return bool(is_autoscaling_enabled())
+    except Exception:  # noqa: BLE001 - no cluster config: a fixed cluster
+        return False
+
+
+class PlannedWork:
+    """What the plan Ray is planning keeps alive and runs: each actor pool
+    as (operator name, its smallest size, its ``ray.remote`` arguments), and
+    the ``ray.remote`` arguments of its reads (Ray Data gives a task one CPU
+    unless it asks otherwise)."""
+
+    def __init__(self) -> None:
+        self.actor_pools: List[Tuple[str, int, dict]] = []
+        self.reads: List[dict] = []
+
+
+def work_being_planned() -> Optional[PlannedWork]:
+    """The actor pools and reads of the plan Ray is planning, or None
+    when no plan is found up the stack."""
+    dag = _dag_being_planned()
+    if dag is None:
+        return None
+    work = PlannedWork()
+    seen: set = set()
+    stack = [dag]
+    while stack:
+        op = stack.pop()
+        if id(op) in seen:
+            continue
+        seen.add(id(op))
+        stack.extend(getattr(op, "input_dependencies", None) or [])
+        compute = getattr(op, "compute", None)
+        args = dict(getattr(op, "ray_remote_args", None) or {})
+        if isinstance(compute, ActorPoolStrategy):
+            work.actor_pools.append((str(op.name), int(compute.min_size), args))
+        elif not getattr(op, "input_dependencies", None) or isinstance(op, ListFiles):
+            work.reads.append(args)
+    return work
+
+
+#: Ray's own planning of the checkpoint filter operator.
+_RAYS_FILTER_OPERATOR = _plan_read_op.create_checkpoint_filter_op
+
+
+class FilterPool:
+    """The actor pool of a checkpoint filter operator: each actor's
+    ``ray.remote`` arguments, the pool's size bounds and how long its start
+    may wait for its smallest size (None: as Ray's context says)."""
+
+    def __init__(
+        self, remote_args: dict, min_size: int, max_size: int, start_timeout: Optional[float]
+    ) -> None:
+        self.remote_args = remote_args
+        self.min_size = min_size
+        self.max_size = max(min_size, max_size)
+        self.start_timeout = start_timeout
+
+
+def plan_filter_operator(
+    is_cairns: Callable[[Any], bool], pool_of: Callable[[Any, int], FilterPool]
+) -> None:
+    """Has Ray plan the checkpoint filter operator of a job whose manager
+    ``is_cairns(manager class)`` with the pool ``pool_of(checkpoint config,
+    the set's size in bytes)``: Ray's planning (``create_checkpoint_filter_op``:
+    the set loaded, an actor-pool map after the read) with cairn's actor
+    resources and bounds instead of Ray's (one CPU an actor, by Ray Data's
+    default for actors; a start that waits for ever). Every other job is
+    planned by Ray's own function. Ray 2.60 calls it by name from two
+    planner modules: both are pointed here."""
+
+    def create_checkpoint_filter_op(
+        physical_input_op: Any,
+        data_context: Any,
+        data_file_dir: Optional[str],
+        data_file_filesystem: Any,
+    ) -> Any:
+        config = data_context.checkpoint_config
+        if not is_cairns(config.checkpoint_manager_cls):
+            return _RAYS_FILTER_OPERATOR(
+                physical_input_op, data_context, data_file_dir, data_file_filesystem
+            )
+        info = config.filesystem.get_file_info(unwrap_protocol(config.checkpoint_path))
+        if info.type == pafs.FileType.NotFound:
+            return physical_input_op
+        manager = config.checkpoint_manager_cls(checkpoint_config=config, data_context=data_context)
+        ids_ref, size = manager.load_checkpoint(data_file_dir, data_file_filesystem)
+        if not ids_ref:
+            return physical_input_op
+        pool = pool_of(config, size)
+        context = data_context
+        if pool.start_timeout is not None and data_context.wait_for_min_actors_s <= 0:
+            # The pool's start waits for its actors at most this long; the
+            # job's other operators keep Ray's setting.
+            context = data_context.copy()
+            context.wait_for_min_actors_s = int(max(1, pool.start_timeout))
+        return MapOperator.create(
+            map_transformer=_plan_read_op._get_checkpoint_map_transformer(context, ids_ref),
+            input_op=physical_input_op,
+            data_context=context,
+            name="CheckpointFilter",
+            compute_strategy=ActorPoolStrategy(min_size=pool.min_size, max_size=pool.max_size),
+            ray_remote_args=dict(pool.remote_args),
+            supports_fusion=False,
+        )
+
+    _plan_read_op.create_checkpoint_filter_op = create_checkpoint_filter_op
+    _plan_read_files_op.create_checkpoint_filter_op = create_checkpoint_filter_op
 
 
 def _file_sources(op: Any) -> Optional[List[Tuple[List[str], Any]]]:

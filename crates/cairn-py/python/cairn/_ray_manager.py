@@ -32,13 +32,17 @@ from ._native import (
     remove_completion_marker,
 )
 from ._ray_compat import (
+    FilterPool,
     RayCheckpointFilter,
     RayCheckpointManager,
     called_on_rays_success,
     datasink_being_planned,
     inputs_being_planned,
+    plan_filter_operator,
     unwrapped,
+    work_being_planned,
 )
+from ._ray_fit import Demand, check_fit
 from ._ray_table import TableDatasink, record_clean_up
 from ._ray_read import (
     offer_committed,
@@ -50,7 +54,6 @@ from ._ray_shards import (
     NotShardable,
     ShardedSet,
     build_sharded_set,
-    check_placement,
 )
 from .fsspec import CairnFileSystem
 
@@ -82,9 +85,32 @@ _MAX_FILTER_MEMORY = "_cairn_max_filter_memory"
 #: Where checkpoint_config keeps its shard_timeout on Ray's CheckpointConfig.
 _SHARD_TIMEOUT = "_cairn_shard_timeout"
 
-#: Ray's checkpoint filter actors ask for max(checkpoint_actor_memory_bytes,
-#: this many times the set's size) of memory each.
+#: cairn's checkpoint filter actors ask for max(checkpoint_actor_memory_bytes,
+#: this many times the set's size) of memory each, as Ray's do.
 _RAY_FILTER_MEMORY_FACTOR = 1.5
+
+
+def _filter_memory(config: CheckpointConfig, set_bytes: int) -> int:
+    return int(
+        max(float(config.checkpoint_actor_memory_bytes), set_bytes * _RAY_FILTER_MEMORY_FACTOR)
+    )
+
+
+def _filter_pool(config: CheckpointConfig, set_bytes: int) -> FilterPool:
+    """The filter actors of cairn's manager: no CPU each (Ray Data would
+    give each one CPU, and a CPU held by the filter can be the one the
+    reads it filters wait for), the set's memory, at most one actor a CPU
+    of the cluster (the filter's work is CPU work, and no CPU budget bounds
+    the pool any more), and a start bounded by shard_timeout."""
+    cpus = int(ray.cluster_resources().get("CPU", 1))
+    smallest = max(1, int(config.checkpoint_actor_pool_min_size))
+    return FilterPool(
+        {"num_cpus": 0, "memory": _filter_memory(config, set_bytes)},
+        smallest,
+        min(int(config.checkpoint_actor_pool_max_size), max(1, cpus)),
+        getattr(config, _SHARD_TIMEOUT, DEFAULT_SHARD_TIMEOUT),
+    )
+
 
 #: pyarrow's names of its filesystems, as cairn's protocols.
 _PYARROW_PROTOCOLS = {"s3": "s3", "gcs": "gcs", "local": "file"}
@@ -313,16 +339,17 @@ class CheckpointManager(RayCheckpointManager):
             checkpoint_config, _SHARD_TIMEOUT, DEFAULT_SHARD_TIMEOUT
         )
 
-    def _filter_actors(self, set_bytes: int) -> List[Tuple[str, float]]:
-        """The filter actors Ray starts for a set of ``set_bytes`` (its
-        checkpoint filter operator's smallest pool), with their memory."""
-        config = self._config
-        memory = max(
-            float(config.checkpoint_actor_memory_bytes), set_bytes * _RAY_FILTER_MEMORY_FACTOR
-        )
-        return [("checkpoint filter actors", memory)] * max(
-            1, int(config.checkpoint_actor_pool_min_size)
-        )
+    def _filter_actors(self, set_bytes: int) -> List[Demand]:
+        """The filter actors the job starts for a set of ``set_bytes`` (its
+        checkpoint filter operator's smallest pool)."""
+        pool = _filter_pool(self._config, set_bytes)
+        return [Demand.of_remote_args("checkpoint filter actors", pool.remote_args)] * pool.min_size
+
+    def _check_fit(self, set_bytes: int, advice: str) -> None:
+        """Refuses a job whose actors (its own actor pools' smallest size
+        and the filter's) leave no room for one read task: it would wait
+        for ever."""
+        check_fit(self._plan_actors + self._filter_actors(set_bytes), self._read, advice)
 
     def load_checkpoint(
         self,
@@ -343,6 +370,23 @@ class CheckpointManager(RayCheckpointManager):
                 "hive-partitioned checkpoint directory) is not supported: leave it unset, or use "
                 "Ray's own manager"
             )
+        work = work_being_planned()
+        self._plan_actors: List[Demand] = []
+        self._read: Optional[Demand] = None
+        if work is not None:
+            for name, smallest, args in work.actor_pools:
+                self._plan_actors += [Demand.of_remote_args(f"{name} actors", args)] * smallest
+            reads = [Demand.of_remote_args("read task", args) for args in work.reads]
+            self._read = max(reads, key=lambda d: sum(d.resources.values()), default=None)
+        # Before anything is settled: the smallest filter pool beside the
+        # job's own actors and one read.
+        self._check_fit(
+            0,
+            "Give the job's actor pools fewer actors or fewer resources each (map_batches' "
+            "concurrency, num_cpus, num_gpus, resources), lower checkpoint_actor_memory_bytes "
+            "on the CheckpointConfig (each filter actor's memory), or add nodes. Nothing was "
+            "changed",
+        )
         if data_file_dir is None:
             raise ValueError(_refusal_of_non_file_sink(self.checkpoint_path))
         checkpoint_fs = _cairn_of(self.filesystem)
@@ -429,8 +473,8 @@ class CheckpointManager(RayCheckpointManager):
         size = data.nbytes
         count = len(ids)
         del ids
-        check_placement(
-            self._filter_actors(size),
+        self._check_fit(
+            size,
             f"Lower max_filter_memory below the set's {size} bytes so it is split over shard "
             "actors, add memory to the nodes, or lower checkpoint_actor_memory_bytes on the "
             "CheckpointConfig",
@@ -532,7 +576,8 @@ class CheckpointManager(RayCheckpointManager):
                 self.id_column,
                 report["committed_bytes"],
                 budget,
-                other_actors=self._filter_actors(0),
+                other_actors=self._plan_actors + self._filter_actors(0),
+                task=self._read,
                 timeout=self._shard_timeout,
             )
         except NotShardable as e:
@@ -572,6 +617,13 @@ class CheckpointManager(RayCheckpointManager):
             "on: pass filesystem=cairn.build_checkpoint_filesystem(output, storage_options) "
             "to the write"
         )
+
+
+def _is_cairns(manager_class: Any) -> bool:
+    return isinstance(manager_class, type) and issubclass(manager_class, CheckpointManager)
+
+
+plan_filter_operator(_is_cairns, _filter_pool)
 
 
 class _EveryRowCommitted:
@@ -652,7 +704,10 @@ def checkpoint_config(
     the bytes a machine gives the committed set (2 GiB by default): when the
     committed ID files are larger, integer IDs are split by key range over
     shard actors spread over the cluster, each asking Ray for that much
-    memory, and no machine holds the whole set (None: never split). Other keyword arguments
+    memory, and no machine holds the whole set (None: never split).
+    ``shard_timeout`` bounds, in seconds (600 by default), each wait for
+    cairn's actors and tasks: a shard placed or answering, the set's
+    loader tasks, the filter pool's first actors. Other keyword arguments
     go to ``CheckpointConfig`` unchanged (``delete_checkpoint_on_success``,
     ...). An ``override_filesystem`` given there must be cairn's: a
     :class:`cairn.fsspec.CairnFileSystem` (wrapped for pyarrow here) or what

@@ -31,6 +31,7 @@ import pyarrow.parquet as pq
 import ray
 
 from ._native import NativeIdSetBuilder, routing_keys
+from ._ray_fit import Demand, check_fit
 
 logger = logging.getLogger("cairn.ray")
 
@@ -70,45 +71,8 @@ class NotShardable(ValueError):
 
 
 class ShardUnavailable(TimeoutError):
-    """A shard actor was not placed, or did not answer, within its bound."""
-
-
-def _node_memory() -> List[float]:
-    """The ``memory`` resource of each live node of the cluster, in bytes."""
-    return [
-        float(node.get("Resources", {}).get("memory", 0))
-        for node in ray.nodes()
-        if node.get("Alive", node.get("alive", False))
-    ]
-
-
-def check_placement(actors: Sequence[Tuple[str, float]], advice: str) -> None:
-    """Refuses, before anything is started, actors (``(what, memory in
-    bytes)``) that the cluster's nodes cannot hold all at once, whatever
-    else runs: Ray would keep them pending for ever. First fit, largest
-    first, over each node's ``memory`` resource."""
-    nodes = sorted(_node_memory(), reverse=True)
-    free = list(nodes)
-    for what, memory in sorted(actors, key=lambda a: -a[1]):
-        for i, room in enumerate(free):
-            if memory <= room:
-                free[i] -= memory
-                break
-        else:
-            asked = sum(m for _, m in actors)
-            kinds: Dict[str, Tuple[int, float]] = {}
-            for name, m in actors:
-                count, _ = kinds.get(name, (0, m))
-                kinds[name] = (count + 1, m)
-            listed = ", ".join(
-                f"{count} {name} of {m / _MIB:.0f} MiB" for name, (count, m) in kinds.items()
-            )
-            raise ValueError(
-                f"cairn: the checkpoint filter needs {listed} ({asked / _MIB:.0f} MiB of Ray's "
-                f"memory resource in all), which the cluster's nodes "
-                f"({', '.join(f'{n / _MIB:.0f} MiB' for n in nodes) or 'none'}) cannot hold "
-                f"at once: Ray would wait for ever to start them. {advice}"
-            )
+    """A shard actor or a loader task was not placed, or did not answer,
+    within its bound."""
 
 
 def _plain(column: Any) -> pa.Array:
@@ -308,9 +272,11 @@ def _load_into_shards(
     id_column: str,
     boundaries: np.ndarray,
     shards: Sequence[Any],
+    timeout: float = DEFAULT_SHARD_TIMEOUT,
 ) -> int:
     """Reads ``files`` and sends each shard the IDs of its range; the
-    number of IDs read."""
+    number of IDs read. A shard that takes none of its IDs within
+    ``timeout`` seconds fails the task."""
     held: List[List[Any]] = [[] for _ in shards]
     held_ids = [0] * len(shards)
     sent = []
@@ -338,12 +304,29 @@ def _load_into_shards(
                     send(i)
         # IDs in flight to the shards are bounded: wait for what was sent.
         if len(sent) > 2 * len(shards):
-            ray.get(sent)
+            _each_within(sent, timeout, "shard actors taking their IDs", len(shards))
             sent.clear()
     for i in range(len(shards)):
         send(i)
-    ray.get(sent)
+    _each_within(sent, timeout, "shard actors taking their IDs", len(shards))
     return total
+
+
+def _each_within(refs: List[Any], timeout: float, what: str, of: int) -> List[Any]:
+    """The values of ``refs``, waiting at most ``timeout`` seconds for each
+    next one to be ready: ``ShardUnavailable`` naming ``what`` when none
+    is (a task no node has a free CPU for, an actor gone for good)."""
+    pending = list(refs)
+    while pending:
+        ready, pending = ray.wait(pending, num_returns=1, timeout=timeout)
+        if not ready:
+            raise ShardUnavailable(
+                f"cairn: {len(pending)} of the {what} ({of} in all) did not finish within "
+                f"{timeout:.0f} s, none of them in that time: the cluster has no free CPU for "
+                "them (other work holds it), or a shard actor is gone. Free the cluster, or raise "
+                "shard_timeout in cairn.ray.checkpoint_config; the run can be started again"
+            )
+    return ray.get(list(refs))
 
 
 @dataclass
@@ -433,15 +416,17 @@ def build_sharded_set(
     id_column: str,
     estimated_bytes: int,
     budget: int,
-    other_actors: Sequence[Tuple[str, float]] = (),
+    other_actors: Sequence[Demand] = (),
+    task: Optional[Demand] = None,
     timeout: float = DEFAULT_SHARD_TIMEOUT,
 ) -> ShardedSet:
     """Loads the committed ID files ``files`` (paths on the pyarrow
     ``filesystem``) into shards of at most ``budget`` bytes each. Refused
     before any shard starts when the cluster's nodes cannot hold the shards
-    and ``other_actors`` (``(what, memory)``: the filter actors) at once;
-    a shard not started within ``timeout`` seconds fails the load, naming
-    it."""
+    and ``other_actors`` (the job's actor pools and the filter actors) at
+    once with room left for one ``task`` (a read); a shard not started
+    within ``timeout`` seconds fails the load, naming it, and so does a
+    load in which no loader task ends within ``timeout`` seconds."""
     count = max(2, math.ceil(estimated_bytes / (budget * _SET_SHARE_OF_BUDGET)))
     if count > _MAX_SHARDS:
         logger.warning(
@@ -476,8 +461,9 @@ def build_sharded_set(
     seal_every = max(1 << 16, budget // 16 // 8)
     lows = [0, *[int(b) for b in boundaries]]
     highs = [*[int(b) for b in boundaries], None]
-    check_placement(
-        [("shard actors", float(budget))] * count + list(other_actors),
+    check_fit(
+        [Demand("shard actors", {"memory": float(budget)})] * count + list(other_actors),
+        task,
         f"Raise max_filter_memory (fewer, larger shards: {estimated_bytes} bytes of committed "
         "ID files), add nodes or memory, or lower checkpoint_actor_memory_bytes on the "
         "CheckpointConfig",
@@ -497,15 +483,23 @@ def build_sharded_set(
         raise
     cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
     tasks = min(len(files), 2 * cpus)
-    loaded = sum(
-        ray.get(
-            [
-                _load_into_shards.remote(files[t::tasks], filesystem, id_column, boundaries, shards)
-                for t in range(tasks)
-            ]
+    loaders = [
+        _load_into_shards.remote(
+            files[t::tasks], filesystem, id_column, boundaries, shards, timeout
         )
-    )
-    sealed = ray.get([s.seal.remote() for s in shards])
+        for t in range(tasks)
+    ]
+    try:
+        loaded = sum(_each_within(loaders, timeout, "loader tasks of the committed set", tasks))
+        sealed = _each_within(
+            [s.seal.remote() for s in shards], timeout, "shard actors sealing their sets", count
+        )
+    except ShardUnavailable:
+        for ref in loaders:
+            ray.cancel(ref, force=True)
+        for shard in shards:
+            ray.kill(shard)
+        raise
     ids = sum(s["ids"] for s in sealed)
     set_bytes = sum(s["set_bytes"] for s in sealed)
     logger.info(
