@@ -365,6 +365,13 @@ impl NativeFileSystem {
         .map_err(to_py)
     }
 
+    /// Moves the one file `src` to `dst` with no lookup first on an object
+    /// store (a copy and a delete, or a rename); FileNotFoundError when
+    /// `src` is no file.
+    fn mv_file(&self, py: Python<'_>, src: &str, dst: &str) -> PyResult<()> {
+        wait(py, self.fs().mv_file(src, dst)).map_err(to_py)
+    }
+
     /// Uploads the local file `local` to `dst`.
     fn put_file(&self, py: Python<'_>, local: &str, dst: &str) -> PyResult<()> {
         wait(py, self.fs().put(local, dst)).map_err(to_py)

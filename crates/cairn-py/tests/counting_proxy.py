@@ -47,6 +47,9 @@ class CountingProxy:
         self.requests: Counter = Counter()
         #: Each GET so far: (path and query, Range header or None, bytes).
         self.get_log: list = []
+        #: Each request so far: (method, path and query, whether it copies
+        #: an object: a PUT with ``x-amz-copy-source``).
+        self.log: list = []
         self._lock = threading.Lock()
         proxy = self
 
@@ -78,6 +81,7 @@ class CountingProxy:
                     conn.close()
                 with proxy._lock:
                     proxy.requests[self.command] += 1
+                    proxy.log.append((self.command, self.path, "x-amz-copy-source" in self.headers))
                 if self.command == "GET":
                     with proxy._lock:
                         proxy.get_bytes += len(data)
@@ -122,6 +126,7 @@ class CountingProxy:
             self.gets = 0
             self.requests = Counter()
             self.get_log = []
+            self.log = []
 
     def __enter__(self) -> "CountingProxy":
         self._thread.start()

@@ -11,6 +11,7 @@ import subprocess
 import sys
 
 import pyarrow as pa
+import pyarrow.fs  # noqa: F401 - pa.fs
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
@@ -277,6 +278,49 @@ def test_cat_ranges_fetches_each_range_exactly(fsspec_proxied):
     assert got[0] == b"PAR1" and isinstance(got[1], FileNotFoundError), got
     with pytest.raises(FileNotFoundError):
         fs.cat_ranges([missing], [0], [10], on_error="raise")
+
+
+def test_a_move_of_a_file_is_a_copy_and_a_delete(garage_file):
+    """pyarrow's ``move`` of a file on an object store (Ray's commit of a
+    checkpoint unit) sends OpenDAL's checked copy (a HEAD for the source's
+    size and ETag, the copy made on that ETag) and a delete: no directory
+    checks or listings first (fsspec's ``mv`` sent ten requests).
+    A directory still moves whole, and a missing source is an error that
+    changes nothing."""
+    options, path, _, _ = garage_file
+    root = fresh(os.environ["CAIRN_TEST_GARAGE_BUCKET"])
+    with CountingProxy(options["endpoint_url"]) as proxy:
+        through = dict(options, endpoint_url=proxy.endpoint)
+        filesystem = cairn.build_checkpoint_filesystem(f"s3://{root}", through)
+        with filesystem.open_output_stream(f"{root}/u1.pending.parquet") as f:
+            f.write(b"ids")
+        proxy.reset()
+        filesystem.move(f"{root}/u1.pending.parquet", f"{root}/u1.parquet")
+        sent = [(method, copies) for method, _, copies in proxy.log]
+        assert sent == [("HEAD", False), ("PUT", True), ("DELETE", False)], proxy.log
+        with filesystem.open_input_stream(f"{root}/u1.parquet") as f:
+            assert f.read() == b"ids"
+        gone = filesystem.get_file_info(f"{root}/u1.pending.parquet")
+        assert gone.type == pa.fs.FileType.NotFound
+
+        for name in ("a", "b/c"):
+            with filesystem.open_output_stream(f"{root}/dir/{name}") as f:
+                f.write(name.encode())
+        filesystem.move(f"{root}/dir", f"{root}/moved")
+        moved = filesystem.get_file_info(pa.fs.FileSelector(f"{root}/moved", recursive=True))
+        assert sorted(i.path for i in moved if i.type == pa.fs.FileType.File) == [
+            f"{root}/moved/a",
+            f"{root}/moved/b/c",
+        ]
+        before = sorted(
+            i.path for i in filesystem.get_file_info(pa.fs.FileSelector(root, recursive=True))
+        )
+        with pytest.raises(FileNotFoundError):
+            filesystem.move(f"{root}/missing", f"{root}/u1.parquet")
+        after = sorted(
+            i.path for i in filesystem.get_file_info(pa.fs.FileSelector(root, recursive=True))
+        )
+        assert after == before
 
 
 def test_a_local_file_is_pyarrows_own(tmp_path):

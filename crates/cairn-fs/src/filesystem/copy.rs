@@ -13,7 +13,7 @@ use futures::{StreamExt, TryStreamExt, stream};
 
 use super::walk_options::TreeOptions;
 use super::{FileInfo, FileSystem};
-use crate::error::{ErrorKind, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::options::StorageOptions;
 use crate::url::has_magic;
 
@@ -142,6 +142,63 @@ impl FileSystem {
         }
         transfer(self, Sources::One(src), self, dst, options, None).await?;
         self.rm_with(src, options).await
+    }
+
+    /// Moves the one file at `src` to `dst`, as pyarrow's `move` moves a
+    /// file: a rename where the store has one, else a copy on the store
+    /// (streamed where it cannot copy) and a delete of `src`. On an object
+    /// store no path is asked whether it is a directory and nothing is
+    /// listed: OpenDAL's checked copy (on S3 a HEAD of the source, then a
+    /// copy on its ETag) and a delete, where [`FileSystem::mv`] first
+    /// stats both paths and lists the target (ten requests on S3). A `src`
+    /// that is no file is `NotFound` and nothing changes; a path ending in
+    /// `/` is refused.
+    ///
+    /// ```
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// use cairn_fs::{ErrorKind, FileSystem, StorageOptions, WriteMode};
+    /// let fs = FileSystem::new("memory", &StorageOptions::new()).unwrap();
+    /// fs.pipe("/mvf-doc/a.pending", "1".into(), WriteMode::Overwrite).await.unwrap();
+    /// fs.mv_file("/mvf-doc/a.pending", "/mvf-doc/a").await.unwrap();
+    /// assert_eq!(fs.cat("/mvf-doc/a").await.unwrap(), "1");
+    /// let gone = fs.mv_file("/mvf-doc/a.pending", "/mvf-doc/a").await.unwrap_err();
+    /// assert_eq!(gone.kind(), ErrorKind::NotFound);
+    /// # })
+    /// ```
+    pub async fn mv_file(&self, src: &str, dst: &str) -> Result<()> {
+        let from = self.file_location(src, "mv_file").await?;
+        let to = self.file_location(dst, "mv_file").await?;
+        if from.path == to.path {
+            return Ok(());
+        }
+        if self.real_directories() {
+            // A stat is free here, and a directory must not be renamed
+            // over by a file's move.
+            if !self.isfile(&from.path).await? {
+                return Err(Error::new(
+                    ErrorKind::NotFound,
+                    "mv_file moves one file, and there is none here",
+                )
+                .with_url(self.url(&from.path)));
+            }
+            return self.mv(&from.path, &to.path).await;
+        }
+        if from.root == to.root && from.op.info().capability().rename {
+            from.op
+                .rename(&from.key, &to.key)
+                .await
+                .map_err(|e| self.error(e, &from))?;
+        } else {
+            self.copy_file(&from.path, self, &to.path, None, None)
+                .await?;
+            from.op
+                .delete(&from.key)
+                .await
+                .map_err(|e| self.error(e, &from))?;
+        }
+        self.cache().invalidate(&from.path);
+        self.cache().invalidate(&to.path);
+        Ok(())
     }
 
     /// Uploads from the local filesystem, fsspec's `put`.

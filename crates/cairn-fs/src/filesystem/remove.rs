@@ -176,13 +176,18 @@ impl FileSystem {
 
     /// Where `path` is, refused (IsADirectory) when it can only name a
     /// directory: a bucket's root or a path ending in `/`.
-    async fn file_location(&self, path: &str, operation: &str) -> Result<super::Location> {
+    pub(super) async fn file_location(
+        &self,
+        path: &str,
+        operation: &str,
+    ) -> Result<super::Location> {
         let loc = self.locate(path).await?;
         if loc.key.is_empty() || loc.key.ends_with('/') || path.ends_with('/') {
             return Err(Error::new(
                 ErrorKind::IsADirectory,
                 format!(
-                    "{operation} removes files, not directories; name files, or use rm with recursive for a directory"
+                    "{operation} takes files, not directories; name files, or use {} with recursive for a directory",
+                    if operation.starts_with("mv") { "mv" } else { "rm" }
                 ),
             )
             .with_url(self.url(&loc.path)));

@@ -370,23 +370,6 @@ class CheckpointManager(RayCheckpointManager):
                 "hive-partitioned checkpoint directory) is not supported: leave it unset, or use "
                 "Ray's own manager"
             )
-        work = work_being_planned()
-        self._plan_actors: List[Demand] = []
-        self._read: Optional[Demand] = None
-        if work is not None:
-            for name, smallest, args in work.actor_pools:
-                self._plan_actors += [Demand.of_remote_args(f"{name} actors", args)] * smallest
-            reads = [Demand.of_remote_args("read task", args) for args in work.reads]
-            self._read = max(reads, key=lambda d: sum(d.resources.values()), default=None)
-        # Before anything is settled: the smallest filter pool beside the
-        # job's own actors and one read.
-        self._check_fit(
-            0,
-            "Give the job's actor pools fewer actors or fewer resources each (map_batches' "
-            "concurrency, num_cpus, num_gpus, resources), lower checkpoint_actor_memory_bytes "
-            "on the CheckpointConfig (each filter actor's memory), or add nodes. Nothing was "
-            "changed",
-        )
         if data_file_dir is None:
             raise ValueError(_refusal_of_non_file_sink(self.checkpoint_path))
         checkpoint_fs = _cairn_of(self.filesystem)
@@ -396,6 +379,23 @@ class CheckpointManager(RayCheckpointManager):
                 f"{type(self.filesystem).__name__}, not cairn's: pass override_filesystem="
                 "cairn.build_checkpoint_filesystem(checkpoint_path, storage_options), or use "
                 "cairn.ray.checkpoint_config(...), which sets it"
+            )
+        work = work_being_planned()
+        self._plan_actors: List[Demand] = []
+        self._read: Optional[Demand] = None
+        if work is not None:
+            for name, smallest, args in work.actor_pools:
+                self._plan_actors += [Demand.of_remote_args(f"{name} actors", args)] * smallest
+            reads = [Demand.of_remote_args("read task", args) for args in work.reads]
+            self._read = max(reads, key=lambda d: sum(d.resources.values()), default=None)
+            # Before anything is settled: the smallest filter pool beside
+            # the job's own actors and one read.
+            self._check_fit(
+                0,
+                "Give the job's actor pools fewer actors or fewer resources each (map_batches' "
+                "concurrency, num_cpus, num_gpus, resources), lower checkpoint_actor_memory_bytes "
+                "on the CheckpointConfig (each filter actor's memory), or add nodes. Nothing was "
+                "changed",
             )
         native = checkpoint_fs._native
         checkpoint_url = native.url(native.strip(_local(self.checkpoint_path, checkpoint_fs)))
