@@ -6,10 +6,13 @@ writes one output file, so the protocol's floor is 5 requests a unit
 (one GET of the input, the pending record, the data, the commit, the
 pending record's delete).
 
-Runs the job three ways in the same run, input, output and checkpoint on
-Garage: no checkpoint, Ray's own manager and filter over cairn's
-filesystem, and cairn's manager (cairn.ray.checkpoint_config). Run in the
-ray-venv with the wheel installed and the servers started
+Runs the job four ways in the same run, input, output and checkpoint on
+Garage: through Ray with no checkpoint, with Ray's own manager and filter
+over cairn's filesystem, and with cairn's manager
+(cairn.ray.checkpoint_config); and through the CLI door, `cairn job run
+--checkpoint` committing a unit every file's rows (the binary in
+$CAIRN_BIN, else target/release/cairn, else target/debug/cairn). Run in
+the ray-venv with the wheel installed and the servers started
 (scripts/servers.sh start; . target/cairn-servers/servers.env):
 
     RAY_ADDRESS=local ~/.cache/cairn-tools/ray-venv/bin/python scripts/bench/unit_requests.py [FILES] [ROWS_PER_FILE]
@@ -18,6 +21,7 @@ Prints, per way, the requests by step (area of the job: input, output,
 checkpoint; the request's kind; the object's kind) and per unit."""
 
 import os
+import subprocess
 
 # One read task per file, so one unit per file.
 os.environ.setdefault("RAY_DATA_PARQUET_BIN_PACKING_BYTES", str(64 * 1024))
@@ -28,7 +32,6 @@ import uuid
 from collections import Counter
 from urllib.parse import parse_qs, unquote, urlsplit
 
-import pyarrow.fs as pafs
 import ray
 from ray.data import DataContext
 from ray.data.checkpoint import CheckpointConfig
@@ -39,8 +42,9 @@ import cairn.ray
 sys.path.insert(
     0, os.path.join(os.path.dirname(__file__), "../../crates/cairn-py/tests")
 )
+from conftest import garage_options  # noqa: E402
 from counting_proxy import CountingProxy  # noqa: E402
-from oracle import column_counts, write_uid_files  # noqa: E402
+from oracle import column_counts, pyarrow_s3, write_uid_files  # noqa: E402
 
 
 def upper(batch):
@@ -87,33 +91,59 @@ def step(method, path, copies, base):
     return f"{area:5} {kind:12} {what}"
 
 
+def cli_job(base, rows, options):
+    """`cairn job run` over the same layout, a unit every `rows` rows."""
+    here = os.path.join(os.path.dirname(__file__), "../..")
+    binary = os.environ.get("CAIRN_BIN") or next(
+        (
+            os.path.join(here, f"target/{kind}/cairn")
+            for kind in ("release", "debug")
+            if os.path.exists(os.path.join(here, f"target/{kind}/cairn"))
+        ),
+        "cairn",
+    )
+    env = dict(
+        os.environ,
+        AWS_ENDPOINT_URL=options["endpoint_url"],
+        AWS_ACCESS_KEY_ID=options["key"],
+        AWS_SECRET_ACCESS_KEY=options["secret"],
+        AWS_REGION=options["region"],
+    )
+    subprocess.run(
+        [
+            binary,
+            "job",
+            "run",
+            "--input",
+            f"s3://{base}/in",
+            "--output",
+            f"s3://{base}/out",
+            "--checkpoint",
+            f"s3://{base}/ckpt",
+            "--id-column",
+            "uid",
+            "--commit-every-rows",
+            str(rows),
+            "--quiet",
+        ],
+        env=env,
+        check=True,
+    )
+
+
 def main():
     files = int(sys.argv[1]) if len(sys.argv) > 1 else 20
     rows = int(sys.argv[2]) if len(sys.argv) > 2 else 10_000
-    endpoint = os.environ["CAIRN_TEST_GARAGE_ENDPOINT"]
-    key = os.environ["CAIRN_TEST_GARAGE_KEY"]
-    secret = os.environ["CAIRN_TEST_GARAGE_SECRET"]
-    region = os.environ.get("CAIRN_TEST_GARAGE_REGION", "garage")
+    garage = garage_options()
     bucket = os.environ["CAIRN_TEST_GARAGE_BUCKET"]
     ray.init(address="local", include_dashboard=False, log_to_driver=False)
-    s3 = pafs.S3FileSystem(
-        access_key=key,
-        secret_key=secret,
-        endpoint_override=endpoint,
-        region=region,
-        scheme="http",
-    )
-    with CountingProxy(endpoint) as proxy:
-        options = {
-            "key": key,
-            "secret": secret,
-            "endpoint_url": proxy.endpoint,
-            "region": region,
-        }
+    s3 = pyarrow_s3(garage)
+    with CountingProxy(garage["endpoint_url"]) as proxy:
+        options = dict(garage, endpoint_url=proxy.endpoint)
         print(
             f"{files} input files of {rows} rows (one unit each), Garage behind a counting proxy"
         )
-        for way in ("none", "ray", "cairn"):
+        for way in ("none", "ray", "cairn", "cli"):
             run = f"unit-requests-{way}-{uuid.uuid4().hex[:8]}"
             base = f"{bucket}/{run}"
             write_uid_files(s3, f"{base}/in", files, rows)
@@ -134,9 +164,12 @@ def main():
             DataContext.get_current().checkpoint_config = config
             proxy.reset()
             started = time.monotonic()
-            ds = ray.data.read_parquet(f"s3://{base}/in", filesystem=data_fs)
-            ds = ds.map_batches(upper, batch_format="pandas")
-            ds.write_parquet(f"s3://{base}/out", filesystem=data_fs)
+            if way == "cli":
+                cli_job(base, rows, options)
+            else:
+                ds = ray.data.read_parquet(f"s3://{base}/in", filesystem=data_fs)
+                ds = ds.map_batches(upper, batch_format="pandas")
+                ds.write_parquet(f"s3://{base}/out", filesystem=data_fs)
             if config is not None:
                 # Ray deletes the checkpoint once the job succeeded; cairn
                 # leaves its completion marker until the driver exits.
