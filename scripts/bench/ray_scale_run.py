@@ -1,6 +1,6 @@
 """The scale run through the Ray door: a model-shaped Ray Data job over
-ROWS rows in FILES Parquet files on Garage, its driver SIGKILLed at about
-60% of the units and run again, with cairn's manager and reader and with
+ROWS rows in FILES Parquet files on Garage, its driver SIGKILLed once 60%
+of the rows are committed and run again, with cairn's manager and reader and with
 Ray's default manager and reader, same cluster shape, same run.
 
     RAY_ADDRESS=local ~/.cache/cairn-tools/ray-venv/bin/python scripts/bench/ray_scale_run.py [ROWS] [FILES] [WAYS]
@@ -95,12 +95,22 @@ def write_input(s3, directory, rows, files):
         )
 
 
-def committed(s3, checkpoint):
-    return sum(
-        1
-        for p in files_under(s3, checkpoint)
-        if p.endswith(".parquet") and not p.endswith(".pending.parquet")
-    )
+class CommittedRows:
+    """The rows committed in a checkpoint so far: its committed ID files'
+    row counts, each file's footer read once (a unit is a write task's
+    rows, not an input file's, so units do not count rows)."""
+
+    def __init__(self, s3, checkpoint):
+        self.s3, self.checkpoint, self.rows = s3, checkpoint, {}
+
+    def __call__(self):
+        for path in files_under(self.s3, self.checkpoint):
+            if path.endswith(".parquet") and not path.endswith(".pending.parquet"):
+                if path not in self.rows:
+                    self.rows[path] = pq.read_metadata(
+                        path, filesystem=self.s3
+                    ).num_rows
+        return sum(self.rows.values())
 
 
 def by_area(log, source, run):
@@ -123,7 +133,7 @@ def by_area(log, source, run):
     return dict(sorted(counts.items()))
 
 
-def run_driver(spec, kill_at=None, s3=None, timeout=3600):
+def run_driver(spec, kill_at=None, committed=None, timeout=3600):
     proc = subprocess.Popen(
         [sys.executable, "-c", DRIVER, json.dumps(spec)],
         stdout=subprocess.PIPE,
@@ -137,7 +147,7 @@ def run_driver(spec, kill_at=None, s3=None, timeout=3600):
     try:
         if kill_at is not None:
             while proc.poll() is None and time.monotonic() - started < timeout:
-                done = committed(s3, spec["checkpoint_path"])
+                done = committed()
                 if done >= kill_at:
                     os.killpg(proc.pid, signal.SIGKILL)
                     killed_at = done
@@ -155,7 +165,7 @@ def run_driver(spec, kill_at=None, s3=None, timeout=3600):
     report = {
         "exit": proc.returncode,
         "wall_s": round(seconds, 1),
-        "killed_at_units": killed_at,
+        "killed_at_rows": killed_at,
     }
     for line in (out or "").splitlines():
         if line.startswith("{"):
@@ -200,9 +210,10 @@ def main():
                 "checkpoint_path": f"{source}/{run}/ckpt",
                 "seen": seen,
             }
-            for name, kill_at in (("first", int(nfiles * 0.6)), ("resume", None)):
+            committed = CommittedRows(s3, spec["checkpoint_path"])
+            for name, kill_at in (("first", int(rows * 0.6)), ("resume", None)):
                 proxy.reset()
-                report = run_driver(spec, kill_at=kill_at, s3=s3)
+                report = run_driver(spec, kill_at=kill_at, committed=committed)
                 log = list(proxy.log)
                 inputs = sum(n for p, _, n in proxy.get_log if f"{source}/in/" in p)
                 report.update(
