@@ -326,6 +326,50 @@ def test_a_resume_beside_a_model_pool_that_takes_the_cpus_ends(tmp_path, shape):
     assert_exactly_once(oracle, base, first, out)
 
 
+def test_actor_pools_that_leave_no_room_for_a_read_are_named(tmp_path):
+    """A resume whose own actor pool (two 1-CPU model actors on a node of 2
+    CPUs) leaves no CPU for a read: Ray would wait for ever, and the
+    manager says so before the job starts, with the numbers and what to
+    change (a warning: an autoscaler Ray cannot see may still add nodes).
+    The harness stops the job once the warning is out."""
+    base = str(tmp_path)
+    oracle = pafs.LocalFileSystem()
+    for d in ("in", "ckpt", "out"):
+        os.makedirs(f"{base}/{d}")
+    write_input(oracle, f"{base}/in")
+    # One unit committed by hand, in Ray's layout: the resume has a set.
+    first = pq.read_table(f"{base}/in/part-0000.parquet")
+    pq.write_table(first.select(["uid"]), f"{base}/ckpt/w_000001.parquet")
+    pq.write_table(first, f"{base}/out/w_000001-0.parquet")
+    spec = {
+        "input": f"{base}/in",
+        "output": f"{base}/out",
+        "checkpoint": f"{base}/ckpt",
+        "storage_options": {},
+        "id_column": "uid",
+        "manager": "cairn",
+        "model_pool": {"size": 2, "num_cpus": 1},
+        "node": {"num_cpus": 2},
+    }
+    proc = start_job(spec)
+    lines = []
+    try:
+        deadline = time.monotonic() + 120
+        for line in proc.stdout:
+            lines.append(line)
+            if "unless the cluster adds nodes" in line or time.monotonic() > deadline:
+                break
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    out = "".join(lines)
+    assert re.search(
+        r"2 MapBatches\(Model\) actors of 1 CPU, 1 checkpoint filter actors of 1024 MiB, "
+        r"and one read task of 1 CPU beside them.*2 CPU.*Ray will wait for ever.*concurrency",
+        out,
+    ), out[-4000:]
+
+
 def run_job_then_terminate(spec, timeout=300):
     """Runs ray_job.py, and 2 s after its driver reports its next step
     (the job done) sends SIGTERM to the driver alone, as an orchestrator

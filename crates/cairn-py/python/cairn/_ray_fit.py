@@ -1,7 +1,9 @@
 """Whether the actors a resumed Ray Data job keeps alive, with one task
-beside them, fit the cluster's nodes: checked before anything starts, so a
-job that would wait for ever for a CPU, a GPU or memory is refused with the
-numbers instead.
+beside them, fit the cluster's nodes, judged before the job starts: cairn's
+own actors that no node can hold are refused (:func:`check_fit`), and a job
+whose actors leave no room for a read is named with the numbers
+(:func:`misfit`; the manager warns, since a cluster whose autoscaler Ray
+cannot see may still add the nodes it needs).
 
 A job's actors (its actor pools' smallest size, cairn's filter and shard
 actors) hold their resources for the whole job; its tasks (reads, writes,
@@ -9,9 +11,10 @@ task-based maps) take turns on what is left. If no node has room for one
 read task once the actors are placed, the reads never run and Ray waits
 without an end: its autoscaler reports the demand as pending and nothing
 fails. Actors are placed first fit, the hardest to place first, over the
-nodes alive when the job is planned. A cluster whose autoscaler can add
-nodes is not judged (what it can grow to is its provider's to say); the
-waits of cairn's own actors are bounded there all the same.
+nodes alive when the job is planned. :func:`check_fit` does not judge a
+cluster whose autoscaler Ray reports can add nodes (what it can grow to is
+its provider's to say); the waits of cairn's own actors are bounded there
+all the same.
 """
 
 from __future__ import annotations
@@ -90,6 +93,15 @@ def check_fit(actors: Sequence[Demand], task: Optional[Demand], advice: str) -> 
     node has and ``advice``. Not judged on a cluster that can grow."""
     if cluster_can_grow():
         return
+    found = misfit(actors, task)
+    if found is not None:
+        raise ValueError(f"cairn: {found}: Ray would wait for ever to start them. {advice}")
+
+
+def misfit(actors: Sequence[Demand], task: Optional[Demand]) -> Optional[str]:
+    """None when the cluster's live nodes hold ``actors`` all at once with
+    room left on one of them for ``task``; else what was asked and what
+    each node has."""
     nodes = _nodes()
     totals: Dict[str, float] = {}
     for node in nodes:
@@ -120,7 +132,7 @@ def check_fit(actors: Sequence[Demand], task: Optional[Demand], advice: str) -> 
             placed = False
             break
     if placed and (task is None or any(_fits(task, room) for room in free)):
-        return
+        return None
     kinds: Dict[tuple, int] = {}
     for demand in actors:
         key = (demand.what, _described(demand.resources))
@@ -129,8 +141,7 @@ def check_fit(actors: Sequence[Demand], task: Optional[Demand], advice: str) -> 
     if task is not None:
         asked.append(f"and one {task.what} of {_described(task.resources)} beside them")
     shown = "; ".join(f"node {i + 1}: {_described(node)}" for i, node in enumerate(nodes))
-    raise ValueError(
-        f"cairn: this job needs {', '.join(asked)}, which the cluster's nodes "
-        f"({shown or 'none'}) cannot hold at once: Ray would wait for ever to start them. "
-        f"{advice}"
+    return (
+        f"this job needs {', '.join(asked)}, which the cluster's nodes "
+        f"({shown or 'none'}) cannot hold at once"
     )

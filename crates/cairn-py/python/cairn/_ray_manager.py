@@ -42,7 +42,7 @@ from ._ray_compat import (
     unwrapped,
     work_being_planned,
 )
-from ._ray_fit import Demand, check_fit
+from ._ray_fit import Demand, check_fit, misfit
 from ._ray_table import TableDatasink, record_clean_up
 from ._ray_read import (
     offer_committed,
@@ -345,11 +345,20 @@ class CheckpointManager(RayCheckpointManager):
         pool = _filter_pool(self._config, set_bytes)
         return [Demand.of_remote_args("checkpoint filter actors", pool.remote_args)] * pool.min_size
 
-    def _check_fit(self, set_bytes: int, advice: str) -> None:
-        """Refuses a job whose actors (its own actor pools' smallest size
-        and the filter's) leave no room for one read task: it would wait
-        for ever."""
-        check_fit(self._plan_actors + self._filter_actors(set_bytes), self._read, advice)
+    def _warn_if_starved(self, own: List[Demand]) -> None:
+        """Warns, with the numbers, when the job's own actor pools (their
+        smallest size) and cairn's actors ``own`` leave no node room for one
+        read task: unless the cluster adds nodes, Ray waits for ever. A
+        warning, not a refusal: an autoscaler Ray cannot report (KubeRay's,
+        a head node started without CPUs) may bring the nodes."""
+        found = misfit(self._plan_actors + own, self._read)
+        if found is not None:
+            logger.warning(
+                "cairn: %s: unless the cluster adds nodes, Ray will wait for ever for them. Give "
+                "the job's actor pools fewer actors or fewer resources each (map_batches' "
+                "concurrency, num_cpus, num_gpus, resources), or add nodes",
+                found,
+            )
 
     def load_checkpoint(
         self,
@@ -381,6 +390,7 @@ class CheckpointManager(RayCheckpointManager):
                 "cairn.ray.checkpoint_config(...), which sets it"
             )
         work = work_being_planned()
+        # The job's own actor pools and reads, for the warning below.
         self._plan_actors: List[Demand] = []
         self._read: Optional[Demand] = None
         if work is not None:
@@ -388,15 +398,6 @@ class CheckpointManager(RayCheckpointManager):
                 self._plan_actors += [Demand.of_remote_args(f"{name} actors", args)] * smallest
             reads = [Demand.of_remote_args("read task", args) for args in work.reads]
             self._read = max(reads, key=lambda d: sum(d.resources.values()), default=None)
-            # Before anything is settled: the smallest filter pool beside
-            # the job's own actors and one read.
-            self._check_fit(
-                0,
-                "Give the job's actor pools fewer actors or fewer resources each (map_batches' "
-                "concurrency, num_cpus, num_gpus, resources), lower checkpoint_actor_memory_bytes "
-                "on the CheckpointConfig (each filter actor's memory), or add nodes. Nothing was "
-                "changed",
-            )
         native = checkpoint_fs._native
         checkpoint_url = native.url(native.strip(_local(self.checkpoint_path, checkpoint_fs)))
         if checkpoint_url in _MARKERS_LEFT:
@@ -459,6 +460,10 @@ class CheckpointManager(RayCheckpointManager):
             if sharded is not None:
                 # The filter actors hold no part of the set, only a block's
                 # keys; cairn's reader asks the shards about row groups.
+                self._warn_if_starved(
+                    self._filter_actors(0)
+                    + [Demand("shard actors", {"memory": float(budget)})] * len(sharded.shards)
+                )
                 ref = ray.put(sharded)
                 offer_committed(self._data_context, self.checkpoint_path, ref)
                 return ref, 0
@@ -473,12 +478,15 @@ class CheckpointManager(RayCheckpointManager):
         size = data.nbytes
         count = len(ids)
         del ids
-        self._check_fit(
-            size,
+        filter_actors = self._filter_actors(size)
+        check_fit(
+            filter_actors,
+            None,
             f"Lower max_filter_memory below the set's {size} bytes so it is split over shard "
             "actors, add memory to the nodes, or lower checkpoint_actor_memory_bytes on the "
             "CheckpointConfig",
         )
+        self._warn_if_starved(filter_actors)
         ref = ray.put(data)
         offer_committed(self._data_context, self.checkpoint_path, ref)
         logger.info(
@@ -576,8 +584,7 @@ class CheckpointManager(RayCheckpointManager):
                 self.id_column,
                 report["committed_bytes"],
                 budget,
-                other_actors=self._plan_actors + self._filter_actors(0),
-                task=self._read,
+                other_actors=self._filter_actors(0),
                 timeout=self._shard_timeout,
             )
         except NotShardable as e:

@@ -23,7 +23,7 @@ import logging
 import math
 import time
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import pyarrow as pa
@@ -166,6 +166,7 @@ class Shard:
         seal_every: int,
     ) -> None:
         self._started = _memory_of_this_process()["rss"]
+        self._received = 0
         self._low, self._high = low, high
         self._builder: Optional[NativeIdSetBuilder] = NativeIdSetBuilder(seal_every)
         self._set: Any = None
@@ -187,6 +188,11 @@ class Shard:
         if self._builder is None:
             return
         self._builder.push(_as_ids(ids))
+        self._received += len(ids)
+
+    def received(self) -> int:
+        """How many IDs the loaders have sent this shard so far."""
+        return self._received
 
     def ready(self) -> bool:
         """Answers once the actor is placed and built."""
@@ -312,20 +318,34 @@ def _load_into_shards(
     return total
 
 
-def _each_within(refs: List[Any], timeout: float, what: str, of: int) -> List[Any]:
-    """The values of ``refs``, waiting at most ``timeout`` seconds for each
-    next one to be ready: ``ShardUnavailable`` naming ``what`` when none
-    is (a task no node has a free CPU for, an actor gone for good)."""
+def _each_within(
+    refs: List[Any],
+    timeout: float,
+    what: str,
+    of: int,
+    progress: Optional[Callable[[], int]] = None,
+) -> List[Any]:
+    """The values of ``refs``, waiting at most ``timeout`` seconds at a
+    time for the next one to be ready, or (with ``progress``) for the
+    count it returns to grow: ``ShardUnavailable`` naming ``what`` when
+    neither happens (a task no node has a free CPU for, an actor gone for
+    good)."""
     pending = list(refs)
+    seen = progress() if progress is not None else 0
     while pending:
         ready, pending = ray.wait(pending, num_returns=1, timeout=timeout)
-        if not ready:
-            raise ShardUnavailable(
-                f"cairn: {len(pending)} of the {what} ({of} in all) did not finish within "
-                f"{timeout:.0f} s, none of them in that time: the cluster has no free CPU for "
-                "them (other work holds it), or a shard actor is gone. Free the cluster, or raise "
-                "shard_timeout in cairn.ray.checkpoint_config; the run can be started again"
-            )
+        if ready:
+            continue
+        now = progress() if progress is not None else seen
+        if now > seen:
+            seen = now
+            continue
+        raise ShardUnavailable(
+            f"cairn: {len(pending)} of the {what} ({of} in all) made no progress in "
+            f"{timeout:.0f} s: the cluster has no free CPU for them (other work holds it), or "
+            "a shard actor is gone. Free the cluster, or raise shard_timeout in "
+            "cairn.ray.checkpoint_config; the run can be started again"
+        )
     return ray.get(list(refs))
 
 
@@ -417,16 +437,15 @@ def build_sharded_set(
     estimated_bytes: int,
     budget: int,
     other_actors: Sequence[Demand] = (),
-    task: Optional[Demand] = None,
     timeout: float = DEFAULT_SHARD_TIMEOUT,
 ) -> ShardedSet:
     """Loads the committed ID files ``files`` (paths on the pyarrow
     ``filesystem``) into shards of at most ``budget`` bytes each. Refused
     before any shard starts when the cluster's nodes cannot hold the shards
-    and ``other_actors`` (the job's actor pools and the filter actors) at
-    once with room left for one ``task`` (a read); a shard not started
+    and ``other_actors`` (the filter actors) at once; a shard not started
     within ``timeout`` seconds fails the load, naming it, and so does a
-    load in which no loader task ends within ``timeout`` seconds."""
+    load in which, for ``timeout`` seconds, no loader task ends and the
+    shards take no IDs."""
     count = max(2, math.ceil(estimated_bytes / (budget * _SET_SHARE_OF_BUDGET)))
     if count > _MAX_SHARDS:
         logger.warning(
@@ -463,7 +482,7 @@ def build_sharded_set(
     highs = [*[int(b) for b in boundaries], None]
     check_fit(
         [Demand("shard actors", {"memory": float(budget)})] * count + list(other_actors),
-        task,
+        None,
         f"Raise max_filter_memory (fewer, larger shards: {estimated_bytes} bytes of committed "
         "ID files), add nodes or memory, or lower checkpoint_actor_memory_bytes on the "
         "CheckpointConfig",
@@ -489,8 +508,17 @@ def build_sharded_set(
         )
         for t in range(tasks)
     ]
+
+    def sent() -> int:
+        try:
+            return sum(ray.get([s.received.remote() for s in shards], timeout=timeout))
+        except ray.exceptions.GetTimeoutError:
+            return -1  # a shard that does not answer: no progress
+
     try:
-        loaded = sum(_each_within(loaders, timeout, "loader tasks of the committed set", tasks))
+        loaded = sum(
+            _each_within(loaders, timeout, "loader tasks of the committed set", tasks, sent)
+        )
         sealed = _each_within(
             [s.seal.remote() for s in shards], timeout, "shard actors sealing their sets", count
         )
