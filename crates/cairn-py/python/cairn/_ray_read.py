@@ -559,4 +559,15 @@ def read_parquet(
             file_extensions if file_extensions is not None else ParquetDatasource._FILE_EXTENSIONS
         ),
     )
+    if datasource_args.get("override_num_blocks") is None and (
+        datasource_args.get("parallelism", -1) == -1
+    ):
+        # One read task a file and no block split after it, as Ray's own
+        # reader (its ``ReadFiles``) plans: Ray splits a datasource's read
+        # outputs until their count reaches its default parallelism (200,
+        # or twice the CPUs), and every block becomes a write task, so a
+        # unit of its own with its checkpoint requests and ID file (a file
+        # of 100,000 rows was two units, and three on a small cluster).
+        # Blocks larger than the target block size are still split.
+        datasource_args["override_num_blocks"] = max(1, len(datasource._pq_fragments))
     return ray.data.read_datasource(datasource, **datasource_args)
