@@ -30,10 +30,11 @@ from ray.data._internal.planner.plan_expression.expression_visitors import (
 from ray.data._internal.planner.checkpoint import plan_read_files_op as _plan_read_files_op
 from ray.data._internal.planner.checkpoint import plan_read_op as _plan_read_op
 from ray.data._internal.planner.plan_write_op import WRITE_UUID_KWARG_NAME
-from ray.data._internal.util import iterate_with_retry
+from ray.data._internal.util import _autodetect_parallelism, iterate_with_retry
 from ray.data.checkpoint.checkpoint_filter import CheckpointFilter as RayCheckpointFilter
 from ray.data.checkpoint.checkpoint_filter import CheckpointManager as RayCheckpointManager
 from ray.data.checkpoint.load_checkpoint_callback import LoadCheckpointCallback
+from ray.data.context import DataContext
 from ray.data.datasource.file_datasink import _FileDatasink as FileDatasink
 from ray.data.datasource.filename_provider import _split_base_and_ext as split_base_and_ext
 from ray.data.datasource.path_util import _unwrap_protocol as unwrap_protocol
@@ -53,6 +54,7 @@ __all__ = [
     "cluster_can_grow",
     "compute_row_hashes",
     "datasink_being_planned",
+    "default_read_blocks",
     "get_column_references",
     "inputs_being_planned",
     "plan_filter_operator",
@@ -122,6 +124,16 @@ def inputs_being_planned() -> Optional[List[Tuple[List[str], Any]]]:
     datasources' ``Read``, cairn's reader among them)."""
     dag = _dag_being_planned()
     return None if dag is None else _file_sources(dag)
+
+
+def default_read_blocks(datasource: Any) -> int:
+    """The number of blocks Ray's read operator aims for when a read gives
+    none (``override_num_blocks`` unset): its autodetected parallelism,
+    from ``DataContext.read_op_min_num_blocks`` (200), the data's
+    estimated size and the cluster's CPUs."""
+    context = DataContext.get_current()
+    detected, _, _ = _autodetect_parallelism(-1, context.target_max_block_size, context, datasource)
+    return int(detected)
 
 
 def cluster_can_grow() -> bool:

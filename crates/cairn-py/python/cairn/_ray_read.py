@@ -52,6 +52,7 @@ from ._ray_compat import (
     ArrowBlockAccessor,
     ParquetDatasource,
     compute_row_hashes,
+    default_read_blocks,
     get_column_references,
     iterate_with_retry,
     raise_on_pickle_object_columns,
@@ -559,15 +560,20 @@ def read_parquet(
             file_extensions if file_extensions is not None else ParquetDatasource._FILE_EXTENSIONS
         ),
     )
-    if datasource_args.get("override_num_blocks") is None and (
-        datasource_args.get("parallelism", -1) == -1
+    if (
+        datasource_args.get("override_num_blocks") is None
+        and datasource_args.get("parallelism", -1) == -1
+        and ray.is_initialized()
     ):
-        # One read task a file and no block split after it, as Ray's own
-        # reader (its ``ReadFiles``) plans: Ray splits a datasource's read
-        # outputs until their count reaches its default parallelism (200,
-        # or twice the CPUs), and every block becomes a write task, so a
-        # unit of its own with its checkpoint requests and ID file (a file
-        # of 100,000 rows was two units, and three on a small cluster).
-        # Blocks larger than the target block size are still split.
-        datasource_args["override_num_blocks"] = max(1, len(datasource._pq_fragments))
+        # No block split after the read: Ray's read operator for a
+        # datasource cuts each read task's output until the block count
+        # reaches its default parallelism (200, or twice the CPUs), and
+        # every block becomes a write task, so a unit with its checkpoint
+        # requests and ID file (a file of 100,000 rows was two units).
+        # Asking for at most one block a file gives one read task a file
+        # below that count, and Ray's grouping of files into tasks above
+        # it, unchanged; blocks larger than the target size are still cut.
+        datasource_args["override_num_blocks"] = max(
+            1, min(len(datasource._pq_fragments), default_read_blocks(datasource))
+        )
     return ray.data.read_datasource(datasource, **datasource_args)
