@@ -125,8 +125,8 @@ def job_spec(s3, name, id_column, sleep, **extra):
     """The job of ray_job.py on fresh input written by pyarrow, data and
     checkpoint on Garage: (spec, pyarrow's S3 filesystem, base path).
     `cluster=True` runs it on a local cluster (a head without CPUs and two
-    worker nodes of one CPU, so every read, write and filter actor runs on
-    a worker node)."""
+    worker nodes of one CPU, so every read and write runs on a worker node;
+    filter actors ask for no CPU and may run on the head)."""
     options, oracle, bucket = s3
     base = f"{bucket}/ray-{name}-{id_column}-{uuid.uuid4().hex[:10]}"
     write_input(oracle, f"{base}/in")
