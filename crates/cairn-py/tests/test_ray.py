@@ -288,15 +288,10 @@ def kill_and_resume(s3, id_column, sink="parquet", bare_output=False, kill_in_cl
     assert files(oracle, f"{base}/ckpt") == []
 
 
-@pytest.mark.parametrize("shape", ["cpus", "gpu"])
-def test_a_resume_beside_a_model_pool_that_takes_the_cpus_ends(tmp_path, shape):
-    """A model-shaped job on one node of 2 CPUs: its transform is a class
-    on an actor pool of one actor that holds a CPU (and, "gpu", the node's
-    one GPU, as Ray Data gives a GPU actor a CPU too). Killed after 4 units
-    and run again: Ray Data gives each filter actor a CPU by default, which
-    left the reads none, and the resume waited for ever. cairn's filter
-    actors ask for no CPU; the resume ends, every input row once. Local
-    disk: the wait is the cluster's, not the store's."""
+def local_model_job(tmp_path, **extra):
+    """The job of ray_job.py on local disk (input written by pyarrow under
+    `tmp_path`), with cairn's manager and `extra` in its spec: (spec,
+    pyarrow's local filesystem, base path)."""
     base = str(tmp_path)
     oracle = pafs.LocalFileSystem()
     os.makedirs(f"{base}/in")
@@ -308,13 +303,26 @@ def test_a_resume_beside_a_model_pool_that_takes_the_cpus_ends(tmp_path, shape):
         "storage_options": {},
         "id_column": "uid",
         "manager": "cairn",
-        "sleep": 0.5,
-        "model_pool": {
-            "size": 1,
-            **({"num_gpus": 1, "batch_size": 1000} if shape == "gpu" else {}),
-        },
-        "node": {"num_cpus": 2, **({"num_gpus": 1} if shape == "gpu" else {})},
+        **extra,
     }
+    return spec, oracle, base
+
+
+@pytest.mark.parametrize("shape", ["cpus", "gpu"])
+def test_a_resume_beside_a_model_pool_that_takes_the_cpus_ends(tmp_path, shape):
+    """A model-shaped job on one node of 2 CPUs: its transform is a class
+    on an actor pool of one actor that holds a CPU (and, "gpu", the node's
+    one GPU, as Ray Data gives a GPU actor a CPU too). Killed after 4 units
+    and run again: Ray Data gives each filter actor a CPU by default, which
+    left the reads none, and the resume waited for ever. cairn's filter
+    actors ask for no CPU; the resume ends, every input row once. Local
+    disk: the wait is the cluster's, not the store's."""
+    spec, oracle, base = local_model_job(
+        tmp_path,
+        sleep=0.5,
+        model_pool={"size": 1, **({"num_gpus": 1, "batch_size": 1000} if shape == "gpu" else {})},
+        node={"num_cpus": 2, **({"num_gpus": 1} if shape == "gpu" else {})},
+    )
     code, first = run_job(spec, kill_when=lambda: len(committed_units(oracle, f"{base}/ckpt")) >= 4)
     assert code == -signal.SIGKILL, f"the job was not killed (exit {code}):\n{first[-3000:]}"
     spec["sleep"] = 0
@@ -332,25 +340,15 @@ def test_actor_pools_that_leave_no_room_for_a_read_are_named(tmp_path):
     manager says so before the job starts, with the numbers and what to
     change (a warning: an autoscaler Ray cannot see may still add nodes).
     The harness stops the job once the warning is out."""
-    base = str(tmp_path)
-    oracle = pafs.LocalFileSystem()
-    for d in ("in", "ckpt", "out"):
-        os.makedirs(f"{base}/{d}")
-    write_input(oracle, f"{base}/in")
+    spec, _, base = local_model_job(
+        tmp_path, model_pool={"size": 2, "num_cpus": 1}, node={"num_cpus": 2}
+    )
     # One unit committed by hand, in Ray's layout: the resume has a set.
+    for d in ("ckpt", "out"):
+        os.makedirs(f"{base}/{d}")
     first = pq.read_table(f"{base}/in/part-0000.parquet")
     pq.write_table(first.select(["uid"]), f"{base}/ckpt/w_000001.parquet")
     pq.write_table(first, f"{base}/out/w_000001-0.parquet")
-    spec = {
-        "input": f"{base}/in",
-        "output": f"{base}/out",
-        "checkpoint": f"{base}/ckpt",
-        "storage_options": {},
-        "id_column": "uid",
-        "manager": "cairn",
-        "model_pool": {"size": 2, "num_cpus": 1},
-        "node": {"num_cpus": 2},
-    }
     proc = start_job(spec)
     lines = []
     try:
