@@ -525,3 +525,85 @@ def test_a_unit_the_table_lost_while_the_job_ran_stops_its_end(tmp_path, table_f
     spec["sleep"] = 0
     code, again = run_job(spec)
     assert code != 0 and "committed units are not in the table" in again, again[-5000:]
+
+
+def make_sink(table_format, spec):
+    """The job's sink of `table_format`, as ray_job.py makes it."""
+    import cairn.ray
+
+    if table_format == "iceberg":
+        return cairn.ray.IcebergDatasink(spec["iceberg_table"], spec["iceberg_catalog"])
+    if table_format == "lance":
+        return cairn.ray.LanceDatasink(spec["output"])
+    return cairn.ray.DeltaDatasink(spec["output"])
+
+
+@pytest.mark.parametrize("table_format", FORMATS)
+def test_a_task_whose_pending_record_is_gone_commits_nothing(tmp_path, table_format):
+    """A write task that outlived its killed driver, while a new run's
+    recovery dropped its unit's pending record (the table did not hold the
+    unit): the sink's `write`, called here as Ray's write task calls it
+    (after Ray's own checkpoint writer wrote the pending record), commits
+    nothing and says why. A task whose pending record is there commits its
+    rows."""
+    import cairn.ray
+    from ray.data._internal.execution.interfaces.task_context import TaskContext
+    from ray.data._internal.planner.plan_write_op import (
+        PENDING_CHECKPOINTS_KWARG_NAME,
+        WRITE_UUID_KWARG_NAME,
+    )
+    from ray.data.checkpoint.checkpoint_writer import CheckpointWriter
+    from ray.data.context import DataContext
+
+    spec, root = local_job(tmp_path, table_format)
+    config = cairn.ray.checkpoint_config("uid", spec["checkpoint"])
+    context = DataContext.get_current()
+    saved = context.checkpoint_config
+    context.checkpoint_config = config
+    try:
+        sink = make_sink(table_format, spec)
+        sink.on_write_start()
+        writer = CheckpointWriter.create(config)
+
+        def write_task(task_idx, first_uid):
+            rows = pa.table(
+                {
+                    "uid": pa.array(range(first_uid, first_uid + 100), pa.int64()),
+                    "text": ["x"] * 100,
+                }
+            )
+            ctx = TaskContext(task_idx=task_idx, op_name="Write")
+            ctx.kwargs[WRITE_UUID_KWARG_NAME] = "0" * 32
+            unit = sink._unit(ctx)
+            pending = writer.write_pending_checkpoint(rows["uid"].combine_chunks(), unit)
+            ctx.kwargs[PENDING_CHECKPOINTS_KWARG_NAME] = [pending]
+            return ctx, rows, pending
+
+        ctx, rows, pending = write_task(0, 0)
+        os.remove(pending.pending_path)  # the new run's recovery dropped it
+        with pytest.raises(cairn.ray.UnitTakenOver, match="pending checkpoint record"):
+            sink.write([rows], ctx)
+
+        ctx, rows, pending = write_task(1, 100)
+        assert sink.write([rows], ctx) == sink._unit(ctx)
+    finally:
+        context.checkpoint_config = saved
+    table = Table(table_format, root)
+    assert table.uids() == collections.Counter(range(100, 200))
+    assert table.records(sink._unit(ctx))
+
+
+def test_a_first_attempt_reads_no_table_history(tmp_path):
+    """A write task's first attempt never reads the table's log (its unit
+    is new in this run: only a retry can find it committed). A failpoint
+    where the log is read kills the worker: the job (Lance, whose log read
+    walks versions) must end without reaching it. The retried-task path
+    that does read the log is test_a_driver_killed_inside_a_units_commit's
+    second run."""
+    flag = tmp_path / "log-read"
+    spec, root = local_job(tmp_path, "lance", sleep=0)
+    env = {"CAIRN_PY_FAILPOINT": f"table-log-read:exit:{flag}"}
+    code, out = run_job(spec, env=env)
+    assert code == 0 and "JOB DONE" in out, out[-5000:]
+    assert not flag.exists(), f"unit {flag.read_text()} read the table's log on a first attempt"
+    assert_every_row_once(Table("lance", root).uids(), (out,))

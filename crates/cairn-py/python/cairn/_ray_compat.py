@@ -29,7 +29,10 @@ from ray.data._internal.planner.plan_expression.expression_visitors import (
 )
 from ray.data._internal.planner.checkpoint import plan_read_files_op as _plan_read_files_op
 from ray.data._internal.planner.checkpoint import plan_read_op as _plan_read_op
-from ray.data._internal.planner.plan_write_op import WRITE_UUID_KWARG_NAME
+from ray.data._internal.planner.plan_write_op import (
+    PENDING_CHECKPOINTS_KWARG_NAME,
+    WRITE_UUID_KWARG_NAME,
+)
 from ray.data._internal.util import _autodetect_parallelism, iterate_with_retry
 from ray.data.checkpoint.checkpoint_filter import CheckpointFilter as RayCheckpointFilter
 from ray.data.checkpoint.checkpoint_filter import CheckpointManager as RayCheckpointManager
@@ -57,7 +60,9 @@ __all__ = [
     "default_read_blocks",
     "get_column_references",
     "inputs_being_planned",
+    "pending_records",
     "plan_filter_operator",
+    "task_attempt",
     "work_being_planned",
     "iterate_with_retry",
     "raise_on_pickle_object_columns",
@@ -292,3 +297,23 @@ def called_on_rays_success() -> bool:
     finally:
         del frame
     return False
+
+
+def task_attempt() -> Optional[int]:
+    """The attempt of the Ray task running here: 0 the first time, counted
+    up by each of Ray's retries (a worker that died, an object rebuilt from
+    its lineage); None outside a task, or when this Ray does not say."""
+    try:
+        worker = ray._private.worker.global_worker
+        if worker.mode != ray.WORKER_MODE:
+            return None
+        return int(worker.core_worker.get_current_task_attempt_number())
+    except Exception:
+        return None
+
+
+def pending_records(ctx: Any) -> List[str]:
+    """The paths (within the checkpoint's filesystem) of the pending
+    records Ray's write planning wrote for this write task before its
+    sink's ``write``."""
+    return [p.pending_path for p in ctx.kwargs.get(PENDING_CHECKPOINTS_KWARG_NAME, [])]

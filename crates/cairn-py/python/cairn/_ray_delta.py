@@ -5,7 +5,7 @@ transaction that records it as an application transaction
 from __future__ import annotations
 
 import logging
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import pyarrow as pa
 
@@ -202,11 +202,13 @@ class DeltaDatasink(TableDatasink):
         """What cairn's checkpoint manager asks about pending units."""
         return DeltaUnitLog(self.table_uri, self._storage_options)
 
-    def append(self, rows: pa.Table, unit: str) -> None:
+    def append(self, rows: pa.Table, unit: str, fence: Callable[[], None]) -> None:
         """One ``write_deltalake`` append whose commit carries the unit's
-        application transaction."""
+        application transaction (``fence`` first: the call writes the
+        files and commits them)."""
         from deltalake import CommitProperties, Transaction, write_deltalake
 
+        fence()
         write_deltalake(
             self.table_uri,
             rows,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, Callable, Dict, List, Mapping, Optional
 
 import pyarrow as pa
 
@@ -160,7 +160,7 @@ class IcebergDatasink(TableDatasink):
         """What cairn's checkpoint manager asks about pending units."""
         return IcebergUnitLog(self.table_identifier, self._catalog_kwargs, self._location)
 
-    def append(self, rows: pa.Table, unit: str) -> None:
+    def append(self, rows: pa.Table, unit: str, fence: Callable[[], None]) -> None:
         """One snapshot adding ``rows``, its summary naming ``unit``; a
         commit that lost the race is retried on the table's new metadata
         unless that metadata already records the unit."""
@@ -170,6 +170,7 @@ class IcebergDatasink(TableDatasink):
         catalog = _catalog(self._catalog_kwargs)
         for attempt in range(self._max_commit_retries + 1):
             table = catalog.load_table(self.table_identifier)
+            fence()
             try:
                 table.append(rows, snapshot_properties=properties)
                 return

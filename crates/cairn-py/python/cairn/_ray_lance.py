@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 import pyarrow as pa
 
@@ -32,20 +32,31 @@ class LanceUnitLog:
     """The units a Lance dataset's transactions record (``cairn.unit`` in
     their properties), for cairn's recovery."""
 
-    def __init__(self, uri: str, storage_options: Optional[Dict[str, str]] = None):
+    def __init__(
+        self,
+        uri: str,
+        storage_options: Optional[Dict[str, str]] = None,
+        since: Optional[int] = None,
+    ):
         self._uri = uri
         self._storage_options = storage_options
+        #: The dataset's version when the job started (0: there was none):
+        #: a unit of the job is in a later version, if any.
+        self._since = since
         #: The dataset, for messages.
         self.table = without_secrets(uri)
 
     def landed(self, unit: str) -> bool:
-        """Whether a transaction of the dataset's history records the unit
-        (a version whose transaction file was cleaned up records
-        nothing)."""
+        """Whether a transaction of the versions made since the job started
+        (of the whole history when that is not known) records the unit (a
+        version whose transaction file was cleaned up records nothing)."""
         dataset = _dataset(self._uri, self._storage_options)
         if dataset is None:
             return False
-        transactions = dataset.get_transactions(recent_transactions=dataset.version + 1)
+        newer = dataset.version - (self._since or 0)
+        if newer <= 0:
+            return False
+        transactions = dataset.get_transactions(recent_transactions=newer)
         return any(
             t is not None and (t.transaction_properties or {}).get(UNIT_PROPERTY) == unit
             for t in transactions
@@ -113,9 +124,16 @@ class LanceDatasink(TableDatasink):
 
     def unit_log(self) -> LanceUnitLog:
         """What cairn's checkpoint manager asks about pending units."""
-        return LanceUnitLog(self.uri, self._storage_options)
+        return LanceUnitLog(self.uri, self._storage_options, getattr(self, "_since", None))
 
-    def append(self, rows: pa.Table, unit: str) -> None:
+    def on_write_start(self, schema: Any = None) -> None:
+        super().on_write_start(schema)
+        # On the driver, before Ray sends the sink to its write tasks: a
+        # retried task then reads only the versions this job made.
+        dataset = _dataset(self.uri, self._storage_options)
+        self._since = dataset.version if dataset is not None else 0
+
+    def append(self, rows: pa.Table, unit: str, fence: Callable[[], None]) -> None:
         """One Lance commit adding ``rows``, its transaction naming ``unit``:
         the first unit creates the dataset in one call; any other writes its
         data files, then commits them (files a kill leaves uncommitted are
@@ -123,6 +141,7 @@ class LanceDatasink(TableDatasink):
         import lance
 
         if _dataset(self.uri, self._storage_options) is None:
+            fence()
             try:
                 lance.write_dataset(
                     rows,
@@ -146,4 +165,5 @@ class LanceDatasink(TableDatasink):
         )
         transaction = dataclasses.replace(transaction, transaction_properties={UNIT_PROPERTY: unit})
         crash_point("table-before-commit", unit)
+        fence()
         lance.LanceDataset.commit(self.uri, transaction, storage_options=self._storage_options)

@@ -18,10 +18,11 @@ from __future__ import annotations
 import logging
 import os
 import time
-from typing import Any, Dict, Iterable, List, Optional, Protocol
+from typing import Any, Callable, Dict, Iterable, List, Optional, Protocol
 from urllib.parse import urlsplit, urlunsplit
 
 import pyarrow as pa
+import pyarrow.fs as pafs
 from ray.data.block import Block, BlockAccessor
 from ray.data.context import DataContext
 
@@ -29,7 +30,9 @@ from ._ray_compat import (
     WRITE_UUID_KWARG_NAME,
     DelegatingBlockBuilder,
     FileDatasink,
+    pending_records,
     split_base_and_ext,
+    task_attempt,
 )
 
 logger = logging.getLogger(__name__)
@@ -68,10 +71,17 @@ class UnitLog(Protocol):
         ...
 
     def landed(self, unit: str) -> bool:
-        """Whether a table commit recording ``unit`` landed (cheap: for a
-        task Ray retries in the same run, whose earlier attempt may have
-        committed before it died)."""
+        """Whether a table commit recording ``unit`` landed: asked only by
+        a task Ray retries in the same run, whose earlier attempt may have
+        committed before it died."""
         ...
+
+
+class UnitTakenOver(RuntimeError):
+    """A write task's unit lost its pending checkpoint record before its
+    table commit: a newer run of the job recovered the checkpoint and
+    rolled the unit back (the task outlived its killed driver), so its
+    rows must not reach the table."""
 
 
 def without_secrets(uri: str) -> str:
@@ -94,9 +104,10 @@ class TableDatasink(FileDatasink):
         """What cairn's checkpoint manager asks about pending units."""
         raise NotImplementedError
 
-    def append(self, rows: pa.Table, unit: str) -> None:
+    def append(self, rows: pa.Table, unit: str, fence: Callable[[], None]) -> None:
         """Commits ``rows`` to the table in one transaction that records
-        ``unit``."""
+        ``unit``, calling ``fence`` just before the commit (it raises
+        :class:`UnitTakenOver` when the unit must not be committed)."""
         raise NotImplementedError
 
     def on_write_start(self, schema: Any = None) -> None:
@@ -134,13 +145,37 @@ class TableDatasink(FileDatasink):
             return None
         unit = self._unit(ctx)
         log = self.unit_log()
-        if log.landed(unit):
-            # A retried task whose table commit landed before it died.
-            logger.info("cairn: unit %s is already in %s", unit, log.table)
-            return unit
-        self.append(rows, unit)
+        # Unit names are new in each run (Ray's write UUID), so only a
+        # retry of this task can find its unit in the table: a first
+        # attempt reads none of the table's history.
+        if task_attempt() != 0:
+            crash_point("table-log-read", unit)
+            if log.landed(unit):
+                # A retried task whose table commit landed before it died.
+                logger.info("cairn: unit %s is already in %s", unit, log.table)
+                return unit
+        self.append(rows, unit, lambda: self._require_pending(ctx, unit, log.table))
         crash_point("table-after-commit", unit)
         return unit
+
+    def _require_pending(self, ctx: Any, unit: str, table: str) -> None:
+        """Raises :class:`UnitTakenOver` when Ray's pending record of the
+        unit is gone. Recovery drops a pending unit the table does not hold
+        before a new run writes its rows again, so a task that outlived its
+        killed driver stops here instead of committing them a second time
+        (one request, a HEAD; a commit already past this check when the
+        recovery ran can still land: see docs/python.md)."""
+        config = DataContext.get_current().checkpoint_config
+        paths = pending_records(ctx)
+        if config is None or not paths:
+            return
+        for info in config.filesystem.get_file_info(paths):
+            if info.type == pafs.FileType.NotFound:
+                raise UnitTakenOver(
+                    f"cairn: unit {unit} was not committed to {table}: its pending checkpoint "
+                    f"record {info.path} is gone, so a newer run of this job recovered the "
+                    "checkpoint and writes these rows itself (this task outlived its driver)"
+                )
 
     def on_write_complete(self, write_result: Any) -> None:
         """Fails the job, on the driver, when its units are not all in the

@@ -39,6 +39,7 @@ from ._ray_manager import (
 from ._ray_metrics import flush_metrics, report_metrics
 from ._ray_read import SkippingParquetDatasource, read_parquet
 from ._ray_shards import ShardActor, ShardedSet, ShardUnavailable
+from ._ray_table import UnitTakenOver
 
 __all__ = [
     "CheckpointFilter",
@@ -53,6 +54,7 @@ __all__ = [
     "ShardUnavailable",
     "ShardedSet",
     "SkippingParquetDatasource",
+    "UnitTakenOver",
     "checkpoint_config",
     "flush_metrics",
     "read_parquet",
