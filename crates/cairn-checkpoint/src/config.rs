@@ -318,7 +318,9 @@ impl CheckpointConfig {
         };
         keeper.check()?;
         if let Some(log) = &self.unit_log {
-            let recovery = dir.settle_by_log(log.as_ref(), &state).await?;
+            let recovery = dir
+                .settle_by_log(log.as_ref(), &state, &self.id_column)
+                .await?;
             if !recovery.committed_from_table.is_empty() {
                 // The units committed here join the committed state.
                 state = self.load_state(dir).await?;

@@ -57,20 +57,37 @@ pub trait UnitLog: Send + Sync + fmt::Debug {
 
     /// The table, for messages (a URL, no secrets).
     fn table(&self) -> String;
+
+    /// The committed record of a unit the table records, as the table
+    /// holds it: a Parquet file of `id_column` over the rows the unit's
+    /// table commit added. `None` (the default) commits the pending
+    /// record's own IDs. A retried task rewrites its pending record from
+    /// its own rows, which a non-deterministic transform may make other
+    /// than the rows of the earlier attempt whose commit landed: the
+    /// table's are the ones to skip.
+    fn committed_record<'a>(
+        &'a self,
+        unit: &'a UnitName,
+        id_column: &'a str,
+    ) -> BoxFuture<'a, Result<Option<Vec<u8>>>> {
+        let _ = (unit, id_column);
+        Box::pin(async { Ok(None) })
+    }
 }
 
 impl CheckpointDir {
     /// Step 6 for a table output: each pending unit without a committed
-    /// twin is committed in the checkpoint when `log` records it (its
-    /// pending record becomes the committed one, as Ray's commit renames
-    /// it), else its pending record is dropped and nothing in the table is
-    /// touched. In the report, `rolled_back` are the units dropped,
+    /// twin is committed in the checkpoint when `log` records it (with the
+    /// IDs of its rows in the table, [`UnitLog::committed_record`], else
+    /// its pending record's, as Ray's commit renames it), else its pending
+    /// record is dropped and nothing in the table is touched. In the report, `rolled_back` are the units dropped,
     /// `committed_from_table` those committed here. Safe to repeat after a
     /// crash in the middle.
     pub async fn settle_by_log(
         &self,
         log: &dyn UnitLog,
         state: &CommittedState,
+        id_column: &str,
     ) -> Result<RecoveryReport> {
         let mut report = RecoveryReport::default();
         if state.complete {
@@ -83,7 +100,7 @@ impl CheckpointDir {
         let recorded = log.recorded(&in_flight).await?;
         for unit in in_flight {
             if recorded.contains(&unit) {
-                self.promote(&unit).await?;
+                self.promote(&unit, log, id_column).await?;
                 report.committed_from_table.push(unit);
             } else {
                 self.release_pending(&unit).await?;
@@ -94,9 +111,10 @@ impl CheckpointDir {
         Ok(report)
     }
 
-    /// Commits a pending unit with its pending record's own bytes (the
-    /// same IDs), then drops the pending record.
-    async fn promote(&self, unit: &UnitName) -> Result<()> {
+    /// Commits a pending unit with the IDs the table holds for it (its
+    /// pending record's own bytes when `log` does not give them), then
+    /// drops the pending record.
+    async fn promote(&self, unit: &UnitName, log: &dyn UnitLog, id_column: &str) -> Result<()> {
         let pending = self.file(&unit.pending_file());
         let bytes = match self.fs.cat(&pending).await {
             Ok(bytes) => bytes,
@@ -104,6 +122,10 @@ impl CheckpointDir {
             // clean-up below, or released since the listing.
             Err(e) if e.kind() == cairn_fs::ErrorKind::NotFound => return Ok(()),
             Err(e) => return Err(e.into()),
+        };
+        let bytes = match log.committed_record(unit, id_column).await? {
+            Some(record) => bytes::Bytes::from(record),
+            None => bytes,
         };
         match self
             .fs

@@ -610,6 +610,85 @@ mod table_output {
         run.abandon().await.unwrap();
     }
 
+    /// A table whose units' rows hold other IDs than their pending
+    /// records: `record` is what it gives as each unit's committed record.
+    #[derive(Debug)]
+    struct TableWithRows {
+        units: Vec<UnitName>,
+        record: Vec<u8>,
+    }
+
+    impl UnitLog for TableWithRows {
+        fn recorded<'a>(
+            &'a self,
+            units: &'a [UnitName],
+        ) -> BoxFuture<'a, cairn_checkpoint::Result<HashSet<UnitName>>> {
+            Box::pin(async move {
+                Ok(units
+                    .iter()
+                    .filter(|u| self.units.contains(u))
+                    .cloned()
+                    .collect())
+            })
+        }
+        fn table(&self) -> String {
+            "memory:///a-table".into()
+        }
+        fn committed_record<'a>(
+            &'a self,
+            _unit: &'a UnitName,
+            id_column: &'a str,
+        ) -> BoxFuture<'a, cairn_checkpoint::Result<Option<Vec<u8>>>> {
+            assert_eq!(id_column, "id");
+            Box::pin(async move { Ok(Some(self.record.clone())) })
+        }
+    }
+
+    /// A Parquet file of one `id` column, written by the parquet crate as
+    /// Ray's checkpoint writer lays a record out.
+    fn id_file(ids: &[i64]) -> Vec<u8> {
+        let batch = arrow_array::RecordBatch::try_from_iter([("id", ints(ids))]).unwrap();
+        let mut out = Vec::new();
+        let mut writer =
+            parquet::arrow::ArrowWriter::try_new(&mut out, batch.schema(), None).unwrap();
+        writer.write(&batch).unwrap();
+        writer.close().unwrap();
+        out
+    }
+
+    /// Finding 6 of tables round 2: a task retried with a transform that
+    /// is not deterministic rewrote its pending record from its own rows,
+    /// other than those its earlier attempt committed to the table, and
+    /// recovery committed the pending record's IDs: the table's other rows
+    /// were written again, and the record's others skipped though never
+    /// written. A unit found in the table is committed with the table's.
+    #[tokio::test]
+    async fn a_unit_found_in_the_table_is_committed_with_the_tables_ids() {
+        let place = Place::memory();
+        let ckpt = place.ckpt("table-ids");
+        let dir = CheckpointDir::new(place.fs.clone(), &ckpt, "id");
+        let held = UnitName::new(&RunId::new(), 0);
+        dir.write_pending(&held, ints(&[3, 4])).await.unwrap();
+        let mut config = config(&place, "table-ids");
+        config.unit_log = Some(Arc::new(TableWithRows {
+            units: vec![held.clone()],
+            record: id_file(&[2, 3]),
+        }));
+        let run = Checkpoint::with_config(config, None)
+            .open(&place.fs, &place.out("table-ids"))
+            .await
+            .unwrap();
+        assert_eq!(run.recovery().committed_from_table, vec![held.clone()]);
+        let committed = run.is_committed(ints(&[2, 3, 4]).as_ref()).unwrap();
+        assert_eq!(
+            (0..3).map(|i| committed.value(i)).collect::<Vec<_>>(),
+            [true, true, false],
+            "the table's IDs, not the pending record's"
+        );
+        assert!(!place.ckpt_has("table-ids", &held.pending_file()).await);
+        run.abandon().await.unwrap();
+    }
+
     /// Finding 5 of tables round 2: the door that ends a job (Ray's, which
     /// opens without the file-output check) never asked the table, so a
     /// unit lost while the job ran was deleted with the checkpoint.

@@ -1,7 +1,8 @@
 //! A table output's log as Python answers it: the object `cairn.ray`'s
 //! table sinks hand to `open_checkpoint` (its `recorded(units)` gives the
 //! units whose table transaction the table holds; its `table` names the
-//! table for messages).
+//! table for messages; its optional `committed_record(unit, id_column)`
+//! gives the IDs of a unit's rows in the table, as Parquet bytes).
 
 use std::collections::HashSet;
 use std::fmt;
@@ -35,6 +36,20 @@ impl PyUnitLog {
         Ok(Self {
             log: log.clone().unbind(),
             table,
+        })
+    }
+
+    fn record_of(&self, unit: &UnitName, id_column: &str) -> PyResult<Option<Vec<u8>>> {
+        Python::attach(|py| {
+            let log = self.log.bind(py);
+            if !log.hasattr("committed_record")? {
+                return Ok(None);
+            }
+            let record = log.call_method1("committed_record", (unit.as_str(), id_column))?;
+            if record.is_none() {
+                return Ok(None);
+            }
+            Ok(Some(record.extract()?))
         })
     }
 
@@ -82,5 +97,19 @@ impl UnitLog for PyUnitLog {
 
     fn table(&self) -> String {
         self.table.clone()
+    }
+
+    fn committed_record<'a>(
+        &'a self,
+        unit: &'a UnitName,
+        id_column: &'a str,
+    ) -> BoxFuture<'a, cairn_checkpoint::Result<Option<Vec<u8>>>> {
+        Box::pin(async move {
+            self.record_of(unit, id_column)
+                .map_err(|e| cairn_checkpoint::Error::TableLog {
+                    table: self.table.clone(),
+                    reason: e.to_string(),
+                })
+        })
     }
 }

@@ -35,6 +35,9 @@ by test_ray.py so the test can kill it with SIGKILL. One JSON argument:
                                 rows (Ray's map_batches args; Ray wants one with GPUs)
     node                        the single node's resources: `num_cpus` (default 2),
                                 `num_gpus`, custom `resources`
+    drop_by_attempt             the transform keeps a row by its uid and the task's attempt
+                                (uid + attempt) % 3 != 0: a retried task makes other rows,
+                                as a transform that is not deterministic does
 
 The sink "delta" appends to the Delta table at `output` through
 cairn.ray.DeltaDatasink (`delta_options`: deltalake's storage options;
@@ -177,8 +180,16 @@ def main() -> None:
 
     partition_cols = spec.get("partition_cols")
 
+    drop_by_attempt = spec.get("drop_by_attempt", False)
+
     def transform(batch):
         time.sleep(pause)
+        if drop_by_attempt:
+            attempt = (
+                ray._private.worker.global_worker.core_worker.get_current_task_attempt_number()
+            )
+            keep = (batch["uid"] + attempt) % 3 != 0
+            batch = {k: v[keep] for k, v in batch.items()}
         batch["text"] = [t.upper() for t in batch["text"]]
         if partition_cols:
             batch["source"] = [PARTITION_SOURCES[u % len(PARTITION_SOURCES)] for u in batch["uid"]]

@@ -607,3 +607,34 @@ def test_a_first_attempt_reads_no_table_history(tmp_path):
     assert code == 0 and "JOB DONE" in out, out[-5000:]
     assert not flag.exists(), f"unit {flag.read_text()} read the table's log on a first attempt"
     assert_every_row_once(Table("lance", root).uids(), (out,))
+
+
+@pytest.mark.parametrize("table_format", FORMATS)
+def test_a_retried_task_that_makes_other_rows_records_the_tables(tmp_path, table_format):
+    """A transform that is not deterministic (it keeps a row by its uid and
+    the task's attempt), a worker dying right after its unit's table
+    commit: Ray's retry makes other rows, finds its unit in the table and
+    commits nothing, and its checkpoint record must hold the IDs the table
+    holds, not the retry's. Checked with the checkpoint kept: the committed
+    records' IDs are the table's, each once (read by pyarrow and the
+    format's reader)."""
+    died = tmp_path / "dead-unit"
+    spec, root = local_job(
+        tmp_path, table_format, sleep=0, drop_by_attempt=True, delete_checkpoint_on_success=False
+    )
+    env = {"CAIRN_PY_FAILPOINT": f"table-after-commit:exit:{died}"}
+    code, out = run_job(spec, env=env)
+    assert code == 0 and "JOB DONE" in out, out[-5000:]
+    assert died.exists(), "no worker died at the failpoint"
+    retried = died.read_text()
+    units = checkpoint_units(f"{root}/ckpt")
+    assert all(committed for committed, _ in units.values()), "a unit left pending"
+    counts = Table(table_format, root).uids()
+    assert set(counts.values()) == {1}, "a row twice in the table"
+    recorded = collections.Counter(uid for _, uids in units.values() for uid in uids)
+    assert set(recorded.values()) == {1}, "an ID in two committed records"
+    assert set(recorded) == set(counts), (
+        f"checkpoint and table differ: {len(set(recorded) - set(counts))} IDs recorded and not in "
+        f"the table, {len(set(counts) - set(recorded))} in the table and not recorded "
+        f"(the retried unit {retried})\n{out[-3000:]}"
+    )

@@ -1,6 +1,8 @@
 """Which units a table holds, as cairn's table sinks answer it
-(``recorded``: what recovery settles by and a resume checks), against an
-oracle that reads the table's rows with the format's own library: drawn
+(``recorded``: what recovery settles by and a resume checks) and which
+IDs each unit's commit added (``committed_record``: what a unit found in
+the table is committed with), against an oracle that reads the table's
+rows with the format's own library and the IDs each unit wrote: drawn
 histories of unit appends, restores or rollbacks to any earlier version,
 overwrites of the whole table and compactions, on Delta (deltalake),
 Iceberg (pyiceberg, a SQLite catalog) and Lance. A unit writes its own
@@ -19,6 +21,7 @@ pytest.importorskip("lance", reason="scripts/test.sh installs pylance in its ray
 pytest.importorskip("hypothesis", reason="scripts/test.sh installs hypothesis in its ray-venv")
 
 import pyarrow as pa  # noqa: E402
+import pyarrow.parquet as pq  # noqa: E402
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
@@ -210,4 +213,13 @@ def test_a_unit_is_recorded_exactly_when_the_table_holds_its_rows(table_format, 
         held = {u for u, uids in units.items() if uids <= present}
         partial = {u for u, uids in units.items() if uids & present and not uids <= present}
         assert not partial, f"units in the table in part: {partial}"
-        assert set(table.log().recorded(sorted(units))) == held, steps
+        log = table.log()
+        assert set(log.recorded(sorted(units))) == held, steps
+        # Each unit's commit added its rows, whatever came after it: the
+        # IDs its committed checkpoint record takes from the table.
+        for unit, uids in units.items():
+            record = log.committed_record(unit, "uid")
+            assert record is not None, (unit, steps)
+            read = pq.read_table(pa.BufferReader(record))
+            assert read.column_names == ["uid"]
+            assert sorted(read["uid"].to_pylist()) == sorted(uids), (unit, steps)

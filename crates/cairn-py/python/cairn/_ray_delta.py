@@ -9,7 +9,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import pyarrow as pa
 
-from ._ray_table import TableDatasink, without_secrets
+from ._ray_table import TableDatasink, UnitIds, added_ids, without_secrets
 
 logger = logging.getLogger(__name__)
 
@@ -28,7 +28,7 @@ _UNIT_VERSION = 1
 DEFAULT_MAX_COMMIT_RETRIES = 100
 
 
-class DeltaUnitLog:
+class DeltaUnitLog(UnitIds):
     """The units a Delta table's log records (its application
     transactions named ``cairn:<unit>``), for cairn's recovery."""
 
@@ -104,6 +104,24 @@ class DeltaUnitLog:
                 if table.transaction_version(APP_ID_PREFIX + u) is not None:
                     found.append(u)
         return found
+
+    def unit_ids(self, unit: str, id_column: str) -> Optional[pa.Array]:
+        """``id_column`` of the files the commit recording ``unit`` added
+        (its version's files less the version before's)."""
+        from deltalake import DeltaTable
+
+        table, history = self._pinned_history()
+        versions = [v for v, entry in history.items() if entry.get(UNIT_KEY) == unit]
+        if table is None or not versions:
+            return None
+        version = versions[0]
+
+        def fragments(at: int) -> List[Tuple[str, Any]]:
+            loaded = DeltaTable(self._uri, version=at, storage_options=self._storage_options)
+            return [(f.path, f) for f in loaded.to_pyarrow_dataset().get_fragments()]
+
+        before = [key for key, _ in fragments(version - 1)] if version > 0 else []
+        return added_ids(before, fragments(version), id_column)
 
     def _pinned_history(self) -> Tuple[Any, Dict[int, Dict[str, Any]]]:
         """The table and its log's commits by version, listed while no

@@ -9,8 +9,9 @@ import time
 from typing import Any, Callable, Dict, List, Mapping, Optional
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 
-from ._ray_table import TableDatasink, without_secrets
+from ._ray_table import TableDatasink, UnitIds, without_secrets
 
 logger = logging.getLogger(__name__)
 
@@ -23,6 +24,10 @@ UNIT_PROPERTY = "cairn.unit"
 DEFAULT_MAX_COMMIT_RETRIES = 100
 
 
+#: A manifest entry's status for a data file its snapshot added.
+_ADDED = 1
+
+
 def _catalog(catalog_kwargs: Mapping[str, Any]) -> Any:
     from pyiceberg.catalog import load_catalog
 
@@ -30,7 +35,7 @@ def _catalog(catalog_kwargs: Mapping[str, Any]) -> Any:
     return load_catalog(kwargs.pop("name", "default"), **kwargs)
 
 
-class IcebergUnitLog:
+class IcebergUnitLog(UnitIds):
     """The units an Iceberg table's snapshots record (``cairn.unit`` in
     their summaries), for cairn's recovery."""
 
@@ -50,6 +55,32 @@ class IcebergUnitLog:
             s.summary is not None and s.summary.get(UNIT_PROPERTY) == unit
             for s in self._metadata().snapshots
         )
+
+    def unit_ids(self, unit: str, id_column: str) -> Optional[pa.Array]:
+        """``id_column`` of the data files the snapshot recording ``unit``
+        added (its manifest entries of status ADDED)."""
+        table = _catalog(self._catalog_kwargs).load_table(self._identifier)
+        snapshot = next(
+            (
+                s
+                for s in table.metadata.snapshots
+                if s.summary is not None and s.summary.get(UNIT_PROPERTY) == unit
+            ),
+            None,
+        )
+        if snapshot is None:
+            return None
+        entries = table.inspect.entries(snapshot_id=snapshot.snapshot_id)
+        added = [
+            entry["data_file"]["file_path"]
+            for entry in entries.select(["status", "snapshot_id", "data_file"]).to_pylist()
+            if entry["status"] == _ADDED and entry["snapshot_id"] == snapshot.snapshot_id
+        ]
+        chunks = []
+        for path in added:
+            with table.io.new_input(path).open() as f:
+                chunks.append(pq.read_table(f, columns=[id_column])[id_column].combine_chunks())
+        return pa.concat_arrays(chunks) if chunks else pa.array([], pa.int64())
 
     def recorded(self, units: List[str]) -> List[str]:
         """The units among ``units`` recorded by a snapshot in the current

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import pyarrow as pa
 
-from ._ray_table import TableDatasink, crash_point, without_secrets
+from ._ray_table import TableDatasink, UnitIds, added_ids, crash_point, without_secrets
 
 logger = logging.getLogger(__name__)
 
@@ -28,7 +28,7 @@ def _dataset(uri: str, storage_options: Optional[Dict[str, str]]) -> Any:
         return None
 
 
-class LanceUnitLog:
+class LanceUnitLog(UnitIds):
     """The units a Lance dataset's transactions record (``cairn.unit`` in
     their properties), for cairn's recovery."""
 
@@ -61,6 +61,34 @@ class LanceUnitLog:
             t is not None and (t.transaction_properties or {}).get(UNIT_PROPERTY) == unit
             for t in transactions
         )
+
+    def unit_ids(self, unit: str, id_column: str) -> Optional[pa.Array]:
+        """``id_column`` of the fragments the version recording ``unit``
+        added (Lance numbers fragments afresh, so they are the ones the
+        version before did not have). Versions are searched from the
+        latest down, to the job's start when it is known."""
+        import lance
+
+        dataset = _dataset(self._uri, self._storage_options)
+        if dataset is None:
+            return None
+        version = dataset.version
+        while True:
+            if version <= (self._since or 0):
+                return None
+            transaction = dataset.read_transaction(version)
+            if transaction is None:
+                return None  # cleaned up
+            if (transaction.transaction_properties or {}).get(UNIT_PROPERTY) == unit:
+                break
+            version -= 1
+
+        def fragments(at: int) -> List[Tuple[int, Any]]:
+            loaded = lance.dataset(self._uri, version=at, storage_options=self._storage_options)
+            return [(f.fragment_id, f) for f in loaded.get_fragments()]
+
+        before = [key for key, _ in fragments(version - 1)] if version > 1 else []
+        return added_ids(before, fragments(version), id_column)
 
     def recorded(self, units: List[str]) -> List[str]:
         """The units among ``units`` recorded by a version in the latest

@@ -18,11 +18,12 @@ from __future__ import annotations
 import logging
 import os
 import time
-from typing import Any, Callable, Dict, Iterable, List, Optional, Protocol
+from typing import Any, Callable, Dict, Iterable, List, Optional, Protocol, Tuple
 from urllib.parse import urlsplit, urlunsplit
 
 import pyarrow as pa
 import pyarrow.fs as pafs
+import pyarrow.parquet as pq
 from ray.data.block import Block, BlockAccessor
 from ray.data.context import DataContext
 
@@ -75,6 +76,51 @@ class UnitLog(Protocol):
         a task Ray retries in the same run, whose earlier attempt may have
         committed before it died."""
         ...
+
+
+class UnitIds:
+    """What the formats' unit logs share: the IDs a unit's commit put in
+    the table, for its committed checkpoint record. A task Ray retries
+    writes its pending record from its own rows; with a transform that is
+    not deterministic those can differ from the rows of the earlier
+    attempt whose commit landed, and the table's are the ones to skip."""
+
+    def unit_ids(self, unit: str, id_column: str) -> Optional[pa.Array]:
+        """``id_column`` of the rows the table commit recording ``unit``
+        added (None when no commit records it)."""
+        raise NotImplementedError
+
+    def committed_record(self, unit: str, id_column: str) -> Optional[bytes]:
+        """The checkpoint record of ``unit`` as the table holds it: a
+        Parquet file of ``id_column`` (Ray's record layout), or None when
+        no commit records the unit."""
+        ids = self.unit_ids(unit, id_column)
+        if ids is None:
+            return None
+        return id_record(ids, id_column)
+
+
+def id_record(ids: pa.Array, id_column: str) -> bytes:
+    """A checkpoint record of ``ids`` as Ray's checkpoint writer lays it
+    out: one Parquet file of the ID column."""
+    sink = pa.BufferOutputStream()
+    pq.write_table(pa.table({id_column: ids}), sink)
+    return sink.getvalue().to_pybytes()
+
+
+def added_ids(before: Iterable[Any], after: Iterable[Tuple[Any, Any]], id_column: str) -> pa.Array:
+    """``id_column`` of the fragments a commit added: ``after`` is the
+    (key, fragment) pairs of the version it made (pyarrow dataset
+    fragments, or Lance's), ``before`` the keys of the version before it."""
+    known = set(before)
+    chunks = [
+        fragment.to_table(columns=[id_column])[id_column].combine_chunks()
+        for key, fragment in after
+        if key not in known
+    ]
+    if not chunks:
+        return pa.array([], pa.int64())
+    return pa.concat_arrays(chunks)
 
 
 class UnitTakenOver(RuntimeError):
@@ -153,10 +199,44 @@ class TableDatasink(FileDatasink):
             if log.landed(unit):
                 # A retried task whose table commit landed before it died.
                 logger.info("cairn: unit %s is already in %s", unit, log.table)
+                self._record_the_tables_ids(ctx, unit, log, rows)
                 return unit
         self.append(rows, unit, lambda: self._require_pending(ctx, unit, log.table))
         crash_point("table-after-commit", unit)
         return unit
+
+    def _record_the_tables_ids(self, ctx: Any, unit: str, log: Any, rows: pa.Table) -> None:
+        """Rewrites the unit's pending record (which Ray just wrote from
+        this attempt's rows) with the IDs of the rows the table holds for
+        it, when they differ: Ray's commit then records what is in the
+        table, and the rows this attempt made that are not are written by
+        a later run."""
+        config = DataContext.get_current().checkpoint_config
+        paths = pending_records(ctx)
+        if config is None or not paths or not isinstance(log, UnitIds):
+            return
+        id_column = config.id_column
+        ids = log.unit_ids(unit, id_column)
+        if ids is None:
+            raise RuntimeError(
+                f"cairn: unit {unit} is recorded by {log.table} but no commit of it was found "
+                "to read its rows from: the table changed under the job; run the job again"
+            )
+        if set(ids.to_pylist()) == set(rows[id_column].to_pylist()):
+            return
+        logger.warning(
+            "cairn: unit %s of %s was retried and its rows differ from those its earlier "
+            "attempt committed (a transform that is not deterministic): the checkpoint records "
+            "the table's %d IDs, not this attempt's %d",
+            unit,
+            log.table,
+            len(ids),
+            rows.num_rows,
+        )
+        record = id_record(ids, id_column)
+        for path in paths:
+            with config.filesystem.open_output_stream(path) as out:
+                out.write(record)
 
     def _require_pending(self, ctx: Any, unit: str, table: str) -> None:
         """Raises :class:`UnitTakenOver` when Ray's pending record of the
