@@ -35,6 +35,9 @@ by test_ray.py so the test can kill it with SIGKILL. One JSON argument:
                                 rows (Ray's map_batches args; Ray wants one with GPUs)
     node                        the single node's resources: `num_cpus` (default 2),
                                 `num_gpus`, custom `resources`
+    retried_map_errors          Ray Data's DataContext.retried_map_errors (true: a map
+                                task's chain that raises runs again inside its attempt, up
+                                to max_map_retries, set to 3)
     drop_by_attempt             the transform keeps a row by its uid and the task's attempt
                                 (uid + attempt) % 3 != 0: a retried task makes other rows,
                                 as a transform that is not deterministic does
@@ -145,6 +148,9 @@ def main() -> None:
             **keep,
         )
     DataContext.get_current().checkpoint_config = config
+    if "retried_map_errors" in spec:
+        DataContext.get_current().retried_map_errors = spec["retried_map_errors"]
+        DataContext.get_current().max_map_retries = 3
     # The checkpoint preset: no listing cache, each count is fresh.
     if "://" in spec["checkpoint"]:
         checkpoint_fs = cairn.CairnFileSystem("s3", checkpoint=True, **options)

@@ -544,8 +544,10 @@ def test_a_task_whose_pending_record_is_gone_commits_nothing(tmp_path, table_for
     recovery dropped its unit's pending record (the table did not hold the
     unit): the sink's `write`, called here as Ray's write task calls it
     (after Ray's own checkpoint writer wrote the pending record), commits
-    nothing and says why. A task whose pending record is there commits its
-    rows."""
+    nothing and says why, on an empty table and on one that exists. A task
+    whose pending record is there commits its rows, and a later run's log
+    (its sink started, as Ray starts it before planning) gives that unit's
+    IDs from the table."""
     import cairn.ray
     from ray.data._internal.execution.interfaces.task_context import TaskContext
     from ray.data._internal.planner.plan_write_op import (
@@ -579,18 +581,32 @@ def test_a_task_whose_pending_record_is_gone_commits_nothing(tmp_path, table_for
             ctx.kwargs[PENDING_CHECKPOINTS_KWARG_NAME] = [pending]
             return ctx, rows, pending
 
-        ctx, rows, pending = write_task(0, 0)
-        os.remove(pending.pending_path)  # the new run's recovery dropped it
-        with pytest.raises(cairn.ray.UnitTakenOver, match="pending checkpoint record"):
-            sink.write([rows], ctx)
+        def taken_over(task_idx, first_uid):
+            ctx, rows, pending = write_task(task_idx, first_uid)
+            os.remove(pending.pending_path)  # the new run's recovery dropped it
+            with pytest.raises(cairn.ray.UnitTakenOver, match="pending checkpoint record"):
+                sink.write([rows], ctx)
 
+        taken_over(0, 0)  # no table yet (Lance: the unit that creates it)
         ctx, rows, pending = write_task(1, 100)
         assert sink.write([rows], ctx) == sink._unit(ctx)
+        kept = sink._unit(ctx)
+        taken_over(2, 200)  # an append to the table
+        # The next run's recovery, planned after its sink started (Ray
+        # starts a file sink before planning): it commits an earlier run's
+        # unit with the IDs the table holds for it.
+        later = make_sink(table_format, spec)
+        later.on_write_start()
+        record = later.unit_log().committed_record(kept, "uid")
+        assert record is not None, "the unit's IDs were not found in the table"
+        assert sorted(pq.read_table(pa.BufferReader(record))["uid"].to_pylist()) == list(
+            range(100, 200)
+        )
     finally:
         context.checkpoint_config = saved
     table = Table(table_format, root)
     assert table.uids() == collections.Counter(range(100, 200))
-    assert table.records(sink._unit(ctx))
+    assert table.records(kept)
 
 
 def test_a_first_attempt_reads_no_table_history(tmp_path):
@@ -638,3 +654,19 @@ def test_a_retried_task_that_makes_other_rows_records_the_tables(tmp_path, table
         f"the table, {len(set(counts) - set(recorded))} in the table and not recorded "
         f"(the retried unit {retried})\n{out[-3000:]}"
     )
+
+
+def test_a_task_run_again_inside_its_attempt_commits_once(tmp_path):
+    """Ray Data's `retried_map_errors` runs a map task's chain again inside
+    the same Ray attempt (attempt number 0) when it raises: a unit whose
+    table commit landed before the raise must not be committed again
+    (Delta; the check is the sinks' shared `write`)."""
+    raised = tmp_path / "raised-unit"
+    spec, root = local_job(tmp_path, "delta", sleep=0, retried_map_errors=True)
+    env = {"CAIRN_PY_FAILPOINT": f"table-after-commit:raise:{raised}"}
+    code, out = run_job(spec, env=env)
+    assert code == 0 and "JOB DONE" in out, out[-5000:]
+    assert raised.exists(), "no task raised at the failpoint"
+    table = Table("delta", root)
+    assert table.records(raised.read_text())
+    assert_every_row_once(table.uids(), (out,))

@@ -305,8 +305,8 @@ def task_attempt() -> Optional[int]:
     its lineage); None outside a task, or when this Ray does not say."""
     try:
         worker = ray._private.worker.global_worker
-        if worker.mode != ray.WORKER_MODE:
-            return None
+        if worker.mode != ray.WORKER_MODE or ray.get_runtime_context().get_task_id() is None:
+            return None  # not inside a task (Ray would answer 0)
         return int(worker.core_worker.get_current_task_attempt_number())
     except Exception:
         return None

@@ -11,7 +11,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ._ray_table import TableDatasink, UnitIds, without_secrets
+from ._ray_table import TableDatasink, UnitIds, joined, without_secrets
 
 logger = logging.getLogger(__name__)
 
@@ -80,7 +80,7 @@ class IcebergUnitLog(UnitIds):
         for path in added:
             with table.io.new_input(path).open() as f:
                 chunks.append(pq.read_table(f, columns=[id_column])[id_column].combine_chunks())
-        return pa.concat_arrays(chunks) if chunks else pa.array([], pa.int64())
+        return joined(chunks)
 
     def recorded(self, units: List[str]) -> List[str]:
         """The units among ``units`` recorded by a snapshot in the current
@@ -192,18 +192,22 @@ class IcebergDatasink(TableDatasink):
         return IcebergUnitLog(self.table_identifier, self._catalog_kwargs, self._location)
 
     def append(self, rows: pa.Table, unit: str, fence: Callable[[], None]) -> None:
-        """One snapshot adding ``rows``, its summary naming ``unit``; a
-        commit that lost the race is retried on the table's new metadata
-        unless that metadata already records the unit."""
+        """One snapshot adding ``rows``, its summary naming ``unit``: the
+        data files written, then ``fence``, then the commit (pyiceberg's
+        ``Table.append`` in two steps); a commit that lost the race is
+        retried on the table's new metadata unless that metadata already
+        records the unit."""
         from pyiceberg.exceptions import CommitFailedException
 
         properties = {**self._snapshot_properties, UNIT_PROPERTY: unit}
         catalog = _catalog(self._catalog_kwargs)
         for attempt in range(self._max_commit_retries + 1):
             table = catalog.load_table(self.table_identifier)
-            fence()
             try:
-                table.append(rows, snapshot_properties=properties)
+                transaction = table.transaction()
+                transaction.append(rows, snapshot_properties=properties)
+                fence()
+                transaction.commit_transaction()
                 return
             except CommitFailedException:
                 if attempt == self._max_commit_retries:

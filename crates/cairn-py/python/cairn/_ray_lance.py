@@ -66,7 +66,7 @@ class LanceUnitLog(UnitIds):
         """``id_column`` of the fragments the version recording ``unit``
         added (Lance numbers fragments afresh, so they are the ones the
         version before did not have). Versions are searched from the
-        latest down, to the job's start when it is known."""
+        latest down (a pending unit's version is among the latest)."""
         import lance
 
         dataset = _dataset(self._uri, self._storage_options)
@@ -74,7 +74,7 @@ class LanceUnitLog(UnitIds):
             return None
         version = dataset.version
         while True:
-            if version <= (self._since or 0):
+            if version < 1:
                 return None
             transaction = dataset.read_transaction(version)
             if transaction is None:

@@ -78,6 +78,11 @@ class UnitLog(Protocol):
         ...
 
 
+#: Set in a write task's context before its table commit: a second pass
+#: of the task's chain in the same attempt is a retry.
+_COMMIT_TRIED = "_cairn_table_commit_tried"
+
+
 class UnitIds:
     """What the formats' unit logs share: the IDs a unit's commit put in
     the table, for its committed checkpoint record. A task Ray retries
@@ -90,11 +95,36 @@ class UnitIds:
         added (None when no commit records it)."""
         raise NotImplementedError
 
+    def ids_or_none(self, unit: str, id_column: str) -> Optional[pa.Array]:
+        """:meth:`unit_ids`, or None with a warning when they cannot be
+        read: the caller keeps the pending record's IDs (the attempt's own,
+        exact for a transform that is deterministic)."""
+        try:
+            ids = self.unit_ids(unit, id_column)
+        except Exception as e:
+            logger.warning(
+                "cairn: the IDs unit %s added to %s could not be read (%s): its checkpoint "
+                "record keeps the IDs its pending record holds",
+                unit,
+                getattr(self, "table", "the table"),
+                e,
+            )
+            return None
+        if ids is None:
+            logger.warning(
+                "cairn: no commit of %s records unit %s any more: its checkpoint record keeps "
+                "the IDs its pending record holds",
+                getattr(self, "table", "the table"),
+                unit,
+            )
+        return ids
+
     def committed_record(self, unit: str, id_column: str) -> Optional[bytes]:
         """The checkpoint record of ``unit`` as the table holds it: a
-        Parquet file of ``id_column`` (Ray's record layout), or None when
-        no commit records the unit."""
-        ids = self.unit_ids(unit, id_column)
+        Parquet file of ``id_column`` (Ray's record layout), or None (with
+        a warning) when no commit records the unit or its IDs cannot be
+        read."""
+        ids = self.ids_or_none(unit, id_column)
         if ids is None:
             return None
         return id_record(ids, id_column)
@@ -108,7 +138,9 @@ def id_record(ids: pa.Array, id_column: str) -> bytes:
     return sink.getvalue().to_pybytes()
 
 
-def added_ids(before: Iterable[Any], after: Iterable[Tuple[Any, Any]], id_column: str) -> pa.Array:
+def added_ids(
+    before: Iterable[Any], after: Iterable[Tuple[Any, Any]], id_column: str
+) -> Optional[pa.Array]:
     """``id_column`` of the fragments a commit added: ``after`` is the
     (key, fragment) pairs of the version it made (pyarrow dataset
     fragments, or Lance's), ``before`` the keys of the version before it."""
@@ -118,8 +150,14 @@ def added_ids(before: Iterable[Any], after: Iterable[Tuple[Any, Any]], id_column
         for key, fragment in after
         if key not in known
     ]
+    return joined(chunks)
+
+
+def joined(chunks: List[pa.Array]) -> Optional[pa.Array]:
+    """The chunks as one array; None when there are none (a unit's commit
+    always adds rows, so none found means they could not be told)."""
     if not chunks:
-        return pa.array([], pa.int64())
+        return None
     return pa.concat_arrays(chunks)
 
 
@@ -193,14 +231,19 @@ class TableDatasink(FileDatasink):
         log = self.unit_log()
         # Unit names are new in each run (Ray's write UUID), so only a
         # retry of this task can find its unit in the table: a first
-        # attempt reads none of the table's history.
-        if task_attempt() != 0:
+        # attempt reads none of the table's history. A retry is Ray's
+        # (another attempt of the task) or Ray Data's inside one attempt
+        # (``retried_map_errors`` runs the task's chain again, with this
+        # same context).
+        retried = ctx.kwargs.get(_COMMIT_TRIED, False) or task_attempt() != 0
+        if retried:
             crash_point("table-log-read", unit)
             if log.landed(unit):
                 # A retried task whose table commit landed before it died.
                 logger.info("cairn: unit %s is already in %s", unit, log.table)
                 self._record_the_tables_ids(ctx, unit, log, rows)
                 return unit
+        ctx.kwargs[_COMMIT_TRIED] = True
         self.append(rows, unit, lambda: self._require_pending(ctx, unit, log.table))
         crash_point("table-after-commit", unit)
         return unit
@@ -209,19 +252,20 @@ class TableDatasink(FileDatasink):
         """Rewrites the unit's pending record (which Ray just wrote from
         this attempt's rows) with the IDs of the rows the table holds for
         it, when they differ: Ray's commit then records what is in the
-        table, and the rows this attempt made that are not are written by
-        a later run."""
+        table. The rows this attempt made that the table does not hold are
+        not output by this job (the earlier attempt's stand). When the
+        table's IDs cannot be read (a format feature pyarrow does not read,
+        files or log entries its maintenance removed), the pending record
+        stays as it is, with a warning: exact for a deterministic
+        transform."""
         config = DataContext.get_current().checkpoint_config
         paths = pending_records(ctx)
         if config is None or not paths or not isinstance(log, UnitIds):
             return
         id_column = config.id_column
-        ids = log.unit_ids(unit, id_column)
+        ids = log.ids_or_none(unit, id_column)
         if ids is None:
-            raise RuntimeError(
-                f"cairn: unit {unit} is recorded by {log.table} but no commit of it was found "
-                "to read its rows from: the table changed under the job; run the job again"
-            )
+            return
         if set(ids.to_pylist()) == set(rows[id_column].to_pylist()):
             return
         logger.warning(
@@ -300,8 +344,9 @@ def crash_point(name: str, unit: str) -> None:
     the Lance sink: its data files written, its table commit to come): with
     ``CAIRN_PY_FAILPOINT=<name>:<action>:<flag file>``, the first task to
     reach it writes its unit to the flag file,
-    then ``hang`` (waits there for the harness to kill the job) or ``exit``
-    (its worker process dies at once, as a SIGKILLed one)."""
+    then ``hang`` (waits there for the harness to kill the job), ``exit``
+    (its worker process dies at once, as a SIGKILLed one) or ``raise`` (a
+    ``RuntimeError``, as a failing step after it would)."""
     point, _, rest = os.environ.get("CAIRN_PY_FAILPOINT", "").partition(":")
     action, _, flag = rest.partition(":")
     if point != name or not flag:
@@ -314,5 +359,7 @@ def crash_point(name: str, unit: str) -> None:
         f.write(unit)
     if action == "exit":
         os._exit(137)
+    if action == "raise":
+        raise RuntimeError(f"cairn failpoint {name} for unit {unit}")
     while True:
         time.sleep(1)
