@@ -49,7 +49,9 @@ impl PyUnitLog {
             if record.is_none() {
                 return Ok(None);
             }
-            Ok(Some(record.extract()?))
+            // A `bytes` object's buffer, not an element-by-element copy.
+            let record: std::borrow::Cow<'_, [u8]> = record.extract()?;
+            Ok(Some(record.into_owned()))
         })
     }
 
