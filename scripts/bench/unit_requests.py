@@ -6,10 +6,11 @@ writes one output file, so the protocol's floor is 5 requests a unit
 (one GET of the input, the pending record, the data, the commit, the
 pending record's delete).
 
-Runs the job four ways in the same run, input, output and checkpoint on
+Runs the job five ways in the same run, input, output and checkpoint on
 Garage: through Ray with no checkpoint, with Ray's own manager and filter
-over cairn's filesystem, and with cairn's manager
-(cairn.ray.checkpoint_config); and through the CLI door, `cairn job run
+over cairn's filesystem, with cairn's manager
+(cairn.ray.checkpoint_config), with cairn's manager and reader
+(cairn.ray.read_parquet); and through the CLI door, `cairn job run
 --checkpoint` committing a unit every file's rows (the binary in
 $CAIRN_BIN, else target/release/cairn, else target/debug/cairn). Run in
 the ray-venv with the wheel installed and the servers started
@@ -143,13 +144,13 @@ def main():
         print(
             f"{files} input files of {rows} rows (one unit each), Garage behind a counting proxy"
         )
-        for way in ("none", "ray", "cairn", "cli"):
+        for way in ("none", "ray", "cairn", "cairn-reader", "cli"):
             run = f"unit-requests-{way}-{uuid.uuid4().hex[:8]}"
             base = f"{bucket}/{run}"
             write_uid_files(s3, f"{base}/in", files, rows)
             data_fs = cairn.build_checkpoint_filesystem(f"s3://{base}", options)
             checkpoint = f"s3://{base}/ckpt"
-            if way == "cairn":
+            if way.startswith("cairn"):
                 config = cairn.ray.checkpoint_config("uid", checkpoint, options)
             elif way == "ray":
                 config = CheckpointConfig(
@@ -167,7 +168,13 @@ def main():
             if way == "cli":
                 cli_job(base, rows, options)
             else:
-                ds = ray.data.read_parquet(f"s3://{base}/in", filesystem=data_fs)
+                if way == "cairn-reader":
+                    # One read task a file, as Ray's reader plans this input.
+                    ds = cairn.ray.read_parquet(
+                        f"s3://{base}/in", filesystem=data_fs, override_num_blocks=files
+                    )
+                else:
+                    ds = ray.data.read_parquet(f"s3://{base}/in", filesystem=data_fs)
                 ds = ds.map_batches(upper, batch_format="pandas")
                 ds.write_parquet(f"s3://{base}/out", filesystem=data_fs)
             if config is not None:

@@ -52,7 +52,9 @@ class NativeIdSet:
     ) -> bool: ...
 
 class UnitLog(Protocol):
-    """A table output's log: which units' transactions it records."""
+    """A table output's log: which units' transactions it records (and,
+    when it has a ``committed_record(unit, id_column) -> Optional[bytes]``
+    method, the IDs a unit's commit added, as a Parquet file)."""
 
     table: str
     def recorded(self, units: List[str]) -> Iterable[str]: ...

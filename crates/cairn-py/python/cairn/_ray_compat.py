@@ -29,13 +29,17 @@ from ray.data._internal.planner.plan_expression.expression_visitors import (
 )
 from ray.data._internal.planner.checkpoint import plan_read_files_op as _plan_read_files_op
 from ray.data._internal.planner.checkpoint import plan_read_op as _plan_read_op
+from ray.data._internal.planner.checkpoint import plan_write_op as _plan_write_op
 from ray.data._internal.planner.plan_write_op import (
     PENDING_CHECKPOINTS_KWARG_NAME,
     WRITE_UUID_KWARG_NAME,
 )
-from ray.data._internal.util import _autodetect_parallelism, iterate_with_retry
+from ray.data._internal.util import _autodetect_parallelism, call_with_retry, iterate_with_retry
 from ray.data.checkpoint.checkpoint_filter import CheckpointFilter as RayCheckpointFilter
 from ray.data.checkpoint.checkpoint_filter import CheckpointManager as RayCheckpointManager
+from ray.data.checkpoint.checkpoint_writer import BatchBasedCheckpointWriter
+from ray.data.checkpoint.checkpoint_writer import CheckpointWriter as RayCheckpointWriter
+from ray.data.checkpoint.checkpoint_writer import PendingCheckpoint
 from ray.data.checkpoint.load_checkpoint_callback import LoadCheckpointCallback
 from ray.data.context import DataContext
 from ray.data.datasource.file_datasink import _FileDatasink as FileDatasink
@@ -44,6 +48,10 @@ from ray.data.datasource.path_util import _unwrap_protocol as unwrap_protocol
 
 __all__ = [
     "ArrowBlockAccessor",
+    "BatchBasedCheckpointWriter",
+    "PendingCheckpoint",
+    "call_with_retry",
+    "plan_checkpoint_writer",
     "FilterPool",
     "PlannedWork",
     "DelegatingBlockBuilder",
@@ -253,6 +261,23 @@ def plan_filter_operator(
 
     _plan_read_op.create_checkpoint_filter_op = create_checkpoint_filter_op
     _plan_read_files_op.create_checkpoint_filter_op = create_checkpoint_filter_op
+
+
+def plan_checkpoint_writer(is_cairns: Callable[[Any], bool], writer_class: type) -> None:
+    """Has Ray's planning of a checkpointed write give the write tasks of
+    a job whose manager ``is_cairns(manager class)`` a ``writer_class``
+    (made from the checkpoint config), every other job Ray's own writer.
+    Ray 2.60's planner module calls ``CheckpointWriter.create`` by name: it
+    is pointed here."""
+
+    class Writers:
+        @staticmethod
+        def create(config: Any) -> Any:
+            if is_cairns(getattr(config, "checkpoint_manager_cls", None)):
+                return writer_class(config)
+            return RayCheckpointWriter.create(config)
+
+    _plan_write_op.CheckpointWriter = Writers
 
 
 def _file_sources(op: Any) -> Optional[List[Tuple[List[str], Any]]]:

@@ -38,12 +38,15 @@ from ._ray_compat import (
     called_on_rays_success,
     datasink_being_planned,
     inputs_being_planned,
+    plan_checkpoint_writer,
     plan_filter_operator,
     unwrapped,
     work_being_planned,
 )
 from ._ray_fit import Demand, check_fit, misfit
+from ._ray_fs import cairn_of
 from ._ray_table import TableDatasink, record_clean_up
+from ._ray_writer import MovingCheckpointWriter
 from ._ray_read import (
     offer_committed,
     withdraw_committed,
@@ -59,21 +62,6 @@ from .fsspec import CairnFileSystem
 
 # Logged as cairn.ray, the public module whose logging users configure.
 logger = logging.getLogger("cairn.ray")
-
-
-def _cairn_of(filesystem: Any) -> Optional[CairnFileSystem]:
-    """The cairn filesystem under a pyarrow filesystem, if there is one:
-    ``build_checkpoint_filesystem``'s wrapper (also inside Ray's retrying
-    wrapper), or pyarrow's local disk."""
-    filesystem = unwrapped(filesystem)
-    if isinstance(filesystem, pafs.PyFileSystem):
-        handler = filesystem.handler
-        inner = getattr(handler, "fs", None)
-        if isinstance(handler, pafs.FSSpecHandler) and isinstance(inner, CairnFileSystem):
-            return inner
-    if isinstance(filesystem, pafs.LocalFileSystem):
-        return CairnFileSystem("file", checkpoint=True)
-    return None
 
 
 #: Where checkpoint_config keeps its lease_ttl on Ray's CheckpointConfig.
@@ -252,7 +240,7 @@ def _listed(paths: List[str], filesystem: Any) -> List[str]:
     store says of its version (cairn's listing: modification time and
     ETag; another pyarrow filesystem: its modification time)."""
     lines = []
-    cairn_fs = _cairn_of(filesystem)
+    cairn_fs = cairn_of(filesystem)
     for root in paths:
         if cairn_fs is not None:
             if cairn_fs.isdir(root):
@@ -381,7 +369,7 @@ class CheckpointManager(RayCheckpointManager):
             )
         if data_file_dir is None:
             raise ValueError(_refusal_of_non_file_sink(self.checkpoint_path))
-        checkpoint_fs = _cairn_of(self.filesystem)
+        checkpoint_fs = cairn_of(self.filesystem)
         if checkpoint_fs is None:
             raise ValueError(
                 f"the checkpoint filesystem of {self.checkpoint_path} is "
@@ -606,7 +594,7 @@ class CheckpointManager(RayCheckpointManager):
     ) -> CairnFileSystem:
         if data_file_filesystem is None:
             return checkpoint_fs
-        found = _cairn_of(data_file_filesystem)
+        found = cairn_of(data_file_filesystem)
         if found is not None:
             return found
         # Another filesystem on the checkpoint's store (pyarrow's own S3,
@@ -631,6 +619,7 @@ def _is_cairns(manager_class: Any) -> bool:
 
 
 plan_filter_operator(_is_cairns, _filter_pool)
+plan_checkpoint_writer(_is_cairns, MovingCheckpointWriter)
 
 
 class _EveryRowCommitted:
@@ -724,7 +713,7 @@ def checkpoint_config(
         filesystem = build_checkpoint_filesystem(checkpoint_path, storage_options)
     elif isinstance(given, CairnFileSystem):
         filesystem = arrow_filesystem(given)
-    elif _cairn_of(given) is not None:
+    elif cairn_of(given) is not None:
         filesystem = given
     else:
         raise TypeError(
@@ -764,7 +753,7 @@ def checkpoint_config(
     # Ray consults the manager only when the checkpoint directory exists:
     # made now, so the first run is settled and checked (its sink among
     # others) as every resume is.
-    cairn_fs = _cairn_of(filesystem)
+    cairn_fs = cairn_of(filesystem)
     if cairn_fs is not None:
         cairn_fs._native.mkdir(cairn_fs._native.strip(_local(checkpoint_path, cairn_fs)))
     return config

@@ -1,0 +1,58 @@
+"""The checkpoint writer of write tasks under cairn's manager: Ray's
+pending record, then a commit that is one move of it.
+
+Ray 2.60's writer commits a unit by asking first whether its committed
+record exists (a HEAD, and on an object store a listing to tell a missing
+key from a directory) and whether its pending record does (a HEAD), then
+moving it: on S3, 3 requests before the move's own 3. Here the move comes
+first, and only a move that finds no pending record asks whether the
+committed one is there (an earlier try of this commit moved it, and its
+answer was lost). A retried task's commit that finds both moves its new
+pending record over the committed one: the committed record then holds the
+IDs of the data file the retry wrote over the earlier one (Ray's keeps the
+earlier IDs, which differ from the data file's when the transform is not
+deterministic). On local disk, where the checks cost nothing, and on any
+filesystem that is not cairn's, the commit is Ray's."""
+
+from __future__ import annotations
+
+from ray.data.context import DataContext
+
+from ._ray_compat import BatchBasedCheckpointWriter, PendingCheckpoint, call_with_retry
+from ._ray_fs import cairn_of
+
+
+class MovingCheckpointWriter(BatchBasedCheckpointWriter):
+    """Ray's batch checkpoint writer with a commit that moves the pending
+    record with no checks first (3 requests on S3, where Ray's takes 6)."""
+
+    def commit_checkpoint(self, pending: PendingCheckpoint) -> None:
+        cairn_fs = cairn_of(self.filesystem)
+        if cairn_fs is None or cairn_fs._real_directories():
+            super().commit_checkpoint(pending)
+            return
+        native = cairn_fs._native
+        source = cairn_fs._strip_protocol(pending.pending_path)
+        target = cairn_fs._strip_protocol(pending.committed_path)
+
+        def move() -> None:
+            try:
+                native.mv_file(source, target)
+            except FileNotFoundError:
+                try:
+                    native.info(target)
+                    return  # moved by an earlier try whose answer was lost
+                except FileNotFoundError:
+                    pass
+                raise FileNotFoundError(
+                    f"cairn: neither the pending checkpoint record {pending.pending_path} nor "
+                    f"the committed one {pending.committed_path} exists: a newer run of this "
+                    "job recovered the checkpoint and rolled the unit back (this task outlived "
+                    "its driver), or the checkpoint was deleted while the job ran"
+                ) from None
+
+        call_with_retry(
+            move,
+            description=f"commit checkpoint {pending.pending_path}",
+            match=DataContext.get_current().retried_io_errors,
+        )

@@ -1,0 +1,67 @@
+"""The checkpoint writer of write tasks under cairn's manager
+(cairn._ray_writer): Ray's pending record, then a commit that is one move
+of it, with no checks first. Against Garage behind a counting proxy (the
+requests a commit sends), called as Ray's write planning calls it. Runs in
+the Ray virtualenv (scripts/test.sh); elsewhere the tests show as
+skipped."""
+
+import os
+
+import pytest
+
+ray = pytest.importorskip("ray", reason="needs Ray 2.60: scripts/test.sh runs this in its ray-venv")
+
+import pyarrow as pa  # noqa: E402
+import pyarrow.fs  # noqa: E402, F401 - pa.fs
+import pyarrow.parquet as pq  # noqa: E402
+from conftest import fresh, garage_options  # noqa: E402
+from counting_proxy import CountingProxy  # noqa: E402
+from ray.data._internal.planner.checkpoint import plan_write_op  # noqa: E402
+
+import cairn.ray  # noqa: E402
+from cairn._ray_writer import MovingCheckpointWriter  # noqa: E402
+
+
+def test_a_unit_is_committed_by_one_move():
+    """The writer Ray's planning makes for cairn's manager moves a unit's
+    pending record (a HEAD, the copy, the delete: OpenDAL's checked copy on
+    S3) with no checks before it (Ray's own sends three more). A commit
+    tried again after one that moved the record (its answer lost) succeeds
+    and changes nothing; one that finds neither record fails, naming both,
+    and changes nothing. Ray's own manager keeps Ray's writer."""
+    options = garage_options()
+    root = fresh(os.environ["CAIRN_TEST_GARAGE_BUCKET"])
+    with CountingProxy(options["endpoint_url"]) as proxy:
+        through = dict(options, endpoint_url=proxy.endpoint)
+        config = cairn.ray.checkpoint_config("uid", f"s3://{root}/ckpt", through)
+        writer = plan_write_op.CheckpointWriter.create(config)
+        assert isinstance(writer, MovingCheckpointWriter)
+        ids = pa.array(range(10), pa.int64())
+        pending = writer.write_pending_checkpoint(ids, "unit-1")
+        proxy.reset()
+        writer.commit_checkpoint(pending)
+        sent = [(method, copies) for method, _, copies in proxy.log]
+        assert sent == [("HEAD", False), ("PUT", True), ("DELETE", False)], proxy.log
+
+        filesystem = config.filesystem
+        committed = pq.read_table(pending.committed_path, filesystem=filesystem)
+        assert committed["uid"].to_pylist() == list(range(10))
+        assert filesystem.get_file_info(pending.pending_path).type == pa.fs.FileType.NotFound
+
+        writer.commit_checkpoint(pending)  # again: already moved
+        assert filesystem.get_file_info(pending.committed_path).type == pa.fs.FileType.File
+
+        filesystem.delete_file(pending.committed_path)
+        with pytest.raises(FileNotFoundError, match="neither the pending") as refused:
+            writer.commit_checkpoint(pending)
+        assert pending.pending_path in str(refused.value)
+        assert pending.committed_path in str(refused.value)
+        listed = filesystem.get_file_info(pa.fs.FileSelector(f"{root}/ckpt", recursive=True))
+        assert [i.path for i in listed if i.type == pa.fs.FileType.File] == []
+
+    ray_config = ray.data.checkpoint.CheckpointConfig(
+        id_column="uid",
+        checkpoint_path=f"s3://{root}/ray-ckpt",
+        override_filesystem=cairn.build_checkpoint_filesystem(f"s3://{root}/ray-ckpt", options),
+    )
+    assert not isinstance(plan_write_op.CheckpointWriter.create(ray_config), MovingCheckpointWriter)
