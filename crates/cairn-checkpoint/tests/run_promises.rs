@@ -614,7 +614,7 @@ mod table_output {
     /// records: `record` is what it gives as each unit's committed record.
     #[derive(Debug)]
     struct TableWithRows {
-        units: Vec<UnitName>,
+        table: Table,
         record: Vec<u8>,
     }
 
@@ -623,13 +623,7 @@ mod table_output {
             &'a self,
             units: &'a [UnitName],
         ) -> BoxFuture<'a, cairn_checkpoint::Result<HashSet<UnitName>>> {
-            Box::pin(async move {
-                Ok(units
-                    .iter()
-                    .filter(|u| self.units.contains(u))
-                    .cloned()
-                    .collect())
-            })
+            self.table.recorded(units)
         }
         fn table(&self) -> String {
             "memory:///a-table".into()
@@ -671,7 +665,7 @@ mod table_output {
         dir.write_pending(&held, ints(&[3, 4])).await.unwrap();
         let mut config = config(&place, "table-ids");
         config.unit_log = Some(Arc::new(TableWithRows {
-            units: vec![held.clone()],
+            table: Table(vec![held.clone()]),
             record: id_file(&[2, 3]),
         }));
         let run = Checkpoint::with_config(config, None)
