@@ -15,9 +15,12 @@ pool of one actor (the model's shape: loaded once, called per batch) ->
 logical CPUs (on a 2-core machine) started by each driver: Ray's default
 filter actor takes one, and with 2 its resume waits for ever (docs/python.md). Reported per way and run: seconds, the driver's
 peak resident memory, rows the model was given, input bytes fetched,
-requests by area and method; then exactly once, judged by pyarrow (every
-input uid once in the output). The filter's and shards' actors are Ray
-worker processes whose memory this script does not sample.
+requests by area and method, and the peak resident memory of the
+checkpoint filter's and shards' actors (Ray worker processes named
+``ray::...CheckpointFilter...`` or ``ray::ShardActor...``, sampled every
+0.5 s from /proc; pages of the object store's shared memory they touched
+count); then exactly once, judged by pyarrow (every input uid once in the
+output).
 """
 
 import json
@@ -25,6 +28,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections import Counter
@@ -133,6 +137,34 @@ def by_area(log, source, run):
     return dict(sorted(counts.items()))
 
 
+def sample_actor_memory(stop, peaks):
+    """Until ``stop`` is set, the largest resident memory (MiB) seen of each
+    kind of cairn's actors, into ``peaks``: ``filter`` and ``shard``."""
+    while not stop.is_set():
+        for pid in os.listdir("/proc"):
+            if not pid.isdigit():
+                continue
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    command = f.read().replace(b"\0", b" ").decode(errors="replace")
+                if not command.startswith("ray::"):
+                    continue
+                if "CheckpointFilter" in command:
+                    kind = "filter"
+                elif "Shard" in command:
+                    kind = "shard"
+                else:
+                    continue
+                with open(f"/proc/{pid}/status") as f:
+                    rss_kib = next(
+                        int(line.split()[1]) for line in f if line.startswith("VmRSS:")
+                    )
+            except (OSError, StopIteration, ValueError):
+                continue  # gone meanwhile
+            peaks[kind] = max(peaks.get(kind, 0), round(rss_kib / 1024))
+        stop.wait(0.5)
+
+
 def run_driver(spec, kill_at=None, committed=None, timeout=3600):
     proc = subprocess.Popen(
         [sys.executable, "-c", DRIVER, json.dumps(spec)],
@@ -144,6 +176,11 @@ def run_driver(spec, kill_at=None, committed=None, timeout=3600):
     )
     started = time.monotonic()
     killed_at = None
+    peaks, stop = {}, threading.Event()
+    sampler = threading.Thread(
+        target=sample_actor_memory, args=(stop, peaks), daemon=True
+    )
+    sampler.start()
     try:
         if kill_at is not None:
             while proc.poll() is None and time.monotonic() - started < timeout:
@@ -161,11 +198,14 @@ def run_driver(spec, kill_at=None, committed=None, timeout=3600):
             os.killpg(proc.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+        stop.set()
+        sampler.join()
     seconds = time.monotonic() - started
     report = {
         "exit": proc.returncode,
         "wall_s": round(seconds, 1),
         "killed_at_rows": killed_at,
+        "actor_peak_mib": peaks,
     }
     for line in (out or "").splitlines():
         if line.startswith("{"):
