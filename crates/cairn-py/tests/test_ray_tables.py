@@ -544,8 +544,10 @@ def test_a_task_whose_pending_record_is_gone_commits_nothing(tmp_path, table_for
     recovery dropped its unit's pending record (the table did not hold the
     unit): the sink's `write`, called here as Ray's write task calls it
     (after Ray's own checkpoint writer wrote the pending record), commits
-    nothing and says why, on an empty table and on one that exists. A task
-    whose pending record is there commits its rows, and a later run's log
+    nothing and says why, on an empty table and on one that exists, and
+    again when Ray Data runs its chain again. A task whose pending record
+    is there commits its rows; its retry with other rows keeps the
+    committed record of the rows the table holds; and a later run's log
     (its sink started, as Ray starts it before planning) gives that unit's
     IDs from the table."""
     import cairn.ray
@@ -586,11 +588,27 @@ def test_a_task_whose_pending_record_is_gone_commits_nothing(tmp_path, table_for
             os.remove(pending.pending_path)  # the new run's recovery dropped it
             with pytest.raises(cairn.ray.UnitTakenOver, match="pending checkpoint record"):
                 sink.write([rows], ctx)
+            # Ray Data's retried_map_errors runs the chain again: Ray writes
+            # the pending record again, and the refusal stands.
+            writer.write_pending_checkpoint(rows["uid"].combine_chunks(), sink._unit(ctx))
+            with pytest.raises(cairn.ray.UnitTakenOver):
+                sink.write([rows], ctx)
 
         taken_over(0, 0)  # no table yet (Lance: the unit that creates it)
         ctx, rows, pending = write_task(1, 100)
         assert sink.write([rows], ctx) == sink._unit(ctx)
         kept = sink._unit(ctx)
+        writer.commit_checkpoint(pending)
+        # A retry of that task (outside a Ray task, every write is taken
+        # for one) whose rows differ: its unit is in the table and its
+        # earlier attempt's committed record is kept, its own pending
+        # record dropped.
+        ctx, rows, pending = write_task(1, 150)
+        assert sink.write([rows], ctx) == kept
+        assert not os.path.exists(pending.pending_path)
+        writer.commit_checkpoint(pending)
+        recorded = pq.read_table(pending.committed_path)["uid"].to_pylist()
+        assert sorted(recorded) == list(range(100, 200))
         taken_over(2, 200)  # an append to the table
         # The next run's recovery, planned after its sink started (Ray
         # starts a file sink before planning): it commits an earlier run's

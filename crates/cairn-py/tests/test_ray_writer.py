@@ -5,6 +5,7 @@ requests a commit sends), called as Ray's write planning calls it. Runs in
 the Ray virtualenv (scripts/test.sh); elsewhere the tests show as
 skipped."""
 
+import doctest
 import os
 
 import pytest
@@ -27,7 +28,8 @@ def test_a_unit_is_committed_by_one_move():
     pending record (a HEAD, the copy, the delete: OpenDAL's checked copy on
     S3) with no checks before it (Ray's own sends three more). A commit
     tried again after one that moved the record (its answer lost) succeeds
-    and changes nothing; one that finds neither record fails, naming both,
+    and changes nothing; a retried task's commit moves its IDs over the
+    earlier attempt's; one that finds neither record fails, naming both,
     and changes nothing. Ray's own manager keeps Ray's writer."""
     options = garage_options()
     root = fresh(os.environ["CAIRN_TEST_GARAGE_BUCKET"])
@@ -51,6 +53,13 @@ def test_a_unit_is_committed_by_one_move():
         writer.commit_checkpoint(pending)  # again: already moved
         assert filesystem.get_file_info(pending.committed_path).type == pa.fs.FileType.File
 
+        # A retried task (its data file written again under the same name)
+        # commits its own IDs over the earlier attempt's.
+        again = writer.write_pending_checkpoint(pa.array(range(100, 105), pa.int64()), "unit-1")
+        writer.commit_checkpoint(again)
+        committed = pq.read_table(pending.committed_path, filesystem=filesystem)
+        assert committed["uid"].to_pylist() == list(range(100, 105))
+
         filesystem.delete_file(pending.committed_path)
         with pytest.raises(FileNotFoundError, match="neither the pending") as refused:
             writer.commit_checkpoint(pending)
@@ -65,3 +74,10 @@ def test_a_unit_is_committed_by_one_move():
         override_filesystem=cairn.build_checkpoint_filesystem(f"s3://{root}/ray-ckpt", options),
     )
     assert not isinstance(plan_write_op.CheckpointWriter.create(ray_config), MovingCheckpointWriter)
+
+
+def test_the_filesystem_helpers_examples_run():
+    import cairn._ray_fs
+
+    failed, tried = doctest.testmod(cairn._ray_fs)
+    assert tried > 0 and failed == 0

@@ -21,6 +21,7 @@ from ray.data._internal.datasource_v2.common.synthesized_columns import _compute
 from ray.data._internal.delegating_block_builder import DelegatingBlockBuilder
 from ray.data._internal.cluster_autoscaler.util import is_autoscaling_enabled
 from ray.data._internal.compute import ActorPoolStrategy
+from ray.data._internal.execution.interfaces.task_context import TaskContext
 from ray.data._internal.execution.operators.map_operator import MapOperator
 from ray.data._internal.logical.operators import ListFiles
 from ray.data._internal.object_extensions.arrow import raise_on_pickle_object_columns
@@ -62,6 +63,7 @@ __all__ = [
     "RayCheckpointManager",
     "WRITE_UUID_KWARG_NAME",
     "called_on_rays_success",
+    "current_task_context",
     "cluster_can_grow",
     "compute_row_hashes",
     "datasink_being_planned",
@@ -337,8 +339,14 @@ def task_attempt() -> Optional[int]:
         return None
 
 
-def pending_records(ctx: Any) -> List[str]:
-    """The paths (within the checkpoint's filesystem) of the pending
-    records Ray's write planning wrote for this write task before its
-    sink's ``write``."""
-    return [p.pending_path for p in ctx.kwargs.get(PENDING_CHECKPOINTS_KWARG_NAME, [])]
+def pending_records(ctx: Any) -> List[PendingCheckpoint]:
+    """The pending records Ray's write planning wrote for this write task
+    before its sink's ``write`` (their ``pending_path`` and
+    ``committed_path`` within the checkpoint's filesystem)."""
+    return list(ctx.kwargs.get(PENDING_CHECKPOINTS_KWARG_NAME, []))
+
+
+def current_task_context() -> Any:
+    """The write task's context (Ray Data's ``TaskContext``) on this
+    thread, or None."""
+    return TaskContext.get_current()

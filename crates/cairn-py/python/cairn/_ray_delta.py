@@ -105,6 +105,13 @@ class DeltaUnitLog(UnitIds):
                     found.append(u)
         return found
 
+    def unreadable(self) -> Tuple[type, ...]:
+        """Also deltalake's refusal of a table whose features pyarrow's
+        view of it does not read (deletion vectors, column mapping)."""
+        from deltalake.exceptions import DeltaProtocolError
+
+        return (*super().unreadable(), DeltaProtocolError)
+
     def unit_ids(self, unit: str, id_column: str) -> Optional[pa.Array]:
         """``id_column`` of the files the commit recording ``unit`` added
         (its version's files less the version before's)."""

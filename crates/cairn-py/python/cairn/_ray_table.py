@@ -82,6 +82,11 @@ class UnitLog(Protocol):
 #: of the task's chain in the same attempt is a retry.
 _COMMIT_TRIED = "_cairn_table_commit_tried"
 
+#: Set in a write task's context (to the refusal's message) when its unit
+#: was found taken over by a newer run: a second pass of the task's chain
+#: in the same attempt is refused too.
+TAKEN_OVER = "_cairn_unit_taken_over"
+
 
 class UnitIds:
     """What the formats' unit logs share: the IDs a unit's commit put in
@@ -95,13 +100,22 @@ class UnitIds:
         added (None when no commit records it)."""
         raise NotImplementedError
 
+    def unreadable(self) -> Tuple[type, ...]:
+        """The errors of :meth:`unit_ids` that say the IDs cannot be read
+        here (a file maintenance removed, a format feature the reader does
+        not support), as opposed to a store's error, which is raised."""
+        return (FileNotFoundError, NotImplementedError)
+
     def ids_or_none(self, unit: str, id_column: str) -> Optional[pa.Array]:
-        """:meth:`unit_ids`, or None with a warning when they cannot be
-        read: the caller keeps the pending record's IDs (the attempt's own,
-        exact for a transform that is deterministic)."""
+        """:meth:`unit_ids`, or None with a warning when no commit records
+        the unit any more or its IDs cannot be read (:meth:`unreadable`):
+        the caller keeps the pending record's IDs (the attempt's own, exact
+        for a transform that is deterministic). Any other error (a store's,
+        a log that kept changing) is raised: the task fails, or recovery
+        refuses the resume, rather than guess."""
         try:
             ids = self.unit_ids(unit, id_column)
-        except Exception as e:
+        except self.unreadable() as e:
             logger.warning(
                 "cairn: the IDs unit %s added to %s could not be read (%s): its checkpoint "
                 "record keeps the IDs its pending record holds",
@@ -228,6 +242,12 @@ class TableDatasink(FileDatasink):
         if rows.num_rows == 0:
             return None
         unit = self._unit(ctx)
+        refused = ctx.kwargs.get(TAKEN_OVER)
+        if refused:
+            # Ray Data ran the task's chain again inside its attempt
+            # (``retried_map_errors``), after Ray wrote the pending record
+            # again: the refusal stands.
+            raise UnitTakenOver(refused)
         log = self.unit_log()
         # Unit names are new in each run (Ray's write UUID), so only a
         # retry of this task can find its unit in the table: a first
@@ -259,9 +279,22 @@ class TableDatasink(FileDatasink):
         stays as it is, with a warning: exact for a deterministic
         transform."""
         config = DataContext.get_current().checkpoint_config
-        paths = pending_records(ctx)
-        if config is None or not paths or not isinstance(log, UnitIds):
+        pendings = pending_records(ctx)
+        if config is None or not pendings:
             return
+        filesystem = config.filesystem
+        committed = filesystem.get_file_info([p.committed_path for p in pendings])
+        if all(info.type == pafs.FileType.File for info in committed):
+            # The earlier attempt committed its checkpoint record too, after
+            # its table commit: that record is the table's rows. This
+            # attempt's pending record goes, and the commit finds the unit
+            # committed.
+            for pending in pendings:
+                filesystem.delete_file(pending.pending_path)
+            return
+        if not isinstance(log, UnitIds):
+            return
+        paths = [p.pending_path for p in pendings]
         id_column = config.id_column
         ids = log.ids_or_none(unit, id_column)
         if ids is None:
@@ -290,16 +323,18 @@ class TableDatasink(FileDatasink):
         (one request, a HEAD; a commit already past this check when the
         recovery ran can still land: see docs/python.md)."""
         config = DataContext.get_current().checkpoint_config
-        paths = pending_records(ctx)
+        paths = [p.pending_path for p in pending_records(ctx)]
         if config is None or not paths:
             return
         for info in config.filesystem.get_file_info(paths):
             if info.type == pafs.FileType.NotFound:
-                raise UnitTakenOver(
+                refused = (
                     f"cairn: unit {unit} was not committed to {table}: its pending checkpoint "
                     f"record {info.path} is gone, so a newer run of this job recovered the "
                     "checkpoint and writes these rows itself (this task outlived its driver)"
                 )
+                ctx.kwargs[TAKEN_OVER] = refused
+                raise UnitTakenOver(refused)
 
     def on_write_complete(self, write_result: Any) -> None:
         """Fails the job, on the driver, when its units are not all in the

@@ -8,18 +8,26 @@ moving it: on S3, 3 requests before the move's own 3. Here the move comes
 first, and only a move that finds no pending record asks whether the
 committed one is there (an earlier try of this commit moved it, and its
 answer was lost). A retried task's commit that finds both moves its new
-pending record over the committed one: the committed record then holds the
-IDs of the data file the retry wrote over the earlier one (Ray's keeps the
-earlier IDs, which differ from the data file's when the transform is not
-deterministic). On local disk, where the checks cost nothing, and on any
-filesystem that is not cairn's, the commit is Ray's."""
+pending record over the committed one: the record then holds the IDs of
+the retry's rows, which Ray's file sinks write under the same file names
+as the earlier attempt's (Ray's writer keeps the earlier IDs). A table
+sink's retry that finds the earlier attempt's committed record keeps it
+and drops its own pending record first. On local disk, where the checks
+cost nothing, and on any filesystem that is not cairn's, the commit is
+Ray's."""
 
 from __future__ import annotations
 
 from ray.data.context import DataContext
 
-from ._ray_compat import BatchBasedCheckpointWriter, PendingCheckpoint, call_with_retry
+from ._ray_compat import (
+    BatchBasedCheckpointWriter,
+    PendingCheckpoint,
+    call_with_retry,
+    current_task_context,
+)
 from ._ray_fs import cairn_of
+from ._ray_table import TAKEN_OVER
 
 
 class MovingCheckpointWriter(BatchBasedCheckpointWriter):
@@ -44,12 +52,19 @@ class MovingCheckpointWriter(BatchBasedCheckpointWriter):
                     return  # moved by an earlier try whose answer was lost
                 except FileNotFoundError:
                     pass
-                raise FileNotFoundError(
+                refused = (
                     f"cairn: neither the pending checkpoint record {pending.pending_path} nor "
-                    f"the committed one {pending.committed_path} exists: a newer run of this "
-                    "job recovered the checkpoint and rolled the unit back (this task outlived "
-                    "its driver), or the checkpoint was deleted while the job ran"
-                ) from None
+                    f"the committed one {pending.committed_path} exists, so the unit is not "
+                    "committed: a newer run of this job recovered the checkpoint and rolled the "
+                    "unit back (this task outlived its driver), or the checkpoint was deleted "
+                    "while the job ran"
+                )
+                ctx = current_task_context()
+                if ctx is not None:
+                    # A second pass of the task's chain in this attempt (Ray
+                    # Data's retried_map_errors) is refused by a table sink.
+                    ctx.kwargs[TAKEN_OVER] = refused
+                raise FileNotFoundError(refused) from None
 
         call_with_retry(
             move,
