@@ -39,6 +39,14 @@ impl PyUnitLog {
         })
     }
 
+    /// A Python error of the log's, as the checkpoint reports it.
+    fn failed(&self, e: PyErr) -> cairn_checkpoint::Error {
+        cairn_checkpoint::Error::TableLog {
+            table: self.table.clone(),
+            reason: e.to_string(),
+        }
+    }
+
     fn record_of(&self, unit: &UnitName, id_column: &str) -> PyResult<Option<Vec<u8>>> {
         Python::attach(|py| {
             let log = self.log.bind(py);
@@ -88,13 +96,7 @@ impl UnitLog for PyUnitLog {
         &'a self,
         units: &'a [UnitName],
     ) -> BoxFuture<'a, cairn_checkpoint::Result<HashSet<UnitName>>> {
-        Box::pin(async move {
-            self.ask(units)
-                .map_err(|e| cairn_checkpoint::Error::TableLog {
-                    table: self.table.clone(),
-                    reason: e.to_string(),
-                })
-        })
+        Box::pin(async move { self.ask(units).map_err(|e| self.failed(e)) })
     }
 
     fn table(&self) -> String {
@@ -106,12 +108,6 @@ impl UnitLog for PyUnitLog {
         unit: &'a UnitName,
         id_column: &'a str,
     ) -> BoxFuture<'a, cairn_checkpoint::Result<Option<Vec<u8>>>> {
-        Box::pin(async move {
-            self.record_of(unit, id_column)
-                .map_err(|e| cairn_checkpoint::Error::TableLog {
-                    table: self.table.clone(),
-                    reason: e.to_string(),
-                })
-        })
+        Box::pin(async move { self.record_of(unit, id_column).map_err(|e| self.failed(e)) })
     }
 }

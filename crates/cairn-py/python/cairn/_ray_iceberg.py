@@ -35,6 +35,19 @@ def _catalog(catalog_kwargs: Mapping[str, Any]) -> Any:
     return load_catalog(kwargs.pop("name", "default"), **kwargs)
 
 
+def _snapshot_of(metadata: Any, unit: str) -> Any:
+    """The snapshot of the table's metadata whose summary names ``unit``,
+    or None."""
+    return next(
+        (
+            s
+            for s in metadata.snapshots
+            if s.summary is not None and s.summary.get(UNIT_PROPERTY) == unit
+        ),
+        None,
+    )
+
+
 class IcebergUnitLog(UnitIds):
     """The units an Iceberg table's snapshots record (``cairn.unit`` in
     their summaries), for cairn's recovery."""
@@ -51,23 +64,13 @@ class IcebergUnitLog(UnitIds):
     def landed(self, unit: str) -> bool:
         """Whether a snapshot of the table's current metadata records the
         unit."""
-        return any(
-            s.summary is not None and s.summary.get(UNIT_PROPERTY) == unit
-            for s in self._metadata().snapshots
-        )
+        return _snapshot_of(self._metadata(), unit) is not None
 
     def unit_ids(self, unit: str, id_column: str) -> Optional[pa.Array]:
         """``id_column`` of the data files the snapshot recording ``unit``
         added (its manifest entries of status ADDED)."""
         table = _catalog(self._catalog_kwargs).load_table(self._identifier)
-        snapshot = next(
-            (
-                s
-                for s in table.metadata.snapshots
-                if s.summary is not None and s.summary.get(UNIT_PROPERTY) == unit
-            ),
-            None,
-        )
+        snapshot = _snapshot_of(table.metadata, unit)
         if snapshot is None:
             return None
         entries = table.inspect.entries(snapshot_id=snapshot.snapshot_id)

@@ -28,6 +28,11 @@ def _dataset(uri: str, storage_options: Optional[Dict[str, str]]) -> Any:
         return None
 
 
+def _unit_of(transaction: Any) -> Optional[str]:
+    """The unit a Lance transaction's properties name, if any."""
+    return (transaction.transaction_properties or {}).get(UNIT_PROPERTY)
+
+
 class LanceUnitLog(UnitIds):
     """The units a Lance dataset's transactions record (``cairn.unit`` in
     their properties), for cairn's recovery."""
@@ -57,10 +62,7 @@ class LanceUnitLog(UnitIds):
         if newer <= 0:
             return False
         transactions = dataset.get_transactions(recent_transactions=newer)
-        return any(
-            t is not None and (t.transaction_properties or {}).get(UNIT_PROPERTY) == unit
-            for t in transactions
-        )
+        return any(t is not None and _unit_of(t) == unit for t in transactions)
 
     def unit_ids(self, unit: str, id_column: str) -> Optional[pa.Array]:
         """``id_column`` of the fragments the version recording ``unit``
@@ -79,7 +81,7 @@ class LanceUnitLog(UnitIds):
             transaction = dataset.read_transaction(version)
             if transaction is None:
                 return None  # cleaned up
-            if (transaction.transaction_properties or {}).get(UNIT_PROPERTY) == unit:
+            if _unit_of(transaction) == unit:
                 break
             version -= 1
 
@@ -108,7 +110,7 @@ class LanceUnitLog(UnitIds):
             transaction = dataset.read_transaction(version)
             if transaction is None:
                 break  # cleaned up
-            unit = (transaction.transaction_properties or {}).get(UNIT_PROPERTY)
+            unit = _unit_of(transaction)
             if unit:
                 in_lineage.add(unit)
             operation = type(transaction.operation).__name__

@@ -294,7 +294,6 @@ class TableDatasink(FileDatasink):
             return
         if not isinstance(log, UnitIds):
             return
-        paths = [p.pending_path for p in pendings]
         id_column = config.id_column
         ids = log.ids_or_none(unit, id_column)
         if ids is None:
@@ -311,8 +310,8 @@ class TableDatasink(FileDatasink):
             rows.num_rows,
         )
         record = id_record(ids, id_column)
-        for path in paths:
-            with config.filesystem.open_output_stream(path) as out:
+        for pending in pendings:
+            with filesystem.open_output_stream(pending.pending_path) as out:
                 out.write(record)
 
     def _require_pending(self, ctx: Any, unit: str, table: str) -> None:

@@ -18,6 +18,8 @@ Ray's."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from ray.data.context import DataContext
 
 from ._ray_compat import (
@@ -34,9 +36,19 @@ class MovingCheckpointWriter(BatchBasedCheckpointWriter):
     """Ray's batch checkpoint writer with a commit that moves the pending
     record with no checks first (3 requests on S3, where Ray's takes 6)."""
 
-    def commit_checkpoint(self, pending: PendingCheckpoint) -> None:
+    def __init__(self, config: Any) -> None:
+        super().__init__(config)
+        # Decided once, where Ray plans the write, not at every unit.
         cairn_fs = cairn_of(self.filesystem)
-        if cairn_fs is None or cairn_fs._real_directories():
+        #: cairn's filesystem of the checkpoint where a commit is a move
+        #: without checks (an object store), else None (Ray's commit).
+        self._moving_fs = (
+            cairn_fs if cairn_fs is not None and not cairn_fs._real_directories() else None
+        )
+
+    def commit_checkpoint(self, pending: PendingCheckpoint) -> None:
+        cairn_fs = self._moving_fs
+        if cairn_fs is None:
             super().commit_checkpoint(pending)
             return
         native = cairn_fs._native
