@@ -18,7 +18,7 @@ the ray-venv with the wheel installed and the servers started
 
     RAY_ADDRESS=local ~/.cache/cairn-tools/ray-venv/bin/python scripts/bench/unit_requests.py [FILES] [ROWS_PER_FILE]
 
-Prints, per way, the requests by step (area of the job: input, output,
+WAYS=cairn-reader,cli (comma-separated) runs only those ways. Prints, per way, the requests by step (area of the job: input, output,
 checkpoint; the request's kind; the object's kind) and per unit."""
 
 import os
@@ -132,6 +132,10 @@ def cli_job(base, rows, options):
     )
 
 
+#: The ways to run the job, in order (``WAYS=cairn-reader,cli`` runs some).
+WAYS = ("none", "ray", "cairn", "cairn-reader", "cli")
+
+
 def main():
     files = int(sys.argv[1]) if len(sys.argv) > 1 else 20
     rows = int(sys.argv[2]) if len(sys.argv) > 2 else 10_000
@@ -144,7 +148,7 @@ def main():
         print(
             f"{files} input files of {rows} rows (one unit each), Garage behind a counting proxy"
         )
-        for way in ("none", "ray", "cairn", "cairn-reader", "cli"):
+        for way in os.environ.get("WAYS", ",".join(WAYS)).split(","):
             run = f"unit-requests-{way}-{uuid.uuid4().hex[:8]}"
             base = f"{bucket}/{run}"
             write_uid_files(s3, f"{base}/in", files, rows)

@@ -18,10 +18,11 @@
 //! have passed since its last successful renewal began, whether or not a
 //! renewal is still hanging ([`LeaseKeeper::check`]); a taker waits for the
 //! whole lifetime. Before each commit the holder lists the lease files and
-//! checks that its generation is still the newest and that its own pending
-//! record is still there ([`CheckpointDir::commit_fenced`]): a run that lost
-//! its lease, and whose pending unit the new holder's recovery rolled back,
-//! cannot commit. What remains is a commit request that leaves before the
+//! checks that its generation is still the newest and still its own
+//! ([`CheckpointDir::commit_fenced`]): a run that lost its lease, and whose
+//! pending unit the new holder's recovery rolled back, cannot commit. (The
+//! file is read only when the listing does not show the entity tag of one
+//! of the holder's own writes of it.) What remains is a commit request that leaves before the
 //! deadline and lands more than a quarter of the lifetime later (or clocks
 //! of the two hosts apart by as much): the protocol bounds it, the store
 //! cannot fence it, and docs/checkpoint-protocol.md says so.
@@ -97,6 +98,23 @@ pub struct Lease {
     race_free: bool,
     /// When the last successful renewal (or the taking) began.
     renewed_at: Instant,
+    /// The entity tags the store gave this holder's writes of its
+    /// generation's file, newest last (at most [`OWN_TAGS_KEPT`]): a
+    /// listing that shows one of them shows this holder's file, unread.
+    own_tags: Vec<String>,
+}
+
+/// How many of a holder's own lease file tags are remembered: the renewal
+/// in flight and a few before it.
+const OWN_TAGS_KEPT: usize = 4;
+
+/// One lease file found by a listing.
+struct LeaseFile {
+    generation: u64,
+    /// The stripped path.
+    path: String,
+    /// The store's entity tag, when the listing gives one.
+    etag: Option<String>,
 }
 
 /// Milliseconds since the Unix epoch of a time as OpenDAL gives it (RFC 3339).
@@ -380,19 +398,29 @@ impl Lease {
     pub fn deadline(&self) -> Instant {
         self.renewed_at + self.ttl * 3 / 4
     }
+
+    /// Remembers the tag the store gave a write of this holder's file.
+    fn wrote(&mut self, etag: Option<String>) {
+        if let Some(etag) = etag {
+            self.own_tags.push(etag);
+            if self.own_tags.len() > OWN_TAGS_KEPT {
+                self.own_tags.remove(0);
+            }
+        }
+    }
 }
 
 impl CheckpointDir {
-    /// The lease files present: `(generation, stripped path)`, newest last.
-    /// A lease file of cairn before generations counts as generation 0.
-    async fn lease_files(&self) -> Result<Vec<(u64, String)>> {
+    /// The lease files present, newest generation last. A lease file of
+    /// cairn before generations counts as generation 0.
+    async fn lease_files(&self) -> Result<Vec<LeaseFile>> {
         let prefix = self.file(LEASE_PREFIX);
         let found = match self.fs.find_prefix(&prefix).await {
             Ok(found) => found,
             Err(e) if e.kind() == ErrorKind::NotFound => Vec::new(),
             Err(e) => return Err(e.into()),
         };
-        let mut files: Vec<(u64, String)> = found
+        let mut files: Vec<LeaseFile> = found
             .into_iter()
             .filter_map(|f| {
                 let base = f.name.rsplit('/').next().unwrap_or(&f.name);
@@ -401,10 +429,14 @@ impl CheckpointDir {
                 } else {
                     crate::layout::lease_generation(base)?
                 };
-                Some((generation, f.name))
+                Some(LeaseFile {
+                    generation,
+                    path: f.name,
+                    etag: f.etag,
+                })
             })
             .collect();
-        files.sort();
+        files.sort_by(|a, b| (a.generation, &a.path).cmp(&(b.generation, &b.path)));
         Ok(files)
     }
 
@@ -427,7 +459,7 @@ impl CheckpointDir {
     /// or last held the checkpoint.
     pub async fn read_lease(&self) -> Result<Option<LeaseRecord>> {
         match self.lease_files().await?.last() {
-            Some((_, path)) => self.read_lease_file(path).await,
+            Some(newest) => self.read_lease_file(&newest.path).await,
             None => Ok(None),
         }
     }
@@ -450,8 +482,9 @@ impl CheckpointDir {
         for _ in 0..4 {
             let files = self.lease_files().await?;
             let mut generation = 1;
-            if let Some((newest, path)) = files.last() {
-                generation = newest + 1;
+            if let Some(newest) = files.last() {
+                let path = &newest.path;
+                generation = newest.generation + 1;
                 if let Some(current) = self.read_lease_file(path).await? {
                     // A run of this process dropped it: wait out the margin
                     // its writes get instead of refusing (a quarter of the
@@ -484,24 +517,31 @@ impl CheckpointDir {
             let started = Instant::now();
             let path = self.file(&lease_file(generation));
             let body = serde_json::to_vec(&record).expect("the record serializes");
-            let created = self.fs.pipe(&path, body.into(), WriteMode::Create).await;
+            let created = self
+                .fs
+                .pipe_tagged(&path, body.into(), WriteMode::Create)
+                .await;
             let created = match created {
                 // A test's stand-in for a lost answer: the first attempt
                 // landed, the retry finds the file and must know it as its own.
-                Ok(()) if crate::failpoint::triggered("lease-create-retried") => {
+                Ok(_) if crate::failpoint::triggered("lease-create-retried") => {
                     let body = serde_json::to_vec(&record).expect("the record serializes");
-                    self.fs.pipe(&path, body.into(), WriteMode::Create).await
+                    self.fs
+                        .pipe_tagged(&path, body.into(), WriteMode::Create)
+                        .await
                 }
                 other => other,
             };
             match created {
-                Ok(()) => {
-                    let lease = Lease {
+                Ok(etag) => {
+                    let mut lease = Lease {
                         record,
                         ttl,
                         race_free,
                         renewed_at: started,
+                        own_tags: Vec::new(),
                     };
+                    lease.wrote(etag);
                     self.drop_old_generations(generation, &files).await;
                     return Ok(lease);
                 }
@@ -541,6 +581,7 @@ impl CheckpointDir {
                 ttl,
                 race_free,
                 renewed_at: started,
+                own_tags: Vec::new(),
             }),
             Some(found) => Err(self.held_by(&found)),
             None => Err(Error::LeaseHeld {
@@ -603,12 +644,12 @@ impl CheckpointDir {
 
     /// Older generations are history once a newer one is taken; deleting them
     /// keeps the directory small. Best-effort: a leftover is harmless.
-    async fn drop_old_generations(&self, taken: u64, files: &[(u64, String)]) {
-        for (generation, path) in files {
-            if *generation < taken
-                && let Err(e) = self.fs.rm_file(path).await
+    async fn drop_old_generations(&self, taken: u64, files: &[LeaseFile]) {
+        for file in files {
+            if file.generation < taken
+                && let Err(e) = self.fs.rm_file(&file.path).await
             {
-                tracing::debug!("could not delete an old lease file {path}: {e}");
+                tracing::debug!("could not delete an old lease file {}: {e}", file.path);
             }
         }
     }
@@ -619,16 +660,34 @@ impl CheckpointDir {
     /// run that read an older listing, and then the number alone would
     /// match for two holders.
     pub async fn check_lease(&self, lease: &LeaseRecord) -> Result<()> {
+        self.check_lease_tagged(lease, &[]).await
+    }
+
+    /// [`CheckpointDir::check_lease`] in one listing when the newest file
+    /// shows an entity tag the store gave one of `own_tags` (this holder's
+    /// writes of it): the file then holds this holder's token without being
+    /// read. Any other tag, or none, reads the file.
+    async fn check_lease_tagged(&self, lease: &LeaseRecord, own_tags: &[String]) -> Result<()> {
         let files = self.lease_files().await?;
-        let Some((generation, path)) = files.last() else {
+        let Some(newest) = files.last() else {
             return Err(Error::LeaseLost {
                 path: self.dir.clone(),
                 holder: None,
             });
         };
-        let current = self.read_lease_file(path).await?;
+        if newest.generation == lease.generation
+            && newest
+                .etag
+                .as_ref()
+                .is_some_and(|tag| own_tags.contains(tag))
+        {
+            return Ok(());
+        }
+        let current = self.read_lease_file(&newest.path).await?;
         match current {
-            Some(current) if *generation == lease.generation && current.holder == lease.holder => {
+            Some(current)
+                if newest.generation == lease.generation && current.holder == lease.holder =>
+            {
                 Ok(())
             }
             other => Err(Error::LeaseLost {
@@ -649,14 +708,16 @@ impl CheckpointDir {
 
     async fn renew(&self, lease: &mut Lease) -> Result<()> {
         let started = Instant::now();
-        self.check_lease(&lease.record).await?;
+        self.check_lease_tagged(&lease.record, &lease.own_tags)
+            .await?;
         let record = lease.record.clone().valid_for(lease.ttl);
         if crate::failpoint::triggered("lease-renew-hangs") {
             tokio::time::sleep(Duration::from_secs(3600)).await;
         }
-        self.rewrite_own_lease(&record).await?;
+        let etag = self.rewrite_own_lease(&record).await?;
         lease.record = record;
         lease.renewed_at = started;
+        lease.wrote(etag);
         Ok(())
     }
 
@@ -673,23 +734,26 @@ impl CheckpointDir {
     }
 
     /// Rewrites the holder's own generation file (only its holder writes
-    /// it, so a plain overwrite is safe).
-    async fn rewrite_own_lease(&self, record: &LeaseRecord) -> Result<()> {
+    /// it, so a plain overwrite is safe); the store's tag of the write.
+    async fn rewrite_own_lease(&self, record: &LeaseRecord) -> Result<Option<String>> {
         let body = serde_json::to_vec(record).expect("the record serializes");
-        self.fs
-            .pipe(
+        Ok(self
+            .fs
+            .pipe_tagged(
                 &self.file(&lease_file(record.generation)),
                 body.into(),
                 WriteMode::Overwrite,
             )
-            .await?;
-        Ok(())
+            .await?)
     }
 
     /// Step 3 behind the fence: commits `unit` only while `keeper`'s lease
-    /// is valid by the local deadline, is still the newest generation, and
-    /// the unit's own pending record is still there (a new holder's recovery
-    /// deletes it when it rolls the unit back).
+    /// is valid by the local deadline and is still the newest generation,
+    /// holding this run's token (one listing of the lease files; the newest
+    /// is read only when the listing does not show the tag of one of this
+    /// run's own writes of it). The unit's pending record is not checked:
+    /// only a run holding a newer generation rolls a unit back, and the
+    /// listing sees that generation.
     /// `data_files` is how many data files the unit wrote; it is recorded
     /// in the committed ID file.
     pub async fn commit_fenced(
@@ -699,17 +763,10 @@ impl CheckpointDir {
         ids: arrow_array::ArrayRef,
         data_files: usize,
     ) -> Result<()> {
-        let record = keeper.record();
-        keeper.fenced(self.check_lease(&record)).await?;
-        let pending = self.file(&unit.pending_file());
-        if !keeper.fenced(self.fs.exists(&pending)).await? {
-            return Err(Error::LeaseLost {
-                path: self.dir.clone(),
-                holder: Some(format!(
-                    "another run, which rolled back this run's unit {unit} (its pending record is gone)"
-                )),
-            });
-        }
+        let (record, own_tags) = keeper.held();
+        keeper
+            .fenced(self.check_lease_tagged(&record, &own_tags))
+            .await?;
         keeper
             .fenced(self.commit_unit(unit, ids, Some(data_files)))
             .await
@@ -862,6 +919,12 @@ impl LeaseKeeper {
             .lease
             .record
             .clone()
+    }
+
+    /// The lease as last renewed, and the tags of this run's writes of it.
+    fn held(&self) -> (LeaseRecord, Vec<String>) {
+        let state = self.state.lock().expect("keeper state");
+        (state.lease.record.clone(), state.lease.own_tags.clone())
     }
 
     /// The instant after which this run must not write, as of the last

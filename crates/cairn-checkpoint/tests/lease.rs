@@ -314,13 +314,18 @@ async fn a_run_that_lost_its_lease_is_told_so_and_cannot_commit() {
 }
 
 #[tokio::test]
-async fn a_commit_whose_pending_record_was_rolled_back_is_refused() {
+async fn a_commit_after_another_run_took_over_and_finished_is_refused() {
+    // Another run took the lease (a newer generation), rolled this run's
+    // unit back, ended and deleted its lease files; a third run then made
+    // this run's generation number again. Neither the empty listing nor the
+    // same number with another holder's file lets the commit through.
     let root = format!("memory:///lease-fence-{}", RunId::new().as_str());
     let dir = dir_on(&root);
     let lease = dir
         .acquire_lease(&RunId::new(), Duration::from_secs(60))
         .await
         .unwrap();
+    let generation = lease.record().generation;
     let keeper = cairn_checkpoint::internals::LeaseKeeper::start(dir.clone(), lease);
     let unit = cairn_checkpoint::UnitName::new(&RunId::new(), 0);
     let ids: arrow_array::ArrayRef = std::sync::Arc::new(arrow_array::Int64Array::from(vec![7]));
@@ -328,14 +333,31 @@ async fn a_commit_whose_pending_record_was_rolled_back_is_refused() {
     dir.commit_fenced(&keeper, &unit, ids.clone(), 1)
         .await
         .unwrap();
+
+    let (fs, _) = build_checkpoint_filesystem(&root, &StorageOptions::new()).unwrap();
+    let own = format!("{root}/{}", lease_file(generation));
     let next = cairn_checkpoint::UnitName::new(&RunId::new(), 1);
-    // No pending record (another run's recovery deleted it): refused.
+    dir.write_pending(&next, ids.clone()).await.unwrap();
+    fs.rm_file(&own).await.unwrap();
+    let err = dir
+        .commit_fenced(&keeper, &next, ids.clone(), 1)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::LeaseLost { .. }), "{err}");
+
+    write_record(
+        &root,
+        &record(generation, "elsewhere", 9, "third", u64::MAX / 2),
+    )
+    .await;
     let err = dir.commit_fenced(&keeper, &next, ids, 1).await.unwrap_err();
-    assert!(err.to_string().contains("pending record is gone"), "{err}");
+    assert!(
+        matches!(err, Error::LeaseLost { holder: Some(ref h), .. } if h.contains("third")),
+        "{err}"
+    );
     let state = dir.load(Default::default()).await.unwrap();
     assert_eq!(state.committed, vec![unit]);
-    let lease = keeper.stop().await.unwrap();
-    dir.release_lease(lease).await.unwrap();
+    let _ = keeper.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

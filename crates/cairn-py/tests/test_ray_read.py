@@ -506,3 +506,71 @@ def test_a_95_percent_resume_fetches_what_is_left_and_each_footer_exactly(
         f"{proxy.get_bytes} bytes in {proxy.gets} GETs for {sizes[-1]} left of {sum(sizes)}: "
         + "; ".join(f"{p.rsplit('/', 1)[-1]} {r} {n}" for p, r, n in proxy.get_log)
     )
+
+
+def test_a_read_task_opens_each_file_once_with_its_listed_size(no_checkpoint):
+    """cairn.ray.read_parquet's read tasks on Garage behind a counting
+    proxy, run in this process: a file of at most 64 KiB is fetched whole
+    in one GET, and a larger one with no HEAD (its size is the listing's),
+    where Ray's read task HEADs and fetches each file twice (its schema,
+    then its batches). The rows, the ``path`` column, the hive partition
+    column and ``row_hash`` are pyarrow's and the test's own, through
+    pyarrow's S3 client and through cairn's own (CAIRN_PYARROW_S3=0)."""
+    from conftest import fresh, garage_options
+    from urllib.parse import unquote
+
+    from counting_proxy import CountingProxy
+
+    options = garage_options()
+    base = f"{fresh(os.environ['CAIRN_TEST_GARAGE_BUCKET'])}/in"
+    writer = cairn.build_checkpoint_filesystem(f"s3://{base}", options)
+    sizes, expected = {}, []
+    for n, (directory, rows) in enumerate([("kind=a", 500), ("kind=a", 800), ("kind=b", 60_000)]):
+        uids = pa.array(range(n * 100_000, n * 100_000 + rows), pa.int64())
+        table = pa.table({"uid": uids, "text": [os.urandom(8).hex() for _ in range(rows)]})
+        path = f"{base}/{directory}/part-{n}.parquet"
+        pq.write_table(table, path, filesystem=writer, row_group_size=10_000)
+        sizes[path] = writer.get_file_info(path).size
+        hashes = row_hashes(path, 0, rows)
+        expected.append(
+            table.append_column("kind", pa.array([directory[-1]] * rows))
+            .append_column("path", pa.array([path] * rows))
+            .append_column("row_hash", pa.array(hashes, pa.uint64()))
+        )
+    small = [p for p, s in sizes.items() if s <= 64 << 10]
+    assert len(small) == 2 and len(sizes) == 3, sizes
+    want = pa.concat_tables(expected).sort_by("uid")
+    for pyarrow_s3 in ("1", "0"):
+        os.environ["CAIRN_PYARROW_S3"] = pyarrow_s3
+        try:
+            with CountingProxy(options["endpoint_url"]) as proxy:
+                through = cairn.build_checkpoint_filesystem(
+                    f"s3://{base}", dict(options, endpoint_url=proxy.endpoint)
+                )
+                datasource = cairn.ray.SkippingParquetDatasource(
+                    base,
+                    filesystem=through,
+                    include_paths=True,
+                    include_row_hash=True,
+                    file_extensions=["parquet"],
+                )
+                tasks = datasource.get_read_tasks(3, data_context=no_checkpoint)
+                proxy.reset()
+                got = pa.concat_tables([b for task in tasks for b in task()])
+                log = list(proxy.log)
+        finally:
+            del os.environ["CAIRN_PYARROW_S3"]
+        got = got.select(want.column_names).cast(want.schema).sort_by("uid")
+        assert got.equals(want), f"CAIRN_PYARROW_S3={pyarrow_s3}"
+        by_file = {}
+        for method, key, _ in log:
+            path = unquote(key.split("?", 1)[0].lstrip("/"))
+            by_file.setdefault(path, []).append(method)
+        for path in sizes:
+            sent = by_file.get(path, [])
+            assert "HEAD" not in sent, (path, sent, log)
+            if path in small:
+                assert sent == ["GET"], (path, sent)
+            else:
+                assert 1 <= sent.count("GET") <= 3, (path, sent)
+        assert set(by_file) <= set(sizes), log

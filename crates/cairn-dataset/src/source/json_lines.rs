@@ -50,6 +50,7 @@ pub(super) async fn plan_json(
             path,
             size,
             format: FileFormat::Json,
+            held: None,
         }));
     }
     let json_schema = Arc::new(merged);

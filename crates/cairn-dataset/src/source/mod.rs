@@ -112,6 +112,9 @@ pub(crate) struct InputFile {
     /// The size the listing gave (ranged reads need no stat).
     size: u64,
     format: FileFormat,
+    /// The whole file, kept from the read of its footer when it is small
+    /// (see [`parquet_files::HeldBytes`]): its rows are read from here.
+    held: Option<bytes::Bytes>,
 }
 
 #[derive(Debug)]
@@ -288,6 +291,7 @@ impl PlannedSource {
                     path: file.path.clone(),
                     size: file.size,
                     metadata: Some(meta.metadata().clone()),
+                    whole: file.held.clone(),
                 };
                 let built =
                     ParquetRecordBatchStreamBuilder::new_with_metadata(reader, meta.clone())

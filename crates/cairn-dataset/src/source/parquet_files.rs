@@ -34,8 +34,12 @@ pub(super) async fn plan_parquet(
 ) -> Result<PlannedSource> {
     let listed = list_inputs(urls, options, &["parquet"]).await?;
     let inputs = listed.iter().map(|l| l.fingerprint.clone()).collect();
+    let held = HeldBytes::new();
     let files: Vec<Arc<InputFile>> = stream::iter(listed)
-        .map(|l| async move { open_parquet(l.fs, l.path, l.size).await })
+        .map(|l| {
+            let held = &held;
+            async move { open_parquet(l.fs, l.path, l.size, held).await }
+        })
         .buffered(PARALLEL_FOOTERS)
         .try_collect()
         .await?;
@@ -181,16 +185,64 @@ fn sniff(head: &[u8]) -> &'static str {
     }
 }
 
-async fn open_parquet(fs: FileSystem, path: String, size: u64) -> Result<Arc<InputFile>> {
+/// pyarrow's and arrow-rs's first read of a Parquet file: its last 64 KiB,
+/// where the footer is.
+const FOOTER_READ: u64 = 64 * 1024;
+
+/// The small input files a planning keeps whole. A file no larger than the
+/// first footer read is fetched whole by that read; keeping those bytes
+/// lets its unit read its rows without a second request (the store's
+/// cheapest unit: one GET of its input). Bounded by [`HeldBytes::BUDGET`]
+/// for the whole job; files past it are read again as any other.
+pub(super) struct HeldBytes {
+    left: std::sync::atomic::AtomicU64,
+}
+
+impl HeldBytes {
+    /// Bytes of small files a job keeps in memory at most.
+    const BUDGET: u64 = 64 << 20;
+
+    fn new() -> Self {
+        Self {
+            left: std::sync::atomic::AtomicU64::new(Self::BUDGET),
+        }
+    }
+
+    /// Whether `size` more bytes fit, taken from the budget when they do.
+    fn take(&self, size: u64) -> bool {
+        use std::sync::atomic::Ordering;
+        self.left
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |left| {
+                left.checked_sub(size)
+            })
+            .is_ok()
+    }
+}
+
+async fn open_parquet(
+    fs: FileSystem,
+    path: String,
+    size: u64,
+    held: &HeldBytes,
+) -> Result<Arc<InputFile>> {
     let url = fs.url(&path);
     let mut reader = FileReader {
         fs: fs.clone(),
         path: path.clone(),
         size,
         metadata: None,
+        whole: None,
     };
+    // A small file's footer read fetches it whole: keep what it fetched.
+    let keep = size > 0 && size <= FOOTER_READ && held.take(size);
+    if keep {
+        reader.whole = Some(reader.get_bytes(0..size).await.map_err(|e| Error::Input {
+            file: url.clone(),
+            reason: format!("could not be read ({e})"),
+        })?);
+    }
     let loaded = match ParquetMetaDataReader::new()
-        .with_prefetch_hint(Some(64 * 1024))
+        .with_prefetch_hint(Some(FOOTER_READ as usize))
         .load_and_finish(&mut reader, size)
         .await
     {
@@ -216,6 +268,7 @@ async fn open_parquet(fs: FileSystem, path: String, size: u64) -> Result<Arc<Inp
         path,
         size,
         format: FileFormat::Parquet(meta),
+        held: reader.whole,
     }))
 }
 
@@ -266,16 +319,34 @@ fn same_schema(files: &[Arc<InputFile>]) -> Result<SchemaRef> {
 /// request each (the size comes from the listing that found the file); the
 /// ranges a row group needs at once (its column chunks) are merged where
 /// they lie within 1 MiB of each other and fetched concurrently, as
-/// object_store does for its Parquet reader.
+/// object_store does for its Parquet reader. A file held whole is read
+/// from memory.
 pub(super) struct FileReader {
     pub(super) fs: FileSystem,
     pub(super) path: String,
     pub(super) size: u64,
     pub(super) metadata: Option<Arc<ParquetMetaData>>,
+    pub(super) whole: Option<Bytes>,
+}
+
+/// `range` of a file held whole, or an error naming it when the range is
+/// past its end.
+fn slice_of(whole: &Bytes, range: Range<u64>) -> parquet::errors::Result<Bytes> {
+    let (start, end) = (range.start as usize, range.end as usize);
+    if start > end || end > whole.len() {
+        return Err(ParquetError::EOF(format!(
+            "bytes {start}..{end} of a file of {} bytes",
+            whole.len()
+        )));
+    }
+    Ok(whole.slice(start..end))
 }
 
 impl AsyncFileReader for FileReader {
     fn get_bytes(&mut self, range: Range<u64>) -> BoxFuture<'_, parquet::errors::Result<Bytes>> {
+        if let Some(whole) = &self.whole {
+            return std::future::ready(slice_of(whole, range)).boxed();
+        }
         async move {
             self.fs
                 .cat_range_with_size(&self.path, range.start, Some(range.end), self.size)
@@ -289,6 +360,10 @@ impl AsyncFileReader for FileReader {
         &mut self,
         ranges: Vec<Range<u64>>,
     ) -> BoxFuture<'_, parquet::errors::Result<Vec<Bytes>>> {
+        if let Some(whole) = &self.whole {
+            let slices = ranges.into_iter().map(|r| slice_of(whole, r)).collect();
+            return std::future::ready(slices).boxed();
+        }
         let (fs, path, size) = (self.fs.clone(), self.path.clone(), self.size);
         async move {
             let fetch = |range: Range<u64>| {
@@ -316,5 +391,80 @@ impl AsyncFileReader for FileReader {
         let metadata = self.metadata.clone();
         async move { metadata.ok_or_else(|| ParquetError::General("footer not read yet".into())) }
             .boxed()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow_array::cast::AsArray;
+    use arrow_array::types::Int64Type;
+    use arrow_array::{ArrayRef, Int64Array};
+    use cairn_fs::WriteMode;
+    use parquet::arrow::ArrowWriter;
+
+    fn parquet_of(ids: std::ops::Range<i64>) -> Bytes {
+        let batch = arrow_array::RecordBatch::try_from_iter([(
+            "uid",
+            Arc::new(Int64Array::from_iter_values(ids)) as ArrayRef,
+        )])
+        .unwrap();
+        let mut out = Vec::new();
+        let mut writer = ArrowWriter::try_new(&mut out, batch.schema(), None).unwrap();
+        writer.write(&batch).unwrap();
+        writer.close().unwrap();
+        out.into()
+    }
+
+    /// A planning keeps the small files its footer reads fetched whole, and
+    /// their rows are read from memory: gone from the store after the
+    /// planning, they still read; a larger file is read from the store.
+    #[tokio::test]
+    async fn a_small_file_is_read_from_what_its_footer_read_fetched() {
+        let fs = FileSystem::new("memory", &StorageOptions::new()).unwrap();
+        let root = format!("/held-{}", std::process::id());
+        let files = [(0..100, "a"), (100..300, "b"), (1_000..60_000, "large")];
+        for (ids, name) in &files {
+            let path = format!("{root}/{name}.parquet");
+            fs.pipe(&path, parquet_of(ids.clone()), WriteMode::Overwrite)
+                .await
+                .unwrap();
+        }
+        let source = crate::Source::parquet([format!("memory://{root}")]);
+        let mut planned = source.plan(&StorageOptions::new(), None).await.unwrap();
+        for (_, name) in &files {
+            fs.rm_file(&format!("{root}/{name}.parquet")).await.unwrap();
+        }
+        let mut read = Vec::new();
+        let mut failed = Vec::new();
+        for piece in std::mem::take(&mut planned.pieces) {
+            let mut batches = planned.read(piece, 1 << 20);
+            while let Some(batch) = batches.next().await {
+                match batch {
+                    Ok(batch) => read.extend(
+                        batch
+                            .column(0)
+                            .as_primitive::<Int64Type>()
+                            .values()
+                            .iter()
+                            .copied(),
+                    ),
+                    Err(e) => failed.push(e.to_string()),
+                }
+            }
+        }
+        read.sort_unstable();
+        assert_eq!(read, (0..300).collect::<Vec<i64>>());
+        assert_eq!(failed.len(), 1, "{failed:?}");
+        assert!(failed[0].contains("large.parquet"), "{failed:?}");
+    }
+
+    #[test]
+    fn the_held_bytes_stop_at_their_budget() {
+        let held = HeldBytes::new();
+        assert!(held.take(HeldBytes::BUDGET - 10));
+        assert!(!held.take(11));
+        assert!(held.take(10));
+        assert!(!held.take(1));
     }
 }

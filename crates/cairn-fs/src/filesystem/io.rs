@@ -656,6 +656,32 @@ impl FileSystem {
         self.pipe_at(&loc, data, mode).await.map(|_| ())
     }
 
+    /// [`FileSystem::pipe`] that gives the written object's entity tag (as
+    /// a listing reports it, without quotes) when the store's answer carried
+    /// one; None on local disk and on stores that return none. A writer that
+    /// later finds this tag on the object in a listing knows the object
+    /// still holds what it wrote, without reading it.
+    ///
+    /// ```
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// use cairn_fs::WriteMode;
+    /// let fs = cairn_fs::FileSystem::new("memory", &cairn_fs::StorageOptions::new()).unwrap();
+    /// let tag = fs.pipe_tagged("/tag-doc", "1".into(), WriteMode::Create).await.unwrap();
+    /// let listed = fs.info("/tag-doc").await.unwrap().etag;
+    /// assert!(tag.is_none() || tag == listed);
+    /// # })
+    /// ```
+    pub async fn pipe_tagged(
+        &self,
+        path: &str,
+        data: Bytes,
+        mode: WriteMode,
+    ) -> Result<Option<String>> {
+        let loc = self.locate(path).await?;
+        let written = self.pipe_at(&loc, data, mode).await?;
+        Ok(written.and_then(|meta| meta.etag().map(|e| e.trim_matches('"').to_string())))
+    }
+
     /// `pipe` at a resolved location; the store's description of the new
     /// object when its answer carried one (not for local files).
     pub(crate) async fn pipe_at(

@@ -47,6 +47,7 @@ from ray.data.context import DataContext
 from ray.data.datasource.datasource import ReadTask
 from ray.data.datasource.partitioning import Partitioning, PathPartitionFilter
 
+from ._arrow_fs import CairnHandler, RangeFile
 from ._native import NativeIdSet
 from ._ray_compat import (
     ArrowBlockAccessor,
@@ -58,6 +59,7 @@ from ._ray_compat import (
     raise_on_pickle_object_columns,
     read_batches_from,
     unwrap_protocol,
+    unwrapped,
 )
 from ._ray_shards import ShardedSet, covers_each
 
@@ -73,6 +75,9 @@ _FOOTER_THREADS = 16
 #: Bytes read from a file's end to find its footer in one request: the
 #: metadata of a few hundred row groups of a few columns fits.
 _FOOTER_GUESS = 16 << 10
+#: Files no larger than this are fetched whole by a read task: pyarrow's
+#: first read of a Parquet file (for its footer) takes its last 64 KiB.
+_WHOLE_FILE_BYTES = 64 << 10
 
 #: The widest min..max range, as a multiple of the row count, whose every
 #: integer is looked up to prove a row group committed.
@@ -153,11 +158,105 @@ class _Piece:
     first_row: int
     rows: int
     compressed_bytes: int
+    #: The file's size as listed at planning, 0 when the listing gave none.
+    file_size: int = 0
 
     def fragment(self) -> Any:
+        """The fragment to read, opened without asking the store for the
+        file's size again where the listing gave it (see
+        :func:`_sized_fragment`)."""
+        sized = _sized_fragment(self)
+        return sized if sized is not None else self.listed_fragment()
+
+    def listed_fragment(self) -> Any:
+        """The fragment on the filesystem the file was listed with, as
+        Ray's read task makes it."""
         return self.format.make_fragment(
             self.path, self.filesystem, self.partition_expression, row_groups=self.row_groups
         )
+
+
+def _object_store_handler(filesystem: Any) -> Optional[CairnHandler]:
+    """The handler of a cairn pyarrow filesystem over an object store (not
+    local disk, whose opens send no request), else None; under Ray's
+    retrying wrapper too (whose retries the native client makes itself)."""
+    handler = getattr(unwrapped(filesystem), "handler", None)
+    if isinstance(handler, CairnHandler) and handler.fs._protocol != "file":
+        return handler
+    return None
+
+
+class _Listed:
+    """A fragment read from another source (the file's bytes, or pyarrow's
+    S3 client told the file's size), as Ray's batch reader sees it: with the
+    path and filesystem the file was listed with, which give the partition
+    values, the ``path`` column, error messages and the reader for nested
+    columns too large for one batch."""
+
+    def __init__(self, fragment: Any, path: str, filesystem: Any, by_pyarrow_s3: bool) -> None:
+        self._fragment = fragment
+        self.path = path
+        self.filesystem = filesystem
+        #: Read through pyarrow's S3 client: an error before the first
+        #: batch is retried through cairn's own (as the handler's opens do).
+        self.by_pyarrow_s3 = by_pyarrow_s3
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._fragment, name)
+
+
+def _read_whole(handler: CairnHandler, path: str, size: int) -> bytes:
+    """The ``size`` bytes of the file at ``path`` (stripped), in one request;
+    an error naming the file when it is no longer that size."""
+    data = handler.fs._native.read_range(path, 0, size, size)
+    if len(data) != size:
+        raise OSError(
+            f"{handler.fs.unstrip_protocol(path)} has changed since the job listed its input "
+            f"({size} bytes then, {len(data)} read): run the job again on input that does not "
+            "change while it runs"
+        )
+    return data
+
+
+def _sized_fragment(piece: _Piece) -> Optional[_Listed]:
+    """``piece``'s fragment opened with the size the listing gave, on a
+    cairn filesystem over an object store, or None (read as Ray does).
+    pyarrow opens a file by path with a HEAD for its size, then reads the
+    footer from the last 64 KiB, and Ray's reader opens every file twice
+    (once for its schema, once for its batches): 2 HEADs and 2 GETs for a
+    small file. Here a file no larger than pyarrow's first footer read is
+    fetched whole in one GET (pyarrow would fetch all of it for its footer
+    anyway); a larger one is opened on pyarrow's S3 client with its size
+    (no HEAD), or on cairn's ranged reads where that client is not used."""
+    handler = _object_store_handler(piece.filesystem)
+    if handler is None or piece.file_size <= 0:
+        return None
+    path = handler.fs._strip_protocol(piece.path)
+    by_pyarrow_s3 = False
+    if piece.file_size <= _WHOLE_FILE_BYTES:
+        fragment = piece.format.make_fragment(
+            pa.py_buffer(_read_whole(handler, path, piece.file_size)),
+            None,
+            piece.partition_expression,
+            row_groups=piece.row_groups,
+        )
+    else:
+        s3 = handler._pyarrow_s3()
+        if s3 is not None:
+            by_pyarrow_s3 = True
+            fragment = piece.format.make_fragment(
+                path,
+                s3,
+                piece.partition_expression,
+                row_groups=piece.row_groups,
+                file_size=piece.file_size,
+            )
+        else:
+            source = pa.PythonFile(RangeFile(handler.fs, path, piece.file_size), mode="r")
+            fragment = piece.format.make_fragment(
+                source, None, piece.partition_expression, row_groups=piece.row_groups
+            )
+    return _Listed(fragment, piece.path, piece.filesystem, by_pyarrow_s3)
 
 
 @dataclass
@@ -173,29 +272,46 @@ class SkipReport:
     bytes: int = 0
 
 
-def _footer(fragment: Any) -> Any:
+def _footer(fragment: Any, file_size: int) -> Any:
     """The Parquet footer (``FileMetaData``) of a fragment's file, read by
     exact ranges: the tail of ``_FOOTER_GUESS`` bytes, and the rest of the
     metadata only when it is longer. pyarrow's own read of a footer takes
     the last 64 KiB, a few percent of a file of a few MB, for every file a
-    resume plans, committed or not. An encrypted footer, or one that does
-    not parse, is left to pyarrow's own read (and its error, which names
-    the file)."""
-    with fragment.filesystem.open_input_file(fragment.path) as f:
-        size = f.size()
-        tail = f.read_at(min(size, _FOOTER_GUESS), max(0, size - _FOOTER_GUESS))
-        wanted = int.from_bytes(tail[-8:-4], "little") + 8 if len(tail) >= 8 else size + 1
-        if tail[-4:] == b"PAR1" and wanted <= size:
-            if wanted > len(tail):
-                tail = f.read_at(wanted - len(tail), size - wanted) + tail
-            try:
-                # The metadata, its length and the magic, read as a file of
-                # their own: pyarrow checks only a file's last 8 bytes.
-                return pq.read_metadata(pa.BufferReader(tail[-wanted:]))
-            except (OSError, ValueError):
-                pass
+    resume plans, committed or not. On a cairn filesystem over an object
+    store the listed ``file_size`` spares the open its HEAD. An encrypted
+    footer, or one that does not parse, is left to pyarrow's own read (and
+    its error, which names the file)."""
+    handler = _object_store_handler(fragment.filesystem)
+    if handler is not None and file_size > 0:
+        path = handler.fs._strip_protocol(fragment.path)
+        metadata = _parse_footer(
+            lambda n, offset: handler.fs._native.read_range(path, offset, offset + n, file_size),
+            file_size,
+        )
+    else:
+        with fragment.filesystem.open_input_file(fragment.path) as f:
+            metadata = _parse_footer(f.read_at, f.size())
+    if metadata is not None:
+        return metadata
     fragment.ensure_complete_metadata()
     return fragment.metadata
+
+
+def _parse_footer(read_at: Callable[[int, int], bytes], size: int) -> Any:
+    """The footer of a file of ``size`` bytes read by ``read_at(n,
+    offset)``, or None when it does not parse."""
+    tail = read_at(min(size, _FOOTER_GUESS), max(0, size - _FOOTER_GUESS))
+    wanted = int.from_bytes(tail[-8:-4], "little") + 8 if len(tail) >= 8 else size + 1
+    if tail[-4:] == b"PAR1" and wanted <= size:
+        if wanted > len(tail):
+            tail = read_at(wanted - len(tail), size - wanted) + tail
+        try:
+            # The metadata, its length and the magic, read as a file of
+            # their own: pyarrow checks only a file's last 8 bytes.
+            return pq.read_metadata(pa.BufferReader(tail[-wanted:]))
+        except (OSError, ValueError):
+            pass
+    return None
 
 
 def _id_leaf(metadata: Any, id_column: str) -> Optional[int]:
@@ -253,8 +369,9 @@ def _plan_pieces(
     without a ``committed`` set), or each such group a piece of its own
     with ``one_group_a_piece`` (``row_hash`` numbered per row group)."""
     originals = [f.original for f in fragments]
+    sizes = [f.file_size for f in fragments]
     with ThreadPoolExecutor(max_workers=max(1, min(_FOOTER_THREADS, len(originals)))) as pool:
-        footers = list(pool.map(_footer, originals))
+        footers = list(pool.map(_footer, originals, sizes))
 
     # Every row group's question first, so a sharded set is asked once.
     groups: List[List[Tuple[int, int, Optional[int]]]] = []
@@ -285,7 +402,7 @@ def _plan_pieces(
 
     report = SkipReport()
     pieces: List[_Piece] = []
-    for fragment, file_groups in zip(originals, groups):
+    for fragment, file_size, file_groups in zip(originals, sizes, groups):
         run: Optional[_Piece] = None
         first_row = 0
         kept_all = True
@@ -312,6 +429,7 @@ def _plan_pieces(
                         first_row,
                         0,
                         0,
+                        file_size,
                     )
                     file_pieces.append(run)
                 assert run.row_groups is not None
@@ -341,25 +459,26 @@ def _read_pieces(
 ) -> Iterator[pa.Table]:
     """A read task's blocks: each piece read through Ray's own batch reader,
     its ``row_hash`` numbered from the piece's first row in its file."""
+
+    def batches(fragment: Any) -> Iterator[pa.Table]:
+        return read_batches_from(
+            fragment,
+            schema=read_schema,
+            data_columns=data_columns,
+            partition_columns=partition_columns,
+            partitioning=partitioning,
+            include_path=include_paths,
+            include_row_hash=False,
+            filter_expr=filter_expr,
+            filter_columns=filter_columns,
+            to_batches_kwargs=to_batches_kwargs,
+        )
+
     for piece in pieces:
-        fragment = piece.fragment()
         position = piece.first_row
         retried = DataContext.get_current().retried_io_errors
         for table in iterate_with_retry(
-            lambda fragment=fragment: read_batches_from(
-                fragment,
-                schema=read_schema,
-                data_columns=data_columns,
-                partition_columns=partition_columns,
-                partitioning=partitioning,
-                include_path=include_paths,
-                include_row_hash=False,
-                filter_expr=filter_expr,
-                filter_columns=filter_columns,
-                to_batches_kwargs=to_batches_kwargs,
-            ),
-            "reading batches",
-            match=retried,
+            lambda piece=piece: _piece_tables(piece, batches), "reading batches", match=retried
         ):
             if include_row_hash:
                 hashes = compute_row_hashes(piece.path, position, table.num_rows)
@@ -370,6 +489,27 @@ def _read_pieces(
             if table.num_rows > 0:
                 raise_on_pickle_object_columns(table)
                 yield block_udf(table) if block_udf is not None else table
+
+
+def _piece_tables(
+    piece: _Piece, batches: Callable[[Any], Iterator[pa.Table]]
+) -> Iterator[pa.Table]:
+    """``batches`` of ``piece``'s fragment. A file pyarrow's S3 client fails
+    to open is read through cairn's own client, as the handler's own opens
+    fall back (the error names the file if that fails too)."""
+    fragment = piece.fragment()
+    if not getattr(fragment, "by_pyarrow_s3", False):
+        yield from batches(fragment)
+        return
+    started = False
+    try:
+        for table in batches(fragment):
+            started = True
+            yield table
+    except OSError:
+        if started:
+            raise
+        yield from batches(piece.listed_fragment())
 
 
 class SkippingParquetDatasource(ParquetDatasource):
@@ -436,7 +576,7 @@ class SkippingParquetDatasource(ParquetDatasource):
             if not numbered_by_group or self._shuffle is not None:
                 # Nothing to prove a row group committed with, and Ray's
                 # numbering: no footer is read.
-                return super().get_read_tasks(parallelism, per_task_row_limit, data_context)
+                return self._whole_file_tasks(parallelism, per_task_row_limit, data_context)
         pieces, report = _plan_pieces(
             self._pq_fragments, committed, id_column or "", by_row_hash, numbered_by_group
         )
@@ -453,7 +593,43 @@ class SkippingParquetDatasource(ParquetDatasource):
                 report.bytes,
             )
         if report.row_groups_skipped == 0 and not numbered_by_group:
+            return self._whole_file_tasks(parallelism, per_task_row_limit, data_context)
+        return self._tasks_for(pieces, parallelism, per_task_row_limit)
+
+    def _whole_file_tasks(
+        self,
+        parallelism: int,
+        per_task_row_limit: Optional[int],
+        data_context: Optional[DataContext],
+    ) -> List[ReadTask]:
+        """Read tasks of every file whole, grouped as Ray groups them: Ray's
+        own on local disk or with a shuffle; on a cairn filesystem over an
+        object store, cairn's, which open each file with its listed size
+        (:func:`_sized_fragment`) and number ``row_hash`` from the file's
+        first row, as Ray's reader does for a whole file."""
+        fragments = self._pq_fragments
+        if (
+            self._shuffle is not None
+            or not fragments
+            or _object_store_handler(fragments[0].original.filesystem) is None
+        ):
             return super().get_read_tasks(parallelism, per_task_row_limit, data_context)
+        pieces = []
+        for listed in fragments:
+            fragment = listed.original
+            pieces.append(
+                _Piece(
+                    fragment.format,
+                    fragment.path,
+                    fragment.filesystem,
+                    fragment.partition_expression,
+                    None,
+                    0,
+                    0,
+                    listed.file_size,
+                    listed.file_size,
+                )
+            )
         return self._tasks_for(pieces, parallelism, per_task_row_limit)
 
     def _tasks_for(
