@@ -348,8 +348,8 @@ impl Run {
 
     /// Steps 3 and 4: commits `unit` with the IDs its [`Run::begin`]
     /// recorded once its `data_files` data files are all written, only
-    /// while this run holds the lease and the unit's pending record is
-    /// still there, then drops the pending record. After this, its rows are
+    /// while this run holds the lease (no newer run took it, so none rolled
+    /// the unit back), then drops the pending record. After this, its rows are
     /// never written again. A unit not begun in this run (or committed
     /// already) is [`Error::UnitNotBegun`].
     pub async fn commit(&self, unit: &UnitName, data_files: usize) -> Result<()> {

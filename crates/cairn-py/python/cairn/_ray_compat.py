@@ -101,20 +101,10 @@ def unwrapped(filesystem: Any) -> Any:
 
 
 def datasink_being_planned() -> Any:
-    """The datasink of the plan Ray is planning, or None: the planner's
-    ``logical_plan`` found up the stack (Ray does not hand the sink to the
-    checkpoint manager)."""
-    frame = inspect.currentframe()
-    try:
-        while frame is not None:
-            plan = frame.f_locals.get("logical_plan")
-            sink = getattr(getattr(plan, "dag", None), "datasink_or_legacy_datasource", None)
-            if sink is not None:
-                return sink
-            frame = frame.f_back
-    finally:
-        del frame
-    return None
+    """The datasink of the plan Ray is planning, or None: the sink of the
+    planner's ``logical_plan`` found up the stack (Ray does not hand the
+    sink to the checkpoint manager)."""
+    return getattr(_dag_being_planned(), "datasink_or_legacy_datasource", None)
 
 
 def _dag_being_planned() -> Any:
