@@ -175,6 +175,16 @@ class _Piece:
             self.path, self.filesystem, self.partition_expression, row_groups=self.row_groups
         )
 
+    def ranged_fragment(self, handler: CairnHandler) -> "_Listed":
+        """The fragment read by cairn's own ranged reads of the listed size
+        (a read past the end of a file that shrank since is an error)."""
+        path = handler.fs._strip_protocol(self.path)
+        source = pa.PythonFile(RangeFile(handler.fs, path, self.file_size), mode="r")
+        fragment = self.format.make_fragment(
+            source, None, self.partition_expression, row_groups=self.row_groups
+        )
+        return _Listed(fragment, self.path, self.filesystem, False)
+
 
 def _object_store_handler(filesystem: Any) -> Optional[CairnHandler]:
     """The handler of a cairn pyarrow filesystem over an object store (not
@@ -205,9 +215,12 @@ class _Listed:
         return getattr(self._fragment, name)
 
 
-def _read_whole(handler: CairnHandler, path: str, size: int) -> bytes:
-    """The ``size`` bytes of the file at ``path`` (stripped), in one request;
-    an error naming the file when it is no longer that size."""
+def _read_whole(handler: CairnHandler, path: str, size: int) -> pa.Buffer:
+    """The ``size`` bytes of the file at ``path`` (stripped), in one request,
+    in memory Arrow owns (a buffer over Python's bytes, released by one of
+    Arrow's threads while the interpreter shuts down, aborts the process;
+    see ``_arrow_fs._Reads``); an error naming the file when it is no
+    longer that size."""
     data = handler.fs._native.read_range(path, 0, size, size)
     if len(data) != size:
         raise OSError(
@@ -215,7 +228,9 @@ def _read_whole(handler: CairnHandler, path: str, size: int) -> bytes:
             f"({size} bytes then, {len(data)} read): run the job again on input that does not "
             "change while it runs"
         )
-    return data
+    out = pa.BufferOutputStream()
+    out.write(data)
+    return out.getvalue()
 
 
 def _sized_fragment(piece: _Piece) -> Optional[_Listed]:
@@ -232,31 +247,25 @@ def _sized_fragment(piece: _Piece) -> Optional[_Listed]:
     if handler is None or piece.file_size <= 0:
         return None
     path = handler.fs._strip_protocol(piece.path)
-    by_pyarrow_s3 = False
     if piece.file_size <= _WHOLE_FILE_BYTES:
         fragment = piece.format.make_fragment(
-            pa.py_buffer(_read_whole(handler, path, piece.file_size)),
+            _read_whole(handler, path, piece.file_size),
             None,
             piece.partition_expression,
             row_groups=piece.row_groups,
         )
-    else:
-        s3 = handler._pyarrow_s3()
-        if s3 is not None:
-            by_pyarrow_s3 = True
-            fragment = piece.format.make_fragment(
-                path,
-                s3,
-                piece.partition_expression,
-                row_groups=piece.row_groups,
-                file_size=piece.file_size,
-            )
-        else:
-            source = pa.PythonFile(RangeFile(handler.fs, path, piece.file_size), mode="r")
-            fragment = piece.format.make_fragment(
-                source, None, piece.partition_expression, row_groups=piece.row_groups
-            )
-    return _Listed(fragment, piece.path, piece.filesystem, by_pyarrow_s3)
+        return _Listed(fragment, piece.path, piece.filesystem, False)
+    s3 = handler._pyarrow_s3()
+    if s3 is None:
+        return piece.ranged_fragment(handler)
+    fragment = piece.format.make_fragment(
+        path,
+        s3,
+        piece.partition_expression,
+        row_groups=piece.row_groups,
+        file_size=piece.file_size,
+    )
+    return _Listed(fragment, piece.path, piece.filesystem, True)
 
 
 @dataclass
@@ -509,7 +518,9 @@ def _piece_tables(
     except OSError:
         if started:
             raise
-        yield from batches(piece.listed_fragment())
+        handler = _object_store_handler(piece.filesystem)
+        assert handler is not None, "read through pyarrow's S3 client for a cairn filesystem"
+        yield from batches(piece.ranged_fragment(handler))
 
 
 class SkippingParquetDatasource(ParquetDatasource):
