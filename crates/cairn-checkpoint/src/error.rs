@@ -166,7 +166,7 @@ pub enum Error {
     },
     /// Committed units whose transactions the output table does not record.
     #[error(
-        "checkpoint {checkpoint}: {units} committed units are not in the table {table}'s log (e.g. {examples}); their IDs are committed, so a resume would skip rows the table does not hold. Nothing was changed. The table was replaced, restored to an older version, lost a commit (two at once on a store without conditional writes) or lost its transaction records (a transaction retention shorter than the job): restore it, or move the checkpoint away and run the job again"
+        "checkpoint {checkpoint}: {units} committed units are not in the table {table}'s log (e.g. {examples}); their IDs are committed, so a resume would skip rows the table does not hold. Nothing was changed. The table was replaced, restored to an older version, lost a commit (two at once on a store without conditional writes), or lost the history that records those units to its maintenance (Iceberg's expire_snapshots, Lance's cleanup_old_versions, a Delta transaction retention shorter than the job): restore it, or move the checkpoint away and run the job again, and keep the table's history until a job ends"
     )]
     UnitsNotInTable {
         /// The checkpoint.

@@ -61,7 +61,10 @@ class DeltaUnitLog(UnitIds):
         table, a ``TRUNCATE`` or a ``DELETE`` of every row ends the walk.
         Commits older than the log keeps (its clean-up removed them) are
         judged by the unit's application transaction, unless the walk was
-        cut before reaching them. A restore to a time (whose version the
+        cut before reaching them (a restore to a version the log no longer
+        keeps cuts it too: the units it removed still have theirs). A
+        restore whose own commit the clean-up removed cannot be seen: keep
+        the log (``delta.logRetentionDuration``) longer than the job. A restore to a time (whose version the
         log does not name) raises: which units it kept cannot be told.
         Delta's application transactions alone would answer "recorded" for
         a unit a restore removed."""
@@ -89,6 +92,13 @@ class DeltaUnitLog(UnitIds):
                         "the checkpoint away and run the job again"
                     )
                 version = int(target)
+                if version not in history:
+                    # Restored to a version older than the log keeps: the
+                    # units committed between it and the oldest kept commit
+                    # are gone, and their application transactions (which
+                    # a restore keeps) cannot tell them from older ones.
+                    cut = True
+                    break
                 continue
             if _replaces_everything(operation, parameters):
                 cut = True
@@ -122,6 +132,10 @@ class DeltaUnitLog(UnitIds):
         if table is None or not versions:
             return None
         version = versions[0]
+        if version > 0 and version - 1 not in history:
+            # The version before was cleaned up: what the commit added
+            # cannot be told from it.
+            return None
 
         def fragments(at: int) -> List[Tuple[str, Any]]:
             loaded = DeltaTable(self._uri, version=at, storage_options=self._storage_options)

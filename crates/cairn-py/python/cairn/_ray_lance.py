@@ -28,6 +28,27 @@ def _dataset(uri: str, storage_options: Optional[Dict[str, str]]) -> Any:
         return None
 
 
+#: Returned by :func:`_transaction_at` for a version the dataset no
+#: longer keeps.
+_CLEANED = object()
+
+
+def _transaction_at(dataset: Any, version: int) -> Any:
+    """The transaction of ``version`` (None when it has none), or
+    ``_CLEANED`` when ``cleanup_old_versions`` removed the version. A read
+    that fails for another reason raises: a store's error must not pass for
+    a version cleaned up, whose units would be written again. Lance reads a
+    removed version's manifest as any other and fails; only then are the
+    versions it keeps listed, to tell the two apart."""
+    try:
+        return dataset.read_transaction(version)
+    except (OSError, ValueError):
+        kept = {int(v["version"]) for v in dataset.versions()}
+        if version not in kept:
+            return _CLEANED
+        raise
+
+
 def _unit_of(transaction: Any) -> Optional[str]:
     """The unit a Lance transaction's properties name, if any."""
     return (transaction.transaction_properties or {}).get(UNIT_PROPERTY)
@@ -78,9 +99,9 @@ class LanceUnitLog(UnitIds):
         while True:
             if version < 1:
                 return None
-            transaction = dataset.read_transaction(version)
-            if transaction is None:
-                return None  # cleaned up
+            transaction = _transaction_at(dataset, version)
+            if transaction is None or transaction is _CLEANED:
+                return None
             if _unit_of(transaction) == unit:
                 break
             version -= 1
@@ -89,6 +110,10 @@ class LanceUnitLog(UnitIds):
             loaded = lance.dataset(self._uri, version=at, storage_options=self._storage_options)
             return [(f.fragment_id, f) for f in loaded.get_fragments()]
 
+        if version > 1 and _transaction_at(dataset, version - 1) is _CLEANED:
+            # The version before was cleaned up: what the commit added
+            # cannot be told from it.
+            return None
         before = [key for key, _ in fragments(version - 1)] if version > 1 else []
         return added_ids(before, fragments(version), id_column)
 
@@ -98,18 +123,18 @@ class LanceUnitLog(UnitIds):
         ``Restore`` to version ``r`` goes on at ``r`` (the versions between
         are not the dataset's any more), an ``Overwrite`` (the dataset's
         creation among them) is the last one walked, and so is the oldest
-        version whose transaction is still kept."""
+        version whose transaction is still kept (``cleanup_old_versions``
+        removes older ones: the units they recorded are not answered, and a
+        resume that committed them refuses)."""
         dataset = _dataset(self._uri, self._storage_options)
         if dataset is None:
             return []
         in_lineage = set()
         version = dataset.version
         while version >= 1:
-            # A read that fails raises: a store's error must not pass for
-            # a version cleaned up, whose units would be written again.
-            transaction = dataset.read_transaction(version)
-            if transaction is None:
-                break  # cleaned up
+            transaction = _transaction_at(dataset, version)
+            if transaction is None or transaction is _CLEANED:
+                break  # the history kept ends here
             unit = _unit_of(transaction)
             if unit:
                 in_lineage.add(unit)
