@@ -17,7 +17,13 @@ Run in the ray-venv (scripts/tools.sh) with the wheel installed:
 Each input file is one read task and one write task (a unit): Ray's
 bin-packing of small files is turned down. A warm-up write runs first
 (Ray's worker pool). Prints one line per output: seconds, rows written,
-table commits."""
+table commits and the table's metadata bytes (Delta's log, Iceberg's
+metadata files and SQLite catalog, Lance's manifests and transactions: what
+grows with each commit). WAYS=parquet-cairn,iceberg-cairn (comma-separated)
+runs some of the outputs only.
+
+The same job at 500 units (issue 44, item 5: the figures before batched
+commits): `... ray_tables.py 500000 500`."""
 
 import os
 
@@ -52,6 +58,21 @@ def write_input(directory, rows, files):
 def upper(batch):
     batch["text"] = batch["text"].astype(str)
     return batch
+
+
+#: The parts of a table that are its metadata, by directory or file name.
+_METADATA_PARTS = ("_delta_log", "metadata", "_versions", "_transactions", "catalog.db")
+
+
+def metadata_bytes(out):
+    """Bytes of the table metadata under `out` (0 for Parquet files)."""
+    total = 0
+    for directory, _, names in os.walk(out):
+        parts = directory.split(os.sep)
+        for name in names:
+            if name in _METADATA_PARTS or any(p in _METADATA_PARTS for p in parts):
+                total += os.path.getsize(os.path.join(directory, name))
+    return total
 
 
 def run(name, root, write):
@@ -128,6 +149,7 @@ def main():
 
         print(f"{rows} rows in {files} files, local disk, {os.cpu_count()} cores")
         run("warm-up", root, parquet_ray)
+        wanted = os.environ.get("WAYS")
         for name, write in [
             ("parquet-cairn", parquet_cairn),
             ("delta-cairn", delta_cairn),
@@ -138,6 +160,8 @@ def main():
             ("lance-ray", lance_ray),
             ("parquet-ray", parquet_ray),
         ]:
+            if wanted and name not in wanted.split(","):
+                continue
             try:
                 out, seconds = run(name, root, write)
             except (
@@ -168,7 +192,8 @@ def main():
                 written = pq.read_table(out, columns=["uid"]).num_rows
                 commits = "-"
             print(
-                f"{name:15} {seconds:7.2f} s  {written} rows  table commits {commits}"
+                f"{name:15} {seconds:7.2f} s  {written} rows  table commits {commits}  "
+                f"metadata {metadata_bytes(out) / 1e6:.2f} MB"
             )
     finally:
         shutil.rmtree(root, ignore_errors=True)
