@@ -61,10 +61,11 @@ class DeltaUnitLog(UnitIds):
         table, a ``TRUNCATE`` or a ``DELETE`` of every row ends the walk.
         Commits older than the log keeps (its clean-up removed them) are
         judged by the unit's application transaction, unless the walk was
-        cut before reaching them (a restore to a version the log no longer
-        keeps cuts it too: the units it removed still have theirs). A
-        restore whose own commit the clean-up removed cannot be seen: keep
-        the log (``delta.logRetentionDuration``) longer than the job. A restore to a time (whose version the
+        cut before reaching them. A restore to a version the log no longer
+        keeps raises (the units it removed still have their application
+        transactions). A restore whose own commit the clean-up removed
+        cannot be seen: keep the log (``delta.logRetentionDuration``)
+        longer than the job. A restore to a time (whose version the
         log does not name) raises: which units it kept cannot be told.
         Delta's application transactions alone would answer "recorded" for
         a unit a restore removed."""
@@ -91,14 +92,19 @@ class DeltaUnitLog(UnitIds):
                         "units it kept cannot be told. Restore it to a version number, or move "
                         "the checkpoint away and run the job again"
                     )
+                if int(target) not in history:
+                    # The units committed between the target and the oldest
+                    # kept commit are gone, and their application
+                    # transactions (which a restore keeps) cannot tell them
+                    # from units older than the target, which it kept.
+                    raise ValueError(
+                        f"the Delta table {self.table} was restored at version {version} to "
+                        f"version {target}, older than its log keeps: which of cairn's units "
+                        "the restore kept cannot be told. Keep the log "
+                        "(delta.logRetentionDuration) longer than the job; now, move the "
+                        "checkpoint away and run the job again"
+                    )
                 version = int(target)
-                if version not in history:
-                    # Restored to a version older than the log keeps: the
-                    # units committed between it and the oldest kept commit
-                    # are gone, and their application transactions (which
-                    # a restore keeps) cannot tell them from older ones.
-                    cut = True
-                    break
                 continue
             if _replaces_everything(operation, parameters):
                 cut = True

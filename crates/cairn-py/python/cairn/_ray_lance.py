@@ -122,19 +122,29 @@ class LanceUnitLog(UnitIds):
         version's lineage: versions are walked from the latest down, a
         ``Restore`` to version ``r`` goes on at ``r`` (the versions between
         are not the dataset's any more), an ``Overwrite`` (the dataset's
-        creation among them) is the last one walked, and so is the oldest
-        version whose transaction is still kept (``cleanup_old_versions``
-        removes older ones: the units they recorded are not answered, and a
-        resume that committed them refuses)."""
+        creation among them) is the last one walked. The walk stops once
+        every unit asked about is found. A version ``cleanup_old_versions``
+        removed before that raises: a unit it recorded cannot be told from
+        one that never reached the dataset, and taking it for either would
+        lose its rows or write them twice."""
         dataset = _dataset(self._uri, self._storage_options)
         if dataset is None:
             return []
+        wanted = set(units)
         in_lineage = set()
         version = dataset.version
-        while version >= 1:
+        while version >= 1 and not wanted <= in_lineage:
             transaction = _transaction_at(dataset, version)
-            if transaction is None or transaction is _CLEANED:
-                break  # the history kept ends here
+            if transaction is _CLEANED:
+                raise ValueError(
+                    f"the Lance dataset {self.table}'s version {version} was removed by "
+                    "cleanup_old_versions, and whether cairn's units it recorded reached the "
+                    "dataset cannot be told without it. Keep the dataset's versions until the "
+                    "job ends; now, move the checkpoint away and run the job again (into a new "
+                    "dataset, or after removing the rows of the job's units)"
+                )
+            if transaction is None:
+                break  # a version of a Lance that kept no transactions
             unit = _unit_of(transaction)
             if unit:
                 in_lineage.add(unit)
