@@ -40,6 +40,11 @@ pub struct FileInfo {
     pub etag: Option<String>,
 }
 
+/// An object's entity tag as a listing reports it: without its quotes.
+pub(crate) fn etag_of(meta: &opendal::Metadata) -> Option<String> {
+    meta.etag().map(|e| e.trim_matches('"').to_string())
+}
+
 impl FileInfo {
     /// A directory entry.
     ///
@@ -65,7 +70,7 @@ impl FileInfo {
             size: meta.content_length(),
             kind: FileType::File,
             last_modified: meta.last_modified().map(|t| t.to_string()),
-            etag: meta.etag().map(|e| e.trim_matches('"').to_string()),
+            etag: etag_of(meta),
         }
     }
 

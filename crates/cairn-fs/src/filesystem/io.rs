@@ -679,7 +679,7 @@ impl FileSystem {
     ) -> Result<Option<String>> {
         let loc = self.locate(path).await?;
         let written = self.pipe_at(&loc, data, mode).await?;
-        Ok(written.and_then(|meta| meta.etag().map(|e| e.trim_matches('"').to_string())))
+        Ok(written.as_ref().and_then(crate::entry::etag_of))
     }
 
     /// `pipe` at a resolved location; the store's description of the new

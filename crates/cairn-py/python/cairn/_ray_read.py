@@ -179,11 +179,23 @@ class _Piece:
         """The fragment read by cairn's own ranged reads of the listed size
         (a read past the end of a file that shrank since is an error)."""
         path = handler.fs._strip_protocol(self.path)
-        source = pa.PythonFile(RangeFile(handler.fs, path, self.file_size), mode="r")
+        return self.listed_as(pa.PythonFile(RangeFile(handler.fs, path, self.file_size), mode="r"))
+
+    def listed_as(
+        self,
+        source: Any,
+        filesystem: Any = None,
+        fallback: Optional[Callable[[], "_Listed"]] = None,
+        **options: Any,
+    ) -> "_Listed":
+        """The fragment of this piece's row groups read from ``source`` (a
+        buffer, a file, or a path on ``filesystem``; ``options`` are
+        ``make_fragment``'s), under the path and filesystem it was listed
+        with."""
         fragment = self.format.make_fragment(
-            source, None, self.partition_expression, row_groups=self.row_groups
+            source, filesystem, self.partition_expression, row_groups=self.row_groups, **options
         )
-        return _Listed(fragment, self.path, self.filesystem, False)
+        return _Listed(fragment, self.path, self.filesystem, fallback)
 
 
 def _object_store_handler(filesystem: Any) -> Optional[CairnHandler]:
@@ -203,13 +215,20 @@ class _Listed:
     values, the ``path`` column, error messages and the reader for nested
     columns too large for one batch."""
 
-    def __init__(self, fragment: Any, path: str, filesystem: Any, by_pyarrow_s3: bool) -> None:
+    def __init__(
+        self,
+        fragment: Any,
+        path: str,
+        filesystem: Any,
+        fallback: Optional[Callable[[], "_Listed"]],
+    ) -> None:
         self._fragment = fragment
         self.path = path
         self.filesystem = filesystem
-        #: Read through pyarrow's S3 client: an error before the first
-        #: batch is retried through cairn's own (as the handler's opens do).
-        self.by_pyarrow_s3 = by_pyarrow_s3
+        #: The fragment to read instead when this one fails before its first
+        #: batch (one read through pyarrow's S3 client is read through
+        #: cairn's own, as the handler's opens fall back), or None.
+        self.fallback = fallback
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._fragment, name)
@@ -248,24 +267,13 @@ def _sized_fragment(piece: _Piece) -> Optional[_Listed]:
         return None
     path = handler.fs._strip_protocol(piece.path)
     if piece.file_size <= _WHOLE_FILE_BYTES:
-        fragment = piece.format.make_fragment(
-            _read_whole(handler, path, piece.file_size),
-            None,
-            piece.partition_expression,
-            row_groups=piece.row_groups,
-        )
-        return _Listed(fragment, piece.path, piece.filesystem, False)
+        return piece.listed_as(_read_whole(handler, path, piece.file_size))
     s3 = handler._pyarrow_s3()
     if s3 is None:
         return piece.ranged_fragment(handler)
-    fragment = piece.format.make_fragment(
-        path,
-        s3,
-        piece.partition_expression,
-        row_groups=piece.row_groups,
-        file_size=piece.file_size,
+    return piece.listed_as(
+        path, s3, lambda: piece.ranged_fragment(handler), file_size=piece.file_size
     )
-    return _Listed(fragment, piece.path, piece.filesystem, True)
 
 
 @dataclass
@@ -507,7 +515,8 @@ def _piece_tables(
     to open is read through cairn's own client, as the handler's own opens
     fall back (the error names the file if that fails too)."""
     fragment = piece.fragment()
-    if not getattr(fragment, "by_pyarrow_s3", False):
+    fallback = getattr(fragment, "fallback", None)
+    if fallback is None:
         yield from batches(fragment)
         return
     started = False
@@ -518,9 +527,7 @@ def _piece_tables(
     except OSError:
         if started:
             raise
-        handler = _object_store_handler(piece.filesystem)
-        assert handler is not None, "read through pyarrow's S3 client for a cairn filesystem"
-        yield from batches(piece.ranged_fragment(handler))
+        yield from batches(fallback())
 
 
 class SkippingParquetDatasource(ParquetDatasource):
