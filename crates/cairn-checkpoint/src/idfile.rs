@@ -46,6 +46,30 @@ pub const ID_RUNS_KEY: &str = "cairn.id_runs";
 /// lists those directories and nothing else.
 pub const PARTITIONS_KEY: &str = "cairn.partitions";
 
+/// The key, in a unit's record's Parquet key-value metadata, under which a
+/// table sink writes its ledger entry: where in the table its unit's rows
+/// are (an Iceberg snapshot ID, the data files of a Lance version), as the
+/// sink encodes it. Written into the pending record before the unit's table
+/// commit, so it is there whenever the commit may have landed; read only
+/// when the table's history no longer tells (maintenance removed it).
+pub const TABLE_LEDGER_KEY: &str = "cairn.table_ledger";
+
+/// The ledger entry ([`TABLE_LEDGER_KEY`]) of the record `file` whose
+/// bytes are `bytes`, if it has one; only the footer is decoded.
+pub(crate) fn table_ledger(file: &str, bytes: Bytes) -> Result<Option<String>> {
+    let metadata = parquet::file::metadata::ParquetMetaDataReader::new()
+        .parse_and_finish(&bytes)
+        .map_err(|e| Error::CorruptIdFile {
+            file: file.to_string(),
+            reason: format!("not a readable Parquet file ({e})"),
+        })?;
+    Ok(metadata
+        .file_metadata()
+        .key_value_metadata()
+        .and_then(|kv| kv.iter().find(|e| e.key == TABLE_LEDGER_KEY))
+        .and_then(|e| e.value.clone()))
+}
+
 /// [`encode_ids`], recording that the unit wrote `data_files` data files
 /// (0 when a filter dropped all of its rows), so `cairn ckpt verify` can
 /// tell a unit without output from one whose data is missing, and the

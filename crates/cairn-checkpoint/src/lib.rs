@@ -97,7 +97,7 @@ pub mod internals {
     pub use crate::config::{
         CheckpointConfig, DEFAULT_COMMIT_INTERVAL, DEFAULT_COMMIT_ROWS, OpenCheckpoint,
     };
-    pub use crate::idfile::{decode_ids, encode_ids, recorded_partitions};
+    pub use crate::idfile::{TABLE_LEDGER_KEY, decode_ids, encode_ids, recorded_partitions};
     pub use crate::idset::{check_id_type, id_keys};
     pub use crate::job::{InputFingerprint, JobRecord, paths_overlap, refuse_overlap};
     pub use crate::layout::{
@@ -107,7 +107,7 @@ pub mod internals {
     };
     pub use crate::lease::{Lease, LeaseKeeper, LeaseRecord};
     pub use crate::load::{CommittedState, infer_id_column, list_committed, load_committed};
-    pub use crate::table::UnitLog;
+    pub use crate::table::{Lineage, UnitLog};
     pub use crate::verify::{DataCheck, data_file_owner, first_file, found_layout};
 
     /// Crash points in the code that runs in production, inert unless the

@@ -11,14 +11,25 @@
 //! pending record, and its data files, never visible to readers, are left
 //! to the format's own clean-up (Delta's `vacuum`): cairn deletes nothing
 //! inside a table.
+//!
+//! Table maintenance (Iceberg's snapshot expiry, Lance's version clean-up)
+//! removes the history that records units. So a sink also writes a ledger
+//! entry into the unit's pending record before its table commit
+//! ([`TABLE_LEDGER_KEY`](crate::idfile::TABLE_LEDGER_KEY): where the rows
+//! are, such as the snapshot that adds them), which Ray's commit carries
+//! into the committed record. A unit the history no longer records is
+//! looked up by its entry in the table's current files
+//! ([`UnitLog::held_by_ledger`]).
 
 use std::collections::HashSet;
 use std::fmt;
 
 use futures::future::BoxFuture;
+use futures::{StreamExt, TryStreamExt};
 
 use crate::commit::CheckpointDir;
 use crate::error::{Error, Result};
+use crate::idfile::table_ledger;
 use crate::layout::UnitName;
 use crate::load::CommittedState;
 use crate::recover::RecoveryReport;
@@ -73,14 +84,59 @@ pub trait UnitLog: Send + Sync + fmt::Debug {
         let _ = (unit, id_column);
         Box::pin(async { Ok(None) })
     }
+
+    /// [`recorded`](Self::recorded), and whether the history it read stops
+    /// short ([`Lineage::cut`]). The default reads a history that is never
+    /// cut. A log whose history can be cut must belong to a sink that
+    /// writes each unit's ledger entry into its pending record before its
+    /// table commit: under a cut, a pending unit without an entry is one
+    /// whose commit never began.
+    fn lineage<'a>(&'a self, units: &'a [UnitName]) -> BoxFuture<'a, Result<Lineage>> {
+        Box::pin(async move {
+            Ok(Lineage {
+                recorded: self.recorded(units).await?,
+                cut: None,
+            })
+        })
+    }
+
+    /// Of `entries` (a unit and its ledger entry), the units whose rows the
+    /// table's current version holds, told by the entry alone (the data
+    /// files it names are live, say) rather than by history. The default
+    /// tells none.
+    fn held_by_ledger<'a>(
+        &'a self,
+        entries: &'a [(UnitName, String)],
+    ) -> BoxFuture<'a, Result<HashSet<UnitName>>> {
+        let _ = entries;
+        Box::pin(async { Ok(HashSet::new()) })
+    }
 }
+
+/// What a table's history says of some units.
+#[derive(Debug, Clone, Default)]
+pub struct Lineage {
+    /// The units a version in the current version's lineage records.
+    pub recorded: HashSet<UnitName>,
+    /// Where the history stops short, when it does: maintenance removed
+    /// versions a unit of the job may be recorded in, so a unit not in
+    /// `recorded` may still be in the table (for messages).
+    pub cut: Option<String>,
+}
+
+/// How many records are read at once for their ledger entries.
+const LEDGER_READS: usize = 16;
 
 impl CheckpointDir {
     /// Step 6 for a table output: each pending unit without a committed
-    /// twin is committed in the checkpoint when `log` records it (with the
+    /// twin is committed in the checkpoint when `log` records it, or its
+    /// ledger entry finds its rows in the table (with the
     /// IDs of its rows in the table, [`UnitLog::committed_record`], else
     /// its pending record's, as Ray's commit renames it), else its pending
-    /// record is dropped and nothing in the table is touched. In the report, `rolled_back` are the units dropped,
+    /// record is dropped and nothing in the table is touched. Where the
+    /// history is cut and a unit's entry says its commit began but does not
+    /// find it, nothing is settled ([`Error::UnitUndecided`]). In the
+    /// report, `rolled_back` are the units dropped,
     /// `committed_from_table` those committed here. Safe to repeat after a
     /// crash in the middle.
     pub async fn settle_by_log(
@@ -97,9 +153,34 @@ impl CheckpointDir {
         if in_flight.is_empty() {
             return Ok(report);
         }
-        let recorded = log.recorded(&in_flight).await?;
+        let lineage = log.lineage(&in_flight).await?;
+        let unresolved: Vec<UnitName> = in_flight
+            .iter()
+            .filter(|u| !lineage.recorded.contains(*u))
+            .cloned()
+            .collect();
+        let entries = self.ledger_entries(&unresolved, false).await?;
+        let held = if entries.is_empty() {
+            HashSet::new()
+        } else {
+            log.held_by_ledger(&entries).await?
+        };
+        if let Some(cut) = &lineage.cut
+            && let Some((unit, _)) = entries.iter().find(|(u, _)| !held.contains(u))
+        {
+            // Its table commit began (its entry precedes it), its files are
+            // not live, and the history that would say whether it landed
+            // (and a compaction rewrote it since) is gone: decided before
+            // anything changes.
+            return Err(Error::UnitUndecided {
+                checkpoint: self.url()?,
+                table: log.table(),
+                unit: unit.as_str().to_string(),
+                cut: cut.clone(),
+            });
+        }
         for unit in in_flight {
-            if recorded.contains(&unit) {
+            if lineage.recorded.contains(&unit) || held.contains(&unit) {
                 self.promote(&unit, log, id_column).await?;
                 report.committed_from_table.push(unit);
             } else {
@@ -109,6 +190,43 @@ impl CheckpointDir {
             }
         }
         Ok(report)
+    }
+
+    /// The ledger entries of `units`' records (committed ones with
+    /// `committed`, else pending ones): the units whose record has one.
+    /// A record gone since the listing has none.
+    async fn ledger_entries(
+        &self,
+        units: &[UnitName],
+        committed: bool,
+    ) -> Result<Vec<(UnitName, String)>> {
+        // Owned names and paths: the futures borrow nothing per item.
+        let files: Vec<(UnitName, String, String)> = units
+            .iter()
+            .map(|unit| {
+                let name = if committed {
+                    unit.committed_file()
+                } else {
+                    unit.pending_file()
+                };
+                (unit.clone(), self.file(&name), name)
+            })
+            .collect();
+        let found: Vec<Option<(UnitName, String)>> = futures::stream::iter(files)
+            .map(
+                |(unit, path, name): (UnitName, String, String)| async move {
+                    let bytes = match self.fs.cat(&path).await {
+                        Ok(bytes) => bytes,
+                        Err(e) if e.kind() == cairn_fs::ErrorKind::NotFound => return Ok(None),
+                        Err(e) => return Err(Error::from(e)),
+                    };
+                    Ok(table_ledger(&name, bytes)?.map(|entry| (unit, entry)))
+                },
+            )
+            .buffered(LEDGER_READS)
+            .try_collect()
+            .await?;
+        Ok(found.into_iter().flatten().collect())
     }
 
     /// Commits a pending unit with the IDs the table holds for it (its
@@ -143,27 +261,39 @@ impl CheckpointDir {
         self.release_pending(unit).await
     }
 
-    /// Refuses with [`Error::UnitsNotInTable`] when a committed unit is not
-    /// in the table's log: the table was replaced, rolled back or lost its
+    /// Refuses with [`Error::UnitsNotInTable`] when a committed unit is
+    /// neither in the table's log nor, by its ledger entry, in the table's
+    /// current files: the table was replaced, rolled back or lost its
     /// history, and a resume would skip rows the table no longer holds.
     pub async fn require_logged(&self, log: &dyn UnitLog, state: &CommittedState) -> Result<()> {
         if state.committed.is_empty() {
             return Ok(());
         }
-        let recorded = log.recorded(&state.committed).await?;
-        let missing: Vec<&UnitName> = state
+        let recorded = log.lineage(&state.committed).await?.recorded;
+        let mut missing: Vec<UnitName> = state
             .committed
             .iter()
             .filter(|u| !recorded.contains(*u))
+            .cloned()
             .collect();
         if missing.is_empty() {
             return Ok(());
+        }
+        // History cut by maintenance: the units' ledger entries say where
+        // their rows are.
+        let entries = self.ledger_entries(&missing, true).await?;
+        if !entries.is_empty() {
+            let held = log.held_by_ledger(&entries).await?;
+            missing.retain(|u| !held.contains(u));
+            if missing.is_empty() {
+                return Ok(());
+            }
         }
         Err(Error::UnitsNotInTable {
             checkpoint: self.url()?,
             table: log.table(),
             units: missing.len(),
-            examples: crate::layout::examples(missing.iter().copied()),
+            examples: crate::layout::examples(missing.iter()),
         })
     }
 }

@@ -221,9 +221,13 @@ fn a_report_shows_unit_names_without_rust_syntax() {
 }
 
 /// A table output's log, as a test draws it: the units whose transaction
-/// the table holds.
-#[derive(Debug)]
-struct TableHolding(std::collections::HashSet<String>);
+/// the table's history records, the ledger entries its current files hold
+/// (an entry is `live` or `gone`), and whether maintenance cut its history.
+#[derive(Debug, Default)]
+struct TableHolding {
+    recorded: std::collections::HashSet<String>,
+    cut: Option<String>,
+}
 
 impl cairn_checkpoint::internals::UnitLog for TableHolding {
     fn recorded<'a>(
@@ -234,7 +238,7 @@ impl cairn_checkpoint::internals::UnitLog for TableHolding {
         Box::pin(async move {
             Ok(units
                 .iter()
-                .filter(|u| self.0.contains(u.as_str()))
+                .filter(|u| self.recorded.contains(u.as_str()))
                 .cloned()
                 .collect())
         })
@@ -243,35 +247,114 @@ impl cairn_checkpoint::internals::UnitLog for TableHolding {
     fn table(&self) -> String {
         "memory:///table".into()
     }
+
+    fn lineage<'a>(
+        &'a self,
+        units: &'a [UnitName],
+    ) -> futures::future::BoxFuture<
+        'a,
+        cairn_checkpoint::Result<cairn_checkpoint::internals::Lineage>,
+    > {
+        Box::pin(async move {
+            Ok(cairn_checkpoint::internals::Lineage {
+                recorded: self.recorded(units).await?,
+                cut: self.cut.clone(),
+            })
+        })
+    }
+
+    fn held_by_ledger<'a>(
+        &'a self,
+        entries: &'a [(UnitName, String)],
+    ) -> futures::future::BoxFuture<'a, cairn_checkpoint::Result<std::collections::HashSet<UnitName>>>
+    {
+        Box::pin(async move {
+            Ok(entries
+                .iter()
+                .filter(|(_, entry)| entry == "live")
+                .map(|(unit, _)| unit.clone())
+                .collect())
+        })
+    }
 }
 
-/// What a drawn unit was when the run died: committed in the checkpoint;
-/// pending with its table commit landed; pending without it.
+/// A unit's record as a table sink writes it, made with the parquet crate
+/// itself: `values`, and the ledger entry `entry` under
+/// `cairn.table_ledger`.
+fn record_with_ledger(values: &[i64], entry: &str) -> bytes::Bytes {
+    let batch = arrow_array::RecordBatch::try_from_iter([("id", ids(values))]).unwrap();
+    let props = parquet::file::properties::WriterProperties::builder()
+        .set_key_value_metadata(Some(vec![parquet::file::metadata::KeyValue::new(
+            "cairn.table_ledger".to_string(),
+            entry.to_string(),
+        )]))
+        .build();
+    let mut out = Vec::new();
+    let mut writer =
+        parquet::arrow::ArrowWriter::try_new(&mut out, batch.schema(), Some(props)).unwrap();
+    writer.write(&batch).unwrap();
+    writer.close().unwrap();
+    bytes::Bytes::from(out)
+}
+
+/// What a drawn unit was when the run died.
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Died {
+    /// Committed in the checkpoint, recorded by the table's history.
     Committed,
+    /// Committed, its history gone, its ledger entry's files live.
+    CommittedByLedger,
+    /// Committed, not in the history, its entry's files not live (the
+    /// table was restored to before it): the open refuses.
+    CommittedLost,
+    /// Pending, its table commit recorded by the history.
     PendingInTable,
+    /// Pending, no ledger entry: its commit never began.
     PendingNotInTable,
+    /// Pending, its history gone, its entry's files live.
+    PendingByLedger,
+    /// Pending, its commit began (an entry) and did not land: rolled back
+    /// where the history is whole, undecided where it is cut.
+    PendingBegun,
 }
 
 fn died() -> impl proptest::strategy::Strategy<Value = Died> {
     proptest::prop_oneof![
-        proptest::strategy::Just(Died::Committed),
-        proptest::strategy::Just(Died::PendingInTable),
-        proptest::strategy::Just(Died::PendingNotInTable),
+        4 => proptest::strategy::Just(Died::Committed),
+        2 => proptest::strategy::Just(Died::CommittedByLedger),
+        1 => proptest::strategy::Just(Died::CommittedLost),
+        2 => proptest::strategy::Just(Died::PendingInTable),
+        2 => proptest::strategy::Just(Died::PendingNotInTable),
+        2 => proptest::strategy::Just(Died::PendingByLedger),
+        1 => proptest::strategy::Just(Died::PendingBegun),
     ]
 }
 
-proptest::proptest! {
-    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(48))]
+/// The checkpoint's files, for "nothing was changed".
+async fn listing(fs: &FileSystem, dir: &str) -> Vec<String> {
+    let mut names: Vec<String> = match fs.ls(dir).await {
+        Ok(entries) => entries.into_iter().map(|e| e.name).collect(),
+        Err(_) => Vec::new(),
+    };
+    names.sort();
+    names
+}
 
-    /// Settling by a table's log: the IDs committed afterwards are exactly
-    /// those of the units the table holds (every row the table shows is
-    /// skipped on resume, no row it lacks is), no unit stays pending, and
-    /// nothing in the output is deleted. The oracle is the drawn table and
-    /// a listing of the output, not cairn's report.
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+
+    /// Settling by a table's log and ledger: the IDs committed afterwards
+    /// are exactly those of the units the table holds (every row the table
+    /// shows is skipped on resume, no row it lacks is), no unit stays
+    /// pending, and nothing in the output is deleted; a committed unit the
+    /// table lost, or a begun unit under a cut history, refuses the open
+    /// with the checkpoint unchanged. The oracle is the drawn table and a
+    /// listing of the output, not cairn's report.
     #[test]
-    fn a_table_output_is_settled_by_its_log(units in proptest::collection::vec(died(), 0..12)) {
+    fn a_table_output_is_settled_by_its_log(
+        units in proptest::collection::vec(died(), 0..12),
+        cut in proptest::bool::ANY,
+    ) {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         rt.block_on(async {
             let tmp = tempfile::tempdir().unwrap();
@@ -286,31 +369,81 @@ proptest::proptest! {
             for f in &table_files {
                 fs.pipe(f, "x".into(), WriteMode::Overwrite).await.unwrap();
             }
-            let mut config = CheckpointConfig::new("id", &format!("{root}/ckpt"));
+            let ckpt = format!("{root}/ckpt");
+            let mut config = CheckpointConfig::new("id", &ckpt);
             let dir = config.dir().unwrap();
-            let mut in_table = std::collections::HashSet::new();
+            let mut log = TableHolding {
+                cut: cut.then(|| "versions 1 to 9 cleaned up".to_string()),
+                ..Default::default()
+            };
             let mut expected = std::collections::BTreeSet::new();
             for (i, kind) in units.iter().enumerate() {
                 let unit = UnitName::new(&run, i as u64);
                 let values = [i as i64 * 10, i as i64 * 10 + 1];
-                dir.write_pending(&unit, ids(&values)).await.unwrap();
+                let pending = format!("{ckpt}/{}", unit.pending_file());
+                let committed = format!("{ckpt}/{}", unit.committed_file());
                 match kind {
                     Died::Committed => {
+                        dir.write_pending(&unit, ids(&values)).await.unwrap();
                         dir.commit(&unit, ids(&values)).await.unwrap();
-                        in_table.insert(unit.as_str().to_string());
+                        log.recorded.insert(unit.as_str().to_string());
+                        expected.extend(values);
+                    }
+                    Died::CommittedByLedger | Died::CommittedLost => {
+                        let entry = if *kind == Died::CommittedByLedger { "live" } else { "gone" };
+                        fs.pipe(&committed, record_with_ledger(&values, entry), WriteMode::Create)
+                            .await
+                            .unwrap();
                         expected.extend(values);
                     }
                     Died::PendingInTable => {
-                        in_table.insert(unit.as_str().to_string());
+                        dir.write_pending(&unit, ids(&values)).await.unwrap();
+                        log.recorded.insert(unit.as_str().to_string());
                         expected.extend(values);
                     }
-                    Died::PendingNotInTable => {}
+                    Died::PendingNotInTable => {
+                        dir.write_pending(&unit, ids(&values)).await.unwrap();
+                    }
+                    Died::PendingByLedger | Died::PendingBegun => {
+                        let entry = if *kind == Died::PendingByLedger { "live" } else { "gone" };
+                        fs.pipe(&pending, record_with_ledger(&values, entry), WriteMode::Overwrite)
+                            .await
+                            .unwrap();
+                        if *kind == Died::PendingByLedger {
+                            expected.extend(values);
+                        }
+                    }
                 }
             }
-            config.unit_log = Some(Arc::new(TableHolding(in_table)));
-            let open = config.open(&fs, &out).await.unwrap();
-            open.dir.require_logged(config.unit_log.as_deref().unwrap(), &open.state).await.unwrap();
-            let drawn_pending_in_table = units.iter().filter(|k| **k == Died::PendingInTable).count();
+            config.unit_log = Some(Arc::new(log));
+            let before = listing(&fs, &ckpt).await;
+            let lost = units.contains(&Died::CommittedLost);
+            let undecided = cut && units.contains(&Died::PendingBegun);
+            let opened = config.open(&fs, &out).await;
+            if lost || undecided {
+                let Err(err) = opened else { panic!("the open must refuse") };
+                if lost {
+                    assert!(matches!(err, Error::UnitsNotInTable { .. }), "{err}");
+                } else {
+                    assert!(matches!(err, Error::UnitUndecided { .. }), "{err}");
+                    assert!(err.to_string().contains("versions 1 to 9 cleaned up"), "{err}");
+                }
+                // Nothing was changed but the lease and the job record the
+                // open writes before settling.
+                let after: Vec<String> = listing(&fs, &ckpt)
+                    .await
+                    .into_iter()
+                    .filter(|p| p.ends_with(".parquet"))
+                    .collect();
+                let before: Vec<String> = before.into_iter().filter(|p| p.ends_with(".parquet")).collect();
+                assert_eq!(after, before);
+                return;
+            }
+            let open = opened.unwrap();
+            let drawn_pending_in_table = units
+                .iter()
+                .filter(|k| matches!(k, Died::PendingInTable | Died::PendingByLedger))
+                .count();
             assert_eq!(open.recovery.committed_from_table.len(), drawn_pending_in_table);
             drop(open);
             // An independent read: the committed ID files, decoded.
@@ -342,7 +475,7 @@ async fn a_committed_unit_missing_from_the_table_is_refused() {
     let unit = UnitName::new(&RunId::new(), 0);
     dir.write_pending(&unit, ids(&[1])).await.unwrap();
     dir.commit(&unit, ids(&[1])).await.unwrap();
-    config.unit_log = Some(Arc::new(TableHolding(Default::default())));
+    config.unit_log = Some(Arc::new(TableHolding::default()));
     // Refused by the open itself, before anything is settled.
     let err = config
         .open(&fs, &format!("{root}/table"))

@@ -2,14 +2,18 @@
 //! table sinks hand to `open_checkpoint` (its `recorded(units)` gives the
 //! units whose table transaction the table holds; its `table` names the
 //! table for messages; its optional `committed_record(unit, id_column)`
-//! gives the IDs of a unit's rows in the table, as Parquet bytes).
+//! gives the IDs of a unit's rows in the table, as Parquet bytes; its
+//! optional `lineage(units)` gives `(recorded, cut)`, where `cut` says why
+//! the history stops short, or None; its optional `held(entries)` gives the
+//! units of `{unit: ledger entry}` whose rows the table's current files
+//! hold).
 
 use std::collections::HashSet;
 use std::fmt;
 use std::sync::Arc;
 
 use cairn_checkpoint::UnitName;
-use cairn_checkpoint::internals::UnitLog;
+use cairn_checkpoint::internals::{Lineage, UnitLog};
 use futures::future::BoxFuture;
 use pyo3::prelude::*;
 
@@ -69,18 +73,59 @@ impl PyUnitLog {
         Python::attach(|py| {
             let names: Vec<&str> = units.iter().map(UnitName::as_str).collect();
             let answer = self.log.bind(py).call_method1("recorded", (names,))?;
-            let wanted: HashSet<&str> = units.iter().map(UnitName::as_str).collect();
-            let mut recorded = HashSet::new();
-            for name in answer.try_iter()? {
-                let name: String = name?.extract()?;
-                // Only names asked about count: a unit is never made up.
-                if wanted.contains(name.as_str()) {
-                    recorded.insert(UnitName::from_stem(&name));
-                }
-            }
-            Ok(recorded)
+            among(units, &answer)
         })
     }
+
+    fn ask_lineage(&self, units: &[UnitName]) -> PyResult<Lineage> {
+        Python::attach(|py| {
+            let log = self.log.bind(py);
+            let names: Vec<&str> = units.iter().map(UnitName::as_str).collect();
+            if !log.hasattr("lineage")? {
+                let answer = log.call_method1("recorded", (names,))?;
+                return Ok(Lineage {
+                    recorded: among(units, &answer)?,
+                    cut: None,
+                });
+            }
+            let (answer, cut): (Bound<'_, PyAny>, Option<String>) =
+                log.call_method1("lineage", (names,))?.extract()?;
+            Ok(Lineage {
+                recorded: among(units, &answer)?,
+                cut,
+            })
+        })
+    }
+
+    fn ask_held(&self, entries: &[(UnitName, String)]) -> PyResult<HashSet<UnitName>> {
+        Python::attach(|py| {
+            let log = self.log.bind(py);
+            if !log.hasattr("held")? {
+                return Ok(HashSet::new());
+            }
+            let asked: std::collections::HashMap<&str, &str> = entries
+                .iter()
+                .map(|(unit, entry)| (unit.as_str(), entry.as_str()))
+                .collect();
+            let units: Vec<UnitName> = entries.iter().map(|(unit, _)| unit.clone()).collect();
+            let answer = log.call_method1("held", (asked,))?;
+            among(&units, &answer)
+        })
+    }
+}
+
+/// The names in `answer` (an iterable of `str`) that are among `units`:
+/// a unit is never made up.
+fn among(units: &[UnitName], answer: &Bound<'_, PyAny>) -> PyResult<HashSet<UnitName>> {
+    let wanted: HashSet<&str> = units.iter().map(UnitName::as_str).collect();
+    let mut found = HashSet::new();
+    for name in answer.try_iter()? {
+        let name: String = name?.extract()?;
+        if wanted.contains(name.as_str()) {
+            found.insert(UnitName::from_stem(&name));
+        }
+    }
+    Ok(found)
 }
 
 impl fmt::Debug for PyUnitLog {
@@ -101,6 +146,20 @@ impl UnitLog for PyUnitLog {
 
     fn table(&self) -> String {
         self.table.clone()
+    }
+
+    fn lineage<'a>(
+        &'a self,
+        units: &'a [UnitName],
+    ) -> BoxFuture<'a, cairn_checkpoint::Result<Lineage>> {
+        Box::pin(async move { self.ask_lineage(units).map_err(|e| self.failed(e)) })
+    }
+
+    fn held_by_ledger<'a>(
+        &'a self,
+        entries: &'a [(UnitName, String)],
+    ) -> BoxFuture<'a, cairn_checkpoint::Result<HashSet<UnitName>>> {
+        Box::pin(async move { self.ask_held(entries).map_err(|e| self.failed(e)) })
     }
 
     fn committed_record<'a>(

@@ -307,6 +307,64 @@ def test_a_driver_killed_inside_a_units_commit_resumes_exactly_once(tmp_path, ta
     assert by_files == counts
 
 
+def clean_history(table_format, root):
+    """The maintenance users schedule, run with nothing kept: Delta's log
+    clean-up (retention 0, a checkpoint, vacuum, the log before the
+    checkpoint removed), Iceberg's expiry of every snapshot but the
+    current, Lance's clean-up of every version but the latest."""
+    import datetime
+
+    table = Table(table_format, root)
+    if table_format == "delta":
+        table._delta().alter.set_table_properties(
+            {"delta.logRetentionDuration": "interval 0 seconds"}
+        )
+        delta = table._delta()
+        delta.create_checkpoint()
+        delta.vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False)
+        delta.cleanup_metadata()
+        assert not os.path.exists(f"{root}/table/_delta_log/00000000000000000000.json")
+    elif table_format == "lance":
+        table._lance().cleanup_old_versions(
+            older_than=datetime.timedelta(0), delete_unverified=True
+        )
+        assert len(table._lance().versions()) == 1
+    else:
+        now = datetime.datetime.now(datetime.timezone.utc)
+        table._iceberg().maintenance.expire_snapshots().older_than(now).commit()
+        assert len(table._iceberg().metadata.snapshots) == 1
+
+
+@pytest.mark.parametrize("table_format", FORMATS)
+def test_table_maintenance_between_a_kill_and_the_resume_keeps_exactly_once(tmp_path, table_format):
+    """Killed with 4 units committed and a fifth held between its table
+    commit and its checkpoint commit (one write task at a time); the
+    table's history then cleaned up by its own maintenance, keeping only
+    its latest version; the run again ends exactly once, judged by the
+    format's reader. The committed units are found by their ledger entries
+    in the table's current files (Iceberg, Lance) or by the log's
+    checkpoint (Delta), and so is the held unit, which is committed from
+    the table, not written twice. Before, Iceberg and Lance refused the
+    resume (their units' records expired or cleaned up)."""
+    flag = tmp_path / "held-unit"
+    spec, root = local_job(tmp_path, table_format, write_concurrency=1, sleep=0.3)
+    env = {"CAIRN_PY_FAILPOINT": f"table-after-commit:hang:{flag}:4"}
+    others = ray_processes()
+    code, first = run_job(spec, kill_when=flag.exists, env=env)
+    assert code == -signal.SIGKILL, f"the job was not killed (exit {code}):\n{first[-3000:]}"
+    held = flag.read_text()
+    wait_for_no_ray_workers(others)
+    units = checkpoint_units(f"{root}/ckpt")
+    assert sum(committed for committed, _ in units.values()) == 4, sorted(units)
+    assert held in units and not units[held][0], f"{held} must be pending: {sorted(units)}"
+    clean_history(table_format, root)
+    spec["sleep"] = 0
+    code, out = run_job(spec)
+    assert code == 0 and "JOB DONE" in out, out[-5000:]
+    assert "found in the table" in out and held in out, out[-5000:]
+    assert_every_row_once(Table(table_format, root).uids(), (first, out))
+
+
 @pytest.mark.parametrize("table_format", FORMATS)
 def test_a_table_on_garage_resumes_exactly_once(tmp_path, table_format):
     """The table on Garage, which ignores conditional writes, judged by the

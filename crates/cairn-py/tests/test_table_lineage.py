@@ -8,7 +8,9 @@ overwrites of the whole table, compactions and the format's clean-up of
 its history (Delta's checkpoint and log clean-up, Iceberg's snapshot
 expiry, Lance's clean-up of old versions), on Delta (deltalake),
 Iceberg (pyiceberg, a SQLite catalog) and Lance. A unit writes its own
-uids, so it is in the table exactly when all of them are read back.
+uids, so it is in the table exactly when all of them are read back. For
+Iceberg and Lance, the units the history no longer records are looked up
+by their ledger entries (``held``), as a resume does.
 Runs in the Ray virtualenv (scripts/test.sh), which has the three
 libraries; elsewhere the tests show as skipped."""
 
@@ -237,6 +239,10 @@ def test_a_unit_is_recorded_exactly_when_the_table_holds_its_rows(table_format, 
         # commit: then the application transactions of the units it cut
         # still answer (docs/python.md: keep the log longer than the job).
         cut, cut_unseen = False, False
+        # Each unit's ledger entry, as its sink writes it before the commit
+        # (Iceberg's and Lance's; Delta's log keeps its units).
+        entries = {}
+        compacted = False
         # The first step writes a unit, so every format has a table.
         for step in [("append",)] + steps:
             kind = step[0]
@@ -246,6 +252,9 @@ def test_a_unit_is_recorded_exactly_when_the_table_holds_its_rows(table_format, 
                 units[unit] = set(range(first, first + ROWS_PER_UNIT))
                 table.append(rows(sorted(units[unit])), unit)
                 since_clean.add(unit)
+                if table_format != "delta":
+                    entries[unit] = table.log().ledger_of(unit)
+                    assert entries[unit] is not None, (unit, steps)
             elif kind == "restore":
                 versions = table.earlier_versions()
                 if versions:
@@ -261,6 +270,7 @@ def test_a_unit_is_recorded_exactly_when_the_table_holds_its_rows(table_format, 
                 cut_unseen = cut_unseen or cut
             else:
                 table.compact()
+                compacted = True
         present = table.uids()
         held = {u for u, uids in units.items() if uids <= present}
         partial = {u for u, uids in units.items() if uids & present and not uids <= present}
@@ -283,6 +293,27 @@ def test_a_unit_is_recorded_exactly_when_the_table_holds_its_rows(table_format, 
             assert held & since_clean <= recorded <= held, steps
         elif recorded is not None and not (table_format == "delta" and cut_unseen):
             assert recorded == held, steps
+        if table_format != "delta":
+            # What recovery settles by once the ledger is asked too: the
+            # history's answer, then the entries of the units it lacks.
+            found, history_cut = log.lineage(sorted(units))
+            assert history_cut is None or isinstance(history_cut, str), history_cut
+            found = set(found)
+            if history_cut is None:
+                assert found == held, steps
+            lacking = {u: entries[u] for u in units if u not in found}
+            answered = found | set(log.held(lacking))
+            # A unit answered is one whose rows the table holds (a resume
+            # skips them); with the history cut, one not answered is
+            # refused, never written again; whole, it is written again
+            # only when the table lacks it.
+            assert answered <= held, steps
+            if history_cut is None:
+                assert not (set(units) - answered) & held, steps
+            # A unit is lost to the ledger only when a compaction rewrote
+            # its files.
+            if not compacted:
+                assert answered == held, steps
         # Each unit's commit added its rows, whatever came after it: the
         # IDs its committed checkpoint record takes from the table (none
         # once the commit's history is cleaned up: the pending record's).

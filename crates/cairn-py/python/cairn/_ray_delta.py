@@ -247,13 +247,17 @@ class DeltaDatasink(TableDatasink):
         """What cairn's checkpoint manager asks about pending units."""
         return DeltaUnitLog(self.table_uri, self._storage_options)
 
-    def append(self, rows: pa.Table, unit: str, fence: Callable[[], None]) -> None:
+    def append(self, rows: pa.Table, unit: str, fence: Callable[..., None]) -> None:
         """One ``write_deltalake`` append whose commit carries the unit's
         application transaction (``fence`` first: the call writes the
-        files and commits them)."""
+        files and commits them). No ledger entry: Delta's checkpoints keep
+        every application transaction through log clean-up, so the log
+        records the unit for as long as the table has it (unless
+        ``delta.setTransactionRetentionDuration`` is set: then a resume
+        refuses units it no longer finds)."""
         from deltalake import CommitProperties, Transaction, write_deltalake
 
-        fence()
+        fence(None)
         write_deltalake(
             self.table_uri,
             rows,

@@ -1,12 +1,13 @@
 """cairn's Apache Iceberg sink for Ray Data: each unit appended in one
-Iceberg snapshot whose summary records it (``cairn.unit``); see
-:mod:`cairn._ray_table`."""
+Iceberg snapshot whose summary records it (``cairn.unit``), the snapshot's
+ID its ledger entry; see :mod:`cairn._ray_table`."""
 
 from __future__ import annotations
 
+import json
 import logging
 import time
-from typing import Any, Callable, Dict, List, Mapping, Optional
+from typing import Any, Callable, Dict, List, Mapping, Optional, Set, Tuple
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -26,6 +27,24 @@ DEFAULT_MAX_COMMIT_RETRIES = 100
 
 #: A manifest entry's status for a data file its snapshot added.
 _ADDED = 1
+
+#: A manifest entry's status for a data file its snapshot removed.
+_DELETED = 2
+
+
+def _ledger(snapshot_id: int) -> str:
+    """The ledger entry of a unit whose rows snapshot ``snapshot_id`` adds."""
+    return json.dumps({"snapshot": snapshot_id})
+
+
+def _ledger_snapshot(entry: str) -> Optional[int]:
+    """The snapshot a ledger entry names (None for an entry this version
+    of cairn does not read)."""
+    try:
+        snapshot = json.loads(entry).get("snapshot")
+    except (ValueError, AttributeError):
+        return None
+    return snapshot if isinstance(snapshot, int) else None
 
 
 def _catalog(catalog_kwargs: Mapping[str, Any]) -> Any:
@@ -85,39 +104,98 @@ class IcebergUnitLog(UnitIds):
                 chunks.append(pq.read_table(f, columns=[id_column])[id_column].combine_chunks())
         return joined(chunks)
 
+    def ledger_of(self, unit: str) -> Optional[str]:
+        """The ledger entry of ``unit``: the ID of the snapshot of the
+        table's metadata that records it."""
+        snapshot = _snapshot_of(self._metadata(), unit)
+        return None if snapshot is None else _ledger(snapshot.snapshot_id)
+
+    def held(self, entries: Mapping[str, str]) -> List[str]:
+        """The units of ``entries`` (unit: ledger entry) whose snapshot
+        added a data file the current snapshot still holds: its manifest
+        entries keep the ID of the snapshot that added each file through
+        snapshot expiry. A file a compaction rewrote is held under the
+        compaction's snapshot, so its unit is not found here (the caller
+        refuses rather than guess)."""
+        wanted = {unit: _ledger_snapshot(entry) for unit, entry in entries.items()}
+        table = _catalog(self._catalog_kwargs).load_table(self._identifier)
+        if table.metadata.current_snapshot_id is None:
+            return []
+        live: Set[int] = {
+            row["snapshot_id"]
+            for row in table.inspect.entries().select(["status", "snapshot_id"]).to_pylist()
+            if row["status"] != _DELETED
+        }
+        return [unit for unit, snapshot in wanted.items() if snapshot in live]
+
     def recorded(self, units: List[str]) -> List[str]:
+        """The units among ``units`` recorded by a snapshot in the current
+        snapshot's ancestry: :meth:`lineage`'s."""
+        return self.lineage(units)[0]
+
+    def lineage(self, units: List[str]) -> Tuple[List[str], Optional[str]]:
         """The units among ``units`` recorded by a snapshot in the current
         snapshot's ancestry (parent by parent), up to a snapshot that left
         the table empty (pyiceberg's overwrite deletes every file, then
-        appends: what came before is not in the table). A rollback leaves
-        the snapshots after its target in the metadata but out of the
-        ancestry; an expired snapshot ends the ancestry; a compaction
-        (``replace``) keeps every row. An overwrite that rewrote every data
-        file and left rows raises: whether it was a delete of some rows or
-        a replacement of all cannot be told from its summary."""
+        appends: what came before is not in the table), and where the
+        ancestry was cut (its oldest snapshot's parent expired, or a parent
+        it names is not kept; None when it reaches the table's first
+        snapshot or the cut of an overwrite). A
+        rollback leaves the snapshots after its target in the metadata but
+        out of the ancestry; a compaction (``replace``) keeps every row. An
+        overwrite that rewrote every data file and left rows raises: whether
+        it was a delete of some rows or a replacement of all cannot be told
+        from its summary."""
         metadata = self._metadata()
         by_id = {s.snapshot_id: s for s in metadata.snapshots}
         in_lineage = set()
         snapshot_id = metadata.current_snapshot_id
-        while snapshot_id is not None and snapshot_id in by_id:
+        expired = None
+        while snapshot_id is not None:
+            if snapshot_id not in by_id:
+                expired = (
+                    f"the Iceberg table {self.table}'s snapshot {snapshot_id} and its ancestors "
+                    "were expired"
+                )
+                break
             snapshot = by_id[snapshot_id]
             summary = snapshot.summary
             if summary is not None:
                 unit = summary.get(UNIT_PROPERTY)
                 if unit:
                     in_lineage.add(unit)
-                cut = _cut_by(summary)
-                if cut is None:
+                emptied = _cut_by(summary)
+                if emptied is None:
                     raise ValueError(
                         f"the Iceberg table {self.table}'s snapshot {snapshot_id} rewrote every "
                         "data file and left rows: whether the rows of cairn's earlier units "
                         "survived it cannot be told. Roll the table back to before it, or move "
                         "the checkpoint away and run the job again"
                     )
-                if cut:
+                if emptied:
                     break
+            if snapshot.parent_snapshot_id is None and _had_a_parent(snapshot):
+                # pyiceberg's expiry clears the parent of the oldest
+                # snapshot it keeps.
+                expired = (
+                    f"the Iceberg table {self.table}'s snapshots before {snapshot_id} were expired"
+                )
             snapshot_id = snapshot.parent_snapshot_id
-        return [u for u in units if u in in_lineage]
+        return [u for u in units if u in in_lineage], expired
+
+
+def _had_a_parent(snapshot: Any) -> bool:
+    """Whether a snapshot that names no parent had one: its sequence
+    number is past the table's first (format 2 and later), or its summary
+    counts data files it did not add."""
+    if (snapshot.sequence_number or 0) > 1:
+        return True
+    summary = snapshot.summary
+    if summary is None:
+        return False
+    total = summary.get("total-data-files")
+    added = summary.get("added-data-files")
+    return total is not None and int(total) > int(added or 0)
 
 
 def _cut_by(summary: Any) -> Optional[bool]:
@@ -157,10 +235,11 @@ class IcebergDatasink(TableDatasink):
     options)`` for a store other than local disk); ``snapshot_properties``
     are added to each snapshot's summary. Commits race through the
     catalog's compare-and-swap of the table's metadata, retried on the new
-    metadata. Create the table first (pyiceberg's ``create_table``).
-    Expiring the table's snapshots while a job runs removes the records of
-    its units: the job's end (or the next resume) then refuses the
-    checkpoint, naming the units, rather than go on wrong.
+    metadata. Create the table first (pyiceberg's ``create_table``). Each
+    unit's snapshot ID is its ledger entry in the checkpoint, so expiring
+    snapshots while a job runs or between a kill and its resume leaves its
+    units found (docs/python.md says what holds; a compaction before the
+    job ends can make a resume refuse).
     """
 
     def __init__(
@@ -194,12 +273,14 @@ class IcebergDatasink(TableDatasink):
         """What cairn's checkpoint manager asks about pending units."""
         return IcebergUnitLog(self.table_identifier, self._catalog_kwargs, self._location)
 
-    def append(self, rows: pa.Table, unit: str, fence: Callable[[], None]) -> None:
+    def append(self, rows: pa.Table, unit: str, fence: Callable[..., None]) -> None:
         """One snapshot adding ``rows``, its summary naming ``unit``: the
-        data files written, then ``fence``, then the commit (pyiceberg's
-        ``Table.append`` in two steps); a commit that lost the race is
-        retried on the table's new metadata unless that metadata already
-        records the unit."""
+        data files written, then ``fence`` with the snapshot's ID (chosen
+        by the writer before the commit) as the ledger entry, then the
+        commit (pyiceberg's ``Table.append`` in two steps); a commit that
+        lost the race is retried on the table's new metadata, a new
+        snapshot and entry, unless that metadata already records the
+        unit."""
         from pyiceberg.exceptions import CommitFailedException
 
         properties = {**self._snapshot_properties, UNIT_PROPERTY: unit}
@@ -209,7 +290,8 @@ class IcebergDatasink(TableDatasink):
             try:
                 transaction = table.transaction()
                 transaction.append(rows, snapshot_properties=properties)
-                fence()
+                staged = _snapshot_of(transaction.table_metadata, unit)
+                fence(None if staged is None else _ledger(staged.snapshot_id))
                 transaction.commit_transaction()
                 return
             except CommitFailedException:

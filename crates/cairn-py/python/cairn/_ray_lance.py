@@ -1,12 +1,13 @@
 """cairn's Lance sink for Ray Data: each unit appended as one Lance version
-whose transaction properties record it (``cairn.unit``); see
-:mod:`cairn._ray_table`."""
+whose transaction properties record it (``cairn.unit``), the data files it
+adds its ledger entry; see :mod:`cairn._ray_table`."""
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 import pyarrow as pa
 
@@ -47,6 +48,17 @@ def _transaction_at(dataset: Any, version: int) -> Any:
         if version not in kept:
             return _CLEANED
         raise
+
+
+def _files_ledger(fragments: Any) -> str:
+    """The ledger entry of a unit whose version adds ``fragments`` (Lance
+    ``FragmentMetadata``): their data files' paths, unique to the write."""
+    return json.dumps({"files": sorted(f.path for m in fragments for f in m.files)})
+
+
+#: The ledger entry of the unit that creates the dataset: its files are
+#: named by the call that commits them, so they are not known before.
+_CREATE_LEDGER = json.dumps({"create": True})
 
 
 def _unit_of(transaction: Any) -> Optional[str]:
@@ -117,32 +129,82 @@ class LanceUnitLog(UnitIds):
         before = [key for key, _ in fragments(version - 1)] if version > 1 else []
         return added_ids(before, fragments(version), id_column)
 
-    def recorded(self, units: List[str]) -> List[str]:
-        """The units among ``units`` recorded by a version in the latest
-        version's lineage: versions are walked from the latest down, a
-        ``Restore`` to version ``r`` goes on at ``r`` (the versions between
-        are not the dataset's any more), an ``Overwrite`` (the dataset's
-        creation among them) is the last one walked. The walk stops once
-        every unit asked about is found. A version ``cleanup_old_versions``
-        removed before that raises: a unit it recorded cannot be told from
-        one that never reached the dataset, and taking it for either would
-        lose its rows or write them twice."""
+    def ledger_of(self, unit: str) -> Optional[str]:
+        """The ledger entry of ``unit``: the data files the version whose
+        transaction names it added (searched from the latest version
+        down, as :meth:`unit_ids`)."""
+        dataset = _dataset(self._uri, self._storage_options)
+        if dataset is None:
+            return None
+        for version in range(dataset.version, 0, -1):
+            transaction = _transaction_at(dataset, version)
+            if transaction is None or transaction is _CLEANED:
+                return None
+            if _unit_of(transaction) == unit:
+                fragments = getattr(transaction.operation, "fragments", None)
+                return None if fragments is None else _files_ledger(fragments)
+        return None
+
+    def held(self, entries: Mapping[str, str]) -> List[str]:
+        """The units of ``entries`` (unit: ledger entry) a data file of
+        which the latest version holds. A file a compaction rewrote is not
+        found, so neither is its unit (the caller refuses rather than
+        guess); nor is the unit that created the dataset (its entry names
+        no file)."""
         dataset = _dataset(self._uri, self._storage_options)
         if dataset is None:
             return []
+        live = {f.path for fragment in dataset.get_fragments() for f in fragment.metadata.files}
+        held = []
+        for unit, entry in entries.items():
+            try:
+                files = json.loads(entry).get("files") or []
+            except (ValueError, AttributeError):
+                continue
+            if any(path in live for path in files):
+                held.append(unit)
+        return held
+
+    def recorded(self, units: List[str]) -> List[str]:
+        """:meth:`lineage`'s units; a version ``cleanup_old_versions``
+        removed before every unit asked about was found raises: a unit it
+        recorded cannot be told from one that never reached the dataset,
+        and taking it for either would lose its rows or write them
+        twice."""
+        found, cut = self.lineage(units)
+        if cut is not None and len(found) < len(set(units)):
+            raise ValueError(
+                f"{cut}, and whether cairn's units it recorded reached the dataset cannot be told "
+                "without it. Keep the dataset's versions until the job ends; now, move the "
+                "checkpoint away and run the job again (into a new dataset, or after removing "
+                "the rows of the job's units)"
+            )
+        return found
+
+    def lineage(self, units: List[str]) -> Tuple[List[str], Optional[str]]:
+        """The units among ``units`` recorded by a version in the latest
+        version's lineage, and where the walk was cut (None when it was
+        not): versions are walked from the latest down, a ``Restore`` to
+        version ``r`` goes on at ``r`` (the versions between are not the
+        dataset's any more), an ``Overwrite`` (the dataset's creation
+        among them) is the last one walked. The walk stops once every unit
+        asked about is found, or at a version ``cleanup_old_versions``
+        removed (the cut)."""
+        dataset = _dataset(self._uri, self._storage_options)
+        if dataset is None:
+            return [], None
         wanted = set(units)
         in_lineage = set()
         version = dataset.version
+        cut = None
         while version >= 1 and not wanted <= in_lineage:
             transaction = _transaction_at(dataset, version)
             if transaction is _CLEANED:
-                raise ValueError(
+                cut = (
                     f"the Lance dataset {self.table}'s version {version} was removed by "
-                    "cleanup_old_versions, and whether cairn's units it recorded reached the "
-                    "dataset cannot be told without it. Keep the dataset's versions until the "
-                    "job ends; now, move the checkpoint away and run the job again (into a new "
-                    "dataset, or after removing the rows of the job's units)"
+                    "cleanup_old_versions"
                 )
+                break
             if transaction is None:
                 break  # a version of a Lance that kept no transactions
             unit = _unit_of(transaction)
@@ -155,7 +217,7 @@ class LanceUnitLog(UnitIds):
             if operation == "Overwrite":
                 break
             version -= 1
-        return [u for u in units if u in in_lineage]
+        return [u for u in units if u in in_lineage], cut
 
 
 class LanceDatasink(TableDatasink):
@@ -170,10 +232,11 @@ class LanceDatasink(TableDatasink):
     another unit appends instead: an append to a missing dataset would be a
     create that can replace rows another unit committed). Concurrent
     appends commit with Lance's own conflict resolution. While the job
-    runs, only append to the dataset and keep its versions
-    (``cleanup_old_versions`` removes the transactions that record units:
-    the job's end, or the next resume, then refuses the checkpoint rather
-    than go on wrong).
+    runs, only append to the dataset. Each unit's data files are its
+    ledger entry in the checkpoint, so ``cleanup_old_versions`` while a
+    job runs or between a kill and its resume leaves its units found
+    (docs/python.md says what holds; ``compact_files`` before the job
+    ends can make a resume refuse).
     """
 
     def __init__(
@@ -198,22 +261,29 @@ class LanceDatasink(TableDatasink):
         dataset = _dataset(self.uri, self._storage_options)
         self._since = dataset.version if dataset is not None else 0
 
-    def append(self, rows: pa.Table, unit: str, fence: Callable[[], None]) -> None:
+    def append(self, rows: pa.Table, unit: str, fence: Callable[..., None]) -> None:
         """One Lance commit adding ``rows``, its transaction naming ``unit``:
-        the first unit creates the dataset in one call; any other writes its
-        data files, then commits them (files a kill leaves uncommitted are
-        never part of a version: readers never see them)."""
+        the first unit creates the dataset in one call (its entry says it
+        began before, and names its files after); any other writes its
+        data files, then ``fence`` with their paths as the ledger entry,
+        then commits them (files a kill leaves uncommitted are never part
+        of a version: readers never see them)."""
         import lance
 
         if _dataset(self.uri, self._storage_options) is None:
-            fence()
+            fence(_CREATE_LEDGER)
             try:
-                lance.write_dataset(
+                created = lance.write_dataset(
                     rows,
                     self.uri,
                     mode="create",
                     storage_options=self._storage_options,
                     transaction_properties={UNIT_PROPERTY: unit},
+                )
+                # The created version holds this unit's files only.
+                fence(
+                    _files_ledger(f.metadata for f in created.get_fragments()),
+                    landed=True,
                 )
                 return
             except OSError as e:
@@ -230,5 +300,5 @@ class LanceDatasink(TableDatasink):
         )
         transaction = dataclasses.replace(transaction, transaction_properties={UNIT_PROPERTY: unit})
         crash_point("table-before-commit", unit)
-        fence()
+        fence(_files_ledger(transaction.operation.fragments))
         lance.LanceDataset.commit(self.uri, transaction, storage_options=self._storage_options)

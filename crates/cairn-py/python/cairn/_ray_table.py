@@ -11,6 +11,13 @@ own) before its checkpoint commit, and recovery reads the table's history
 for the units left pending: a unit the table records is committed, one it
 does not is written again. Its data files, never committed, are left to
 the format's own clean-up; cairn deletes nothing inside a table.
+
+Table maintenance removes history (Iceberg's snapshot expiry, Lance's
+version clean-up), so the Iceberg and Lance sinks also write a ledger entry
+into the unit's pending record just before its table commit: where its rows
+will be (the snapshot that adds them, the data files of its version). Ray's
+commit carries it into the committed record; a resume looks a unit the
+history no longer records up by its entry in the table's current files.
 """
 
 from __future__ import annotations
@@ -141,14 +148,28 @@ class UnitIds:
         ids = self.ids_or_none(unit, id_column)
         if ids is None:
             return None
-        return id_record(ids, id_column)
+        return id_record(ids, id_column, self.ledger_of(unit))
+
+    def ledger_of(self, unit: str) -> Optional[str]:
+        """The ledger entry of ``unit``, read from the table's history
+        (None when no commit there records it, or the format keeps none)."""
+        return None
 
 
-def id_record(ids: pa.Array, id_column: str) -> bytes:
+#: The key, in a unit's record's Parquet key-value metadata, of its
+#: ledger entry (cairn_checkpoint's ``TABLE_LEDGER_KEY``).
+LEDGER_KEY = "cairn.table_ledger"
+
+
+def id_record(ids: pa.Array, id_column: str, ledger: Optional[str] = None) -> bytes:
     """A checkpoint record of ``ids`` as Ray's checkpoint writer lays it
-    out: one Parquet file of the ID column."""
+    out: one Parquet file of the ID column; with ``ledger``, the unit's
+    ledger entry in its key-value metadata (which Ray's reader ignores)."""
+    table = pa.table({id_column: ids})
+    if ledger is not None:
+        table = table.replace_schema_metadata({LEDGER_KEY: ledger})
     sink = pa.BufferOutputStream()
-    pq.write_table(pa.table({id_column: ids}), sink)
+    pq.write_table(table, sink)
     return sink.getvalue().to_pybytes()
 
 
@@ -202,10 +223,15 @@ class TableDatasink(FileDatasink):
         """What cairn's checkpoint manager asks about pending units."""
         raise NotImplementedError
 
-    def append(self, rows: pa.Table, unit: str, fence: Callable[[], None]) -> None:
+    def append(self, rows: pa.Table, unit: str, fence: Callable[..., None]) -> None:
         """Commits ``rows`` to the table in one transaction that records
-        ``unit``, calling ``fence`` just before the commit (it raises
-        :class:`UnitTakenOver` when the unit must not be committed)."""
+        ``unit``, calling ``fence`` just before the commit with the unit's
+        ledger entry (where the commit puts its rows; None for a format
+        whose history maintenance keeps): it raises :class:`UnitTakenOver`
+        when the unit must not be committed, else writes the entry into
+        the unit's pending record. ``fence(entry, landed=True)`` after the
+        commit only rewrites the entry (for a commit whose files are known
+        only once it is made)."""
         raise NotImplementedError
 
     def on_write_start(self, schema: Any = None) -> None:
@@ -264,7 +290,14 @@ class TableDatasink(FileDatasink):
                 self._record_the_tables_ids(ctx, unit, log, rows)
                 return unit
         ctx.kwargs[_COMMIT_TRIED] = True
-        self.append(rows, unit, lambda: self._require_pending(ctx, unit, log.table))
+
+        def fence(ledger: Optional[str], landed: bool = False) -> None:
+            if not landed:
+                self._require_pending(ctx, unit, log.table)
+            if ledger is not None:
+                self._write_ledger(ctx, rows, ledger)
+
+        self.append(rows, unit, fence)
         crash_point("table-after-commit", unit)
         return unit
 
@@ -295,10 +328,14 @@ class TableDatasink(FileDatasink):
         if not isinstance(log, UnitIds):
             return
         id_column = config.id_column
+        ledger = log.ledger_of(unit)
         ids = log.ids_or_none(unit, id_column)
-        if ids is None:
-            return
-        if set(ids.to_pylist()) == set(rows[id_column].to_pylist()):
+        if ids is None or set(ids.to_pylist()) == set(rows[id_column].to_pylist()):
+            # Ray's record of this attempt's rows stands; with the entry
+            # the earlier attempt wrote before its commit, which Ray's
+            # rewrite of the record dropped.
+            if ledger is not None:
+                self._write_ledger(ctx, rows, ledger)
             return
         logger.warning(
             "cairn: unit %s of %s was retried and its rows differ from those its earlier "
@@ -309,10 +346,27 @@ class TableDatasink(FileDatasink):
             len(ids),
             rows.num_rows,
         )
-        record = id_record(ids, id_column)
+        record = id_record(ids, id_column, ledger)
         for pending in pendings:
             with filesystem.open_output_stream(pending.pending_path) as out:
                 out.write(record)
+
+    def _write_ledger(self, ctx: Any, rows: pa.Table, ledger: str) -> None:
+        """Rewrites the task's pending record (Ray's, of ``rows``' IDs)
+        with the unit's ledger entry (one PUT). A task with more
+        than one pending record keeps them as Ray wrote them: which IDs
+        belong to which cannot be told here, and a unit without an entry
+        is settled by the table's history alone."""
+        config = DataContext.get_current().checkpoint_config
+        # A second pass of the task's chain inside its attempt lists the
+        # same record again.
+        paths = {p.pending_path for p in pending_records(ctx)}
+        if config is None or len(paths) != 1:
+            return
+        id_column = config.id_column
+        record = id_record(rows[id_column], id_column, ledger)
+        with config.filesystem.open_output_stream(paths.pop()) as out:
+            out.write(record)
 
     def _require_pending(self, ctx: Any, unit: str, table: str) -> None:
         """Raises :class:`UnitTakenOver` when Ray's pending record of the
@@ -376,14 +430,18 @@ def crash_point(name: str, unit: str) -> None:
     """A failpoint for the tests (``table-after-commit``: a unit's rows in
     the table, its checkpoint commit to come; ``table-before-commit``, in
     the Lance sink: its data files written, its table commit to come): with
-    ``CAIRN_PY_FAILPOINT=<name>:<action>:<flag file>``, the first task to
-    reach it writes its unit to the flag file,
+    ``CAIRN_PY_FAILPOINT=<name>:<action>:<flag file>[:<passes>]``, the
+    first task to reach it (after ``passes`` units went through it) writes
+    its unit to the flag file,
     then ``hang`` (waits there for the harness to kill the job), ``exit``
     (its worker process dies at once, as a SIGKILLed one) or ``raise`` (a
     ``RuntimeError``, as a failing step after it would)."""
     point, _, rest = os.environ.get("CAIRN_PY_FAILPOINT", "").partition(":")
-    action, _, flag = rest.partition(":")
+    action, _, rest = rest.partition(":")
+    flag, _, passes = rest.partition(":")
     if point != name or not flag:
+        return
+    if passes and _passed(flag, int(passes)):
         return
     try:
         fd = os.open(flag, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
@@ -397,3 +455,15 @@ def crash_point(name: str, unit: str) -> None:
         raise RuntimeError(f"cairn failpoint {name} for unit {unit}")
     while True:
         time.sleep(1)
+
+
+def _passed(flag: str, passes: int) -> bool:
+    """Whether this arrival at a failpoint is one of the first ``passes``,
+    counted across processes by the files ``<flag>.pass<n>`` each makes."""
+    for n in range(passes):
+        try:
+            os.close(os.open(f"{flag}.pass{n}", os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+            return True
+        except FileExistsError:
+            continue
+    return False
