@@ -15,7 +15,8 @@ ray-venv with the wheel installed and the servers started
     RAY_ADDRESS=local ~/.cache/cairn-tools/ray-venv/bin/python scripts/bench/table_requests.py [ROWS] [FILES]
 
 Prints per output: seconds, units, requests by method and per unit (the
-input's reads included: the Parquet row is the baseline)."""
+input's reads included: the Parquet row is the baseline). WAYS=parquet,lance
+(comma-separated) runs some outputs only."""
 
 import os
 
@@ -124,12 +125,15 @@ def main():
             return sink, None
 
         print(f"{rows} rows in {files} files, Garage behind a counting proxy")
+        wanted = os.environ.get("WAYS")
         for name, sink in [
             ("parquet", None),
             ("delta", delta),
             ("iceberg", iceberg),
             ("lance", lance),
         ]:
+            if wanted and name not in wanted.split(","):
+                continue
             out = f"s3://{base}/out-{name}-{uuid.uuid4().hex[:6]}"
             DataContext.get_current().checkpoint_config = cairn.ray.checkpoint_config(
                 "uid", f"s3://{base}/ckpt-{name}", options

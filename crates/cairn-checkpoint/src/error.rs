@@ -181,7 +181,7 @@ pub enum Error {
     /// A pending unit whose table commit began may have landed, and neither
     /// the table's history (cut by maintenance) nor its current files tell.
     #[error(
-        "checkpoint {checkpoint}: unit {unit} began its commit to the table {table}, its data files are not in the table's current version, and the history that would say whether the commit landed is gone ({cut}). Nothing was changed: committing it could skip rows the table lacks, rolling it back could write rows a compaction kept twice. Restore the table's history if you can; else count the unit's IDs in the table, then move the checkpoint away and run the job again without those rows. Keep the table's history until a job ends"
+        "checkpoint {checkpoint}: unit {unit} began its commit to the table {table}, its data files are not in the table's current version, and the history that would say whether the commit landed is gone ({cut}). Nothing was settled, every record left as it was: committing it could skip rows the table lacks, rolling it back could write rows a compaction kept twice. Restore the table's history if you can; else count the unit's IDs in the table, then move the checkpoint away and run the job again without those rows. Keep the table's history until a job ends"
     )]
     UnitUndecided {
         /// The checkpoint.

@@ -149,8 +149,11 @@ impl CheckpointDir {
         if state.complete {
             return Ok(report);
         }
-        let in_flight = self.release_committed_twins(state, &mut report).await?;
+        // Decided before anything changes: a refusal below leaves every
+        // record as it was.
+        let in_flight: Vec<UnitName> = state.in_flight().cloned().collect();
         if in_flight.is_empty() {
+            self.release_committed_twins(state, &mut report).await?;
             return Ok(report);
         }
         let lineage = log.lineage(&in_flight).await?;
@@ -179,6 +182,7 @@ impl CheckpointDir {
                 cut: cut.clone(),
             });
         }
+        self.release_committed_twins(state, &mut report).await?;
         for unit in in_flight {
             if lineage.recorded.contains(&unit) || held.contains(&unit) {
                 self.promote(&unit, log, id_column).await?;

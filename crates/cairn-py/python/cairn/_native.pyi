@@ -54,7 +54,11 @@ class NativeIdSet:
 class UnitLog(Protocol):
     """A table output's log: which units' transactions it records (and,
     when it has a ``committed_record(unit, id_column) -> Optional[bytes]``
-    method, the IDs a unit's commit added, as a Parquet file)."""
+    method, the IDs a unit's commit added, as a Parquet file; with
+    ``lineage(units) -> (recorded, cut or None)``, where its history was
+    cut by maintenance; with ``held(entries: Dict[str, str]) -> Iterable[str]``,
+    the units whose ledger entries find their rows in the table's current
+    files)."""
 
     table: str
     def recorded(self, units: List[str]) -> Iterable[str]: ...

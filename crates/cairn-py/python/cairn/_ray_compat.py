@@ -40,7 +40,7 @@ from ray.data.checkpoint.checkpoint_filter import CheckpointFilter as RayCheckpo
 from ray.data.checkpoint.checkpoint_filter import CheckpointManager as RayCheckpointManager
 from ray.data.checkpoint.checkpoint_writer import BatchBasedCheckpointWriter
 from ray.data.checkpoint.checkpoint_writer import CheckpointWriter as RayCheckpointWriter
-from ray.data.checkpoint.checkpoint_writer import PendingCheckpoint
+from ray.data.checkpoint.checkpoint_writer import PENDING_CHECKPOINT_SUFFIX, PendingCheckpoint
 from ray.data.checkpoint.load_checkpoint_callback import LoadCheckpointCallback
 from ray.data.context import DataContext
 from ray.data.datasource.file_datasink import _FileDatasink as FileDatasink
@@ -58,6 +58,7 @@ __all__ = [
     "DelegatingBlockBuilder",
     "FileDatasink",
     "LoadCheckpointCallback",
+    "PENDING_CHECKPOINT_SUFFIX",
     "ParquetDatasource",
     "RayCheckpointFilter",
     "RayCheckpointManager",

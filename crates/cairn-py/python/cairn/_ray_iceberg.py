@@ -186,13 +186,18 @@ class IcebergUnitLog(UnitIds):
 
 def _had_a_parent(snapshot: Any) -> bool:
     """Whether a snapshot that names no parent had one: its sequence
-    number is past the table's first (format 2 and later), or its summary
-    counts data files it did not add."""
+    number is past the table's first (format 2 and later), it is not an
+    append, or its summary counts data files it removed or did not add."""
     if (snapshot.sequence_number or 0) > 1:
         return True
     summary = snapshot.summary
     if summary is None:
         return False
+    operation = getattr(summary, "operation", None)
+    if str(getattr(operation, "value", operation)) != "append":
+        return True  # a table's first snapshot only adds
+    if int(summary.get("deleted-data-files") or 0) > 0:
+        return True
     total = summary.get("total-data-files")
     added = summary.get("added-data-files")
     return total is not None and int(total) > int(added or 0)

@@ -41,6 +41,7 @@ from ._ray_compat import (
     pending_records,
     split_base_and_ext,
     task_attempt,
+    unwrap_protocol,
 )
 
 logger = logging.getLogger(__name__)
@@ -159,6 +160,24 @@ class UnitIds:
 #: The key, in a unit's record's Parquet key-value metadata, of its
 #: ledger entry (cairn_checkpoint's ``TABLE_LEDGER_KEY``).
 LEDGER_KEY = "cairn.table_ledger"
+
+
+def ledger_entry(filesystem: Any, path: str) -> Optional[str]:
+    """The ledger entry of the record at ``path`` (None when it has none
+    or is not there), from its footer."""
+    try:
+        metadata = pq.read_metadata(path, filesystem=filesystem).metadata or {}
+    except FileNotFoundError:
+        return None
+    entry = metadata.get(LEDGER_KEY.encode())
+    return None if entry is None else entry.decode()
+
+
+def retried_here(ctx: Any) -> bool:
+    """Whether this write task is a retry: Ray's (an attempt number above
+    0, or unknown) or Ray Data's second pass of its chain inside one
+    attempt."""
+    return bool(ctx.kwargs.get(_COMMIT_TRIED, False)) or task_attempt() != 0
 
 
 def id_record(ids: pa.Array, id_column: str, ledger: Optional[str] = None) -> bytes:
@@ -281,10 +300,9 @@ class TableDatasink(FileDatasink):
         # (another attempt of the task) or Ray Data's inside one attempt
         # (``retried_map_errors`` runs the task's chain again, with this
         # same context).
-        retried = ctx.kwargs.get(_COMMIT_TRIED, False) or task_attempt() != 0
-        if retried:
+        if retried_here(ctx):
             crash_point("table-log-read", unit)
-            if log.landed(unit):
+            if self._landed_before(ctx, unit, log):
                 # A retried task whose table commit landed before it died.
                 logger.info("cairn: unit %s is already in %s", unit, log.table)
                 self._record_the_tables_ids(ctx, unit, log, rows)
@@ -300,6 +318,35 @@ class TableDatasink(FileDatasink):
         self.append(rows, unit, fence)
         crash_point("table-after-commit", unit)
         return unit
+
+    def _landed_before(self, ctx: Any, unit: str, log: Any) -> bool:
+        """Whether an earlier attempt's table commit of ``unit`` landed:
+        the table's history records it, or the ledger entry that attempt
+        wrote before its commit (kept in the pending record by cairn's
+        checkpoint writer) finds its rows in the table's current files.
+        With an entry that finds nothing and a history that maintenance
+        cut, raises: the commit may have landed and its files been
+        rewritten since, and writing the rows again could double them."""
+        if log.landed(unit):
+            return True
+        config = DataContext.get_current().checkpoint_config
+        paths = {p.pending_path for p in pending_records(ctx)}
+        if config is None or len(paths) != 1 or not hasattr(log, "held"):
+            return False
+        entry = ledger_entry(config.filesystem, paths.pop())
+        if entry is None:
+            return False  # no earlier attempt began its commit
+        if log.held({unit: entry}):
+            return True
+        _, cut = log.lineage([unit])
+        if cut is not None:
+            raise RuntimeError(
+                f"cairn: unit {unit}'s earlier attempt began its commit to {log.table}, its data "
+                f"files are not in the table's current version, and {cut}: whether that commit "
+                "landed cannot be told, so this task writes nothing. Keep the table's history "
+                "until the job ends; run the job again once no clean-up runs"
+            )
+        return False
 
     def _record_the_tables_ids(self, ctx: Any, unit: str, log: Any, rows: pa.Table) -> None:
         """Rewrites the unit's pending record (which Ray just wrote from
@@ -328,7 +375,9 @@ class TableDatasink(FileDatasink):
         if not isinstance(log, UnitIds):
             return
         id_column = config.id_column
-        ledger = log.ledger_of(unit)
+        # The history's entry, else the one cairn's writer kept from the
+        # earlier attempt.
+        ledger = log.ledger_of(unit) or ledger_entry(filesystem, pendings[0].pending_path)
         ids = log.ids_or_none(unit, id_column)
         if ids is None or set(ids.to_pylist()) == set(rows[id_column].to_pylist()):
             # Ray's record of this attempt's rows stands; with the entry
@@ -413,14 +462,26 @@ class TableDatasink(FileDatasink):
         if not units:
             return
         log = self.unit_log()
-        found = set(log.recorded(units))
+        found = set(log.lineage(units)[0] if hasattr(log, "lineage") else log.recorded(units))
         missing = sorted(u for u in units if u not in found)
+        if missing and hasattr(log, "held") and config is not None:
+            # Units whose history maintenance removed: their ledger entries,
+            # in their committed records, say where their rows are.
+            directory = unwrap_protocol(config.checkpoint_path)
+            entries = {}
+            for unit in missing:
+                entry = ledger_entry(config.filesystem, f"{directory}/{unit}.parquet")
+                if entry is not None:
+                    entries[unit] = entry
+            held = set(log.held(entries)) if entries else set()
+            missing = [u for u in missing if u not in held]
         if missing:
             raise RuntimeError(
                 f"cairn.ray.{type(self).__name__}: {len(missing)} unit(s) this job committed are "
                 f"not in the table {log.table} (e.g. {', '.join(missing[:3])}): it was restored, "
-                "rolled back or overwritten while the job ran, or lost a commit (two at once on a "
-                "store without conditional writes). A checkpoint kept holds their IDs as "
+                "rolled back or overwritten while the job ran, lost a commit (two at once on a "
+                "store without conditional writes), or was compacted after its history was "
+                "cleaned up (their files rewritten). A checkpoint kept holds their IDs as "
                 "committed, and a resume refuses it until the table holds them again: restore "
                 "the table, or move the checkpoint away and run the job again"
             )

@@ -14,22 +14,30 @@ as the earlier attempt's (Ray's writer keeps the earlier IDs). A table
 sink's retry that finds the earlier attempt's committed record keeps it
 and drops its own pending record first. On local disk, where the checks
 cost nothing, and on any filesystem that is not cairn's, the commit is
-Ray's."""
+Ray's.
+
+A retried task's pending record keeps the table sink's ledger entry an
+earlier attempt wrote into it (or into its committed record) before its
+table commit: Ray's writer would write the record again without it, and a
+unit whose commit may have landed would then look like one whose commit
+never began (one GET, on retries only)."""
 
 from __future__ import annotations
 
-from typing import Any
+import os
+from typing import Any, Optional
 
 from ray.data.context import DataContext
 
 from ._ray_compat import (
+    PENDING_CHECKPOINT_SUFFIX,
     BatchBasedCheckpointWriter,
     PendingCheckpoint,
     call_with_retry,
     current_task_context,
 )
 from ._ray_fs import cairn_of
-from ._ray_table import TAKEN_OVER
+from ._ray_table import TAKEN_OVER, id_record, ledger_entry, retried_here
 
 
 class MovingCheckpointWriter(BatchBasedCheckpointWriter):
@@ -45,6 +53,35 @@ class MovingCheckpointWriter(BatchBasedCheckpointWriter):
         self._moving_fs = (
             cairn_fs if cairn_fs is not None and not cairn_fs._real_directories() else None
         )
+
+    def write_pending_checkpoint(
+        self, id_column_data: Any, checkpoint_id: str
+    ) -> Optional[PendingCheckpoint]:
+        """Ray's pending record; on a retried task, with the ledger entry
+        its earlier attempt's record holds."""
+        ctx = current_task_context()
+        if ctx is None or not retried_here(ctx) or len(id_column_data) == 0:
+            return super().write_pending_checkpoint(id_column_data, checkpoint_id)
+        base = os.path.join(self.checkpoint_path_unwrapped, checkpoint_id)
+        pending_path = f"{base}{PENDING_CHECKPOINT_SUFFIX}.parquet"
+        committed_path = f"{base}.parquet"
+        entry = ledger_entry(self.filesystem, pending_path)
+        if entry is None:
+            entry = ledger_entry(self.filesystem, committed_path)
+        if entry is None:
+            return super().write_pending_checkpoint(id_column_data, checkpoint_id)
+        record = id_record(id_column_data, self.id_col, entry)
+
+        def write() -> None:
+            with self.filesystem.open_output_stream(pending_path) as out:
+                out.write(record)
+
+        call_with_retry(
+            write,
+            description=f"write pending checkpoint {pending_path}",
+            match=DataContext.get_current().retried_io_errors,
+        )
+        return PendingCheckpoint(pending_path=pending_path, committed_path=committed_path)
 
     def commit_checkpoint(self, pending: PendingCheckpoint) -> None:
         cairn_fs = self._moving_fs
