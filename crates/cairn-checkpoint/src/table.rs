@@ -111,6 +111,19 @@ pub trait UnitLog: Send + Sync + fmt::Debug {
         let _ = entries;
         Box::pin(async { Ok(HashSet::new()) })
     }
+
+    /// Of `entries`, the units whose commit the history that is left
+    /// shows not to be in the table's current version (the walk from it
+    /// reaches the version the commit was made on without passing the
+    /// commit), though maintenance cut the history further down. The
+    /// default tells none.
+    fn absent_by_ledger<'a>(
+        &'a self,
+        entries: &'a [(UnitName, String)],
+    ) -> BoxFuture<'a, Result<HashSet<UnitName>>> {
+        let _ = entries;
+        Box::pin(async { Ok(HashSet::new()) })
+    }
 }
 
 /// What a table's history says of some units.
@@ -168,13 +181,24 @@ impl CheckpointDir {
         } else {
             log.held_by_ledger(&entries).await?
         };
+        let begun: Vec<(UnitName, String)> = entries
+            .iter()
+            .filter(|(u, _)| !held.contains(u))
+            .cloned()
+            .collect();
+        let absent = if lineage.cut.is_some() && !begun.is_empty() {
+            log.absent_by_ledger(&begun).await?
+        } else {
+            HashSet::new()
+        };
         if let Some(cut) = &lineage.cut
-            && let Some((unit, _)) = entries.iter().find(|(u, _)| !held.contains(u))
+            && let Some((unit, _)) = begun.iter().find(|(u, _)| !absent.contains(u))
         {
             // Its table commit began (its entry precedes it), its files are
             // not live, and the history that would say whether it landed
             // (and a compaction rewrote it since) is gone: decided before
-            // anything changes.
+            // anything changes. (A unit whose commit the history left shows
+            // not landed, `absent`, is rolled back below.)
             return Err(Error::UnitUndecided {
                 checkpoint: self.url()?,
                 table: log.table(),

@@ -268,14 +268,25 @@ impl cairn_checkpoint::internals::UnitLog for TableHolding {
         entries: &'a [(UnitName, String)],
     ) -> futures::future::BoxFuture<'a, cairn_checkpoint::Result<std::collections::HashSet<UnitName>>>
     {
-        Box::pin(async move {
-            Ok(entries
-                .iter()
-                .filter(|(_, entry)| entry == "live")
-                .map(|(unit, _)| unit.clone())
-                .collect())
-        })
+        Box::pin(async move { Ok(with_entry(entries, "live")) })
     }
+
+    fn absent_by_ledger<'a>(
+        &'a self,
+        entries: &'a [(UnitName, String)],
+    ) -> futures::future::BoxFuture<'a, cairn_checkpoint::Result<std::collections::HashSet<UnitName>>>
+    {
+        Box::pin(async move { Ok(with_entry(entries, "absent")) })
+    }
+}
+
+/// The units of `entries` whose entry is `wanted`.
+fn with_entry(entries: &[(UnitName, String)], wanted: &str) -> std::collections::HashSet<UnitName> {
+    entries
+        .iter()
+        .filter(|(_, entry)| entry == wanted)
+        .map(|(unit, _)| unit.clone())
+        .collect()
 }
 
 /// A unit's record as a table sink writes it, made with the parquet crate
@@ -319,6 +330,9 @@ enum Died {
     /// Pending, its commit began (an entry) and did not land: rolled back
     /// where the history is whole, undecided where it is cut.
     PendingBegun,
+    /// Pending, its commit began and did not land, and the history left
+    /// shows it (it reaches the commit's base): rolled back.
+    PendingBegunAbsent,
 }
 
 fn died() -> impl proptest::strategy::Strategy<Value = Died> {
@@ -331,6 +345,7 @@ fn died() -> impl proptest::strategy::Strategy<Value = Died> {
         2 => proptest::strategy::Just(Died::PendingNotInTable),
         2 => proptest::strategy::Just(Died::PendingByLedger),
         1 => proptest::strategy::Just(Died::PendingBegun),
+        1 => proptest::strategy::Just(Died::PendingBegunAbsent),
     ]
 }
 
@@ -413,8 +428,12 @@ proptest::proptest! {
                     Died::PendingNotInTable => {
                         dir.write_pending(&unit, ids(&values)).await.unwrap();
                     }
-                    Died::PendingByLedger | Died::PendingBegun => {
-                        let entry = if *kind == Died::PendingByLedger { "live" } else { "gone" };
+                    Died::PendingByLedger | Died::PendingBegun | Died::PendingBegunAbsent => {
+                        let entry = match kind {
+                            Died::PendingByLedger => "live",
+                            Died::PendingBegun => "gone",
+                            _ => "absent",
+                        };
                         fs.pipe(&pending, record_with_ledger(&values, entry), WriteMode::Overwrite)
                             .await
                             .unwrap();

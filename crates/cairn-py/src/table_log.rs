@@ -6,7 +6,8 @@
 //! optional `lineage(units)` gives `(recorded, cut)`, where `cut` says why
 //! the history stops short, or None; its optional `held(entries)` gives the
 //! units of `{unit: ledger entry}` whose rows the table's current files
-//! hold).
+//! hold; its optional `absent(entries)` the units whose commit the history
+//! left shows not landed).
 
 use std::collections::HashSet;
 use std::fmt;
@@ -98,9 +99,19 @@ impl PyUnitLog {
     }
 
     fn ask_held(&self, entries: &[(UnitName, String)]) -> PyResult<HashSet<UnitName>> {
+        self.ask_entries("held", entries)
+    }
+
+    /// The units of `entries` that the log's `method` (taking `{unit:
+    /// entry}`) names; none when it has no such method.
+    fn ask_entries(
+        &self,
+        method: &str,
+        entries: &[(UnitName, String)],
+    ) -> PyResult<HashSet<UnitName>> {
         Python::attach(|py| {
             let log = self.log.bind(py);
-            if !log.hasattr("held")? {
+            if !log.hasattr(method)? {
                 return Ok(HashSet::new());
             }
             let asked: std::collections::HashMap<&str, &str> = entries
@@ -108,7 +119,7 @@ impl PyUnitLog {
                 .map(|(unit, entry)| (unit.as_str(), entry.as_str()))
                 .collect();
             let units: Vec<UnitName> = entries.iter().map(|(unit, _)| unit.clone()).collect();
-            let answer = log.call_method1("held", (asked,))?;
+            let answer = log.call_method1(method, (asked,))?;
             among(&units, &answer)
         })
     }
@@ -160,6 +171,16 @@ impl UnitLog for PyUnitLog {
         entries: &'a [(UnitName, String)],
     ) -> BoxFuture<'a, cairn_checkpoint::Result<HashSet<UnitName>>> {
         Box::pin(async move { self.ask_held(entries).map_err(|e| self.failed(e)) })
+    }
+
+    fn absent_by_ledger<'a>(
+        &'a self,
+        entries: &'a [(UnitName, String)],
+    ) -> BoxFuture<'a, cairn_checkpoint::Result<HashSet<UnitName>>> {
+        Box::pin(async move {
+            self.ask_entries("absent", entries)
+                .map_err(|e| self.failed(e))
+        })
     }
 
     fn committed_record<'a>(

@@ -314,6 +314,10 @@ def test_a_unit_is_recorded_exactly_when_the_table_holds_its_rows(table_format, 
                 assert found == held, steps
             lacking = {u: entries[u] for u in units if u not in found}
             answered = found | set(log.held(lacking))
+            # A unit the history left shows not landed is written again:
+            # never one the table holds.
+            gone = set(log.absent({u: entries[u] for u in units if u not in answered}))
+            assert not gone & held, steps
             # A unit answered is one whose rows the table holds (a resume
             # skips them); with the history cut, one not answered is
             # refused, never written again; whole, it is written again
@@ -359,3 +363,41 @@ def test_a_delta_restore_to_a_version_the_log_no_longer_keeps_answers_no_unit_it
         assert table.uids() == {0}
         with pytest.raises(ValueError, match="older than its log keeps"):
             table.log().recorded(["u0", "u1", "u2"])
+
+
+class Refused(Exception):
+    """A fence's refusal: the commit does not happen."""
+
+
+@pytest.mark.parametrize("table_format", ["iceberg", "lance"])
+def test_a_commit_that_never_landed_on_a_table_cleaned_before_is_absent(table_format):
+    """Two units appended and the table's history cleaned (as routine
+    maintenance leaves it before a job); a third unit's commit begins (the
+    sink's fence gets its entry) and never lands (the fence refuses). Its
+    entry finds nothing in the table and the history is cut below, yet the
+    history left reaches the commit's base: it is answered absent (written
+    again), not undecided (a refused resume)."""
+    with tempfile.TemporaryDirectory() as root:
+        table = FORMATS[table_format](root)
+        table.append(rows([0, 1, 2]), "u0")
+        table.append(rows([3, 4, 5]), "u1")
+        table.clean()
+        sink = (
+            IcebergDatasink("db.t", table.kwargs)
+            if table_format == "iceberg"
+            else LanceDatasink(table.uri)
+        )
+        entries = []
+
+        def refuse(entry, landed=False):
+            entries.append(entry)
+            raise Refused()
+
+        with pytest.raises(Refused):
+            sink.append(rows([6, 7, 8]), "u2", refuse)
+        log = table.log()
+        found, cut = log.lineage(["u0", "u1", "u2"])
+        assert cut is not None and "u2" not in found
+        assert log.held({"u2": entries[-1]}) == []
+        assert log.absent({"u2": entries[-1]}) == ["u2"]
+        assert table.uids() == set(range(6))

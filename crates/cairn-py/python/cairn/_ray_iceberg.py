@@ -28,23 +28,22 @@ DEFAULT_MAX_COMMIT_RETRIES = 100
 #: A manifest entry's status for a data file its snapshot added.
 _ADDED = 1
 
-#: A manifest entry's status for a data file its snapshot removed.
-_DELETED = 2
+
+def _ledger(snapshot: Any) -> str:
+    """The ledger entry of a unit whose rows ``snapshot`` adds: its ID and
+    its parent's (the snapshot the commit is made on, None for a table's
+    first)."""
+    return json.dumps({"snapshot": snapshot.snapshot_id, "base": snapshot.parent_snapshot_id})
 
 
-def _ledger(snapshot_id: int) -> str:
-    """The ledger entry of a unit whose rows snapshot ``snapshot_id`` adds."""
-    return json.dumps({"snapshot": snapshot_id})
-
-
-def _ledger_snapshot(entry: str) -> Optional[int]:
-    """The snapshot a ledger entry names (None for an entry this version
-    of cairn does not read)."""
+def _ledger_field(entry: str, field: str) -> Optional[int]:
+    """A snapshot ID a ledger entry names (None for an entry this version
+    of cairn does not read, or a field it does not have)."""
     try:
-        snapshot = json.loads(entry).get("snapshot")
+        value = json.loads(entry).get(field)
     except (ValueError, AttributeError):
         return None
-    return snapshot if isinstance(snapshot, int) else None
+    return value if isinstance(value, int) else None
 
 
 def _catalog(catalog_kwargs: Mapping[str, Any]) -> Any:
@@ -108,7 +107,7 @@ class IcebergUnitLog(UnitIds):
         """The ledger entry of ``unit``: the ID of the snapshot of the
         table's metadata that records it."""
         snapshot = _snapshot_of(self._metadata(), unit)
-        return None if snapshot is None else _ledger(snapshot.snapshot_id)
+        return None if snapshot is None else _ledger(snapshot)
 
     def held(self, entries: Mapping[str, str]) -> List[str]:
         """The units of ``entries`` (unit: ledger entry) whose snapshot
@@ -117,16 +116,48 @@ class IcebergUnitLog(UnitIds):
         snapshot expiry. A file a compaction rewrote is held under the
         compaction's snapshot, so its unit is not found here (the caller
         refuses rather than guess)."""
-        wanted = {unit: _ledger_snapshot(entry) for unit, entry in entries.items()}
+        from pyiceberg.manifest import ManifestContent
+
+        wanted = {unit: _ledger_field(entry, "snapshot") for unit, entry in entries.items()}
+        looked_for = {snapshot for snapshot in wanted.values() if snapshot is not None}
         table = _catalog(self._catalog_kwargs).load_table(self._identifier)
-        if table.metadata.current_snapshot_id is None:
+        current = table.current_snapshot()
+        if current is None or not looked_for:
             return []
-        live: Set[int] = {
-            row["snapshot_id"]
-            for row in table.inspect.entries().select(["status", "snapshot_id"]).to_pylist()
-            if row["status"] != _DELETED
-        }
+        live: Set[int] = set()
+        # The current snapshot's data manifests, entry by entry (no column
+        # statistics decoded), until every snapshot looked for is seen.
+        for manifest in current.manifests(table.io):
+            if manifest.content != ManifestContent.DATA:
+                continue
+            for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True):
+                live.add(entry.snapshot_id)
+            if looked_for <= live:
+                break
         return [unit for unit, snapshot in wanted.items() if snapshot in live]
+
+    def absent(self, entries: Mapping[str, str]) -> List[str]:
+        """The units of ``entries`` whose commit is not in the current
+        snapshot's ancestry, told by the history that is left: the walk up
+        from the current snapshot reaches the snapshot the commit was made
+        on (its entry's base) without passing its own. A commit that
+        landed is a descendant of its base (a retry rebases it on a later
+        snapshot), so it would have been passed. A unit whose base is not
+        reached (expired, or below an overwrite) is not answered."""
+        metadata = self._metadata()
+        by_id = {s.snapshot_id: s for s in metadata.snapshots}
+        passed = set()
+        snapshot_id = metadata.current_snapshot_id
+        while snapshot_id is not None and snapshot_id in by_id:
+            passed.add(snapshot_id)
+            snapshot_id = by_id[snapshot_id].parent_snapshot_id
+        answered = []
+        for unit, entry in entries.items():
+            own = _ledger_field(entry, "snapshot")
+            base = _ledger_field(entry, "base")
+            if own is not None and base is not None and base in passed and own not in passed:
+                answered.append(unit)
+        return answered
 
     def recorded(self, units: List[str]) -> List[str]:
         """The units among ``units`` recorded by a snapshot in the current
@@ -186,16 +217,18 @@ class IcebergUnitLog(UnitIds):
 
 def _had_a_parent(snapshot: Any) -> bool:
     """Whether a snapshot that names no parent had one: its sequence
-    number is past the table's first (format 2 and later), it is not an
-    append, or its summary counts data files it removed or did not add."""
+    number is past the table's first (format 2 and later), it is a
+    compaction or a delete, or its summary counts data files it removed or
+    did not add (an overwrite of an empty table adds every file it
+    holds)."""
     if (snapshot.sequence_number or 0) > 1:
         return True
     summary = snapshot.summary
     if summary is None:
         return False
     operation = getattr(summary, "operation", None)
-    if str(getattr(operation, "value", operation)) != "append":
-        return True  # a table's first snapshot only adds
+    if str(getattr(operation, "value", operation)) in ("replace", "delete"):
+        return True  # a table's first snapshot has nothing to rewrite or delete
     if int(summary.get("deleted-data-files") or 0) > 0:
         return True
     total = summary.get("total-data-files")
@@ -296,7 +329,7 @@ class IcebergDatasink(TableDatasink):
                 transaction = table.transaction()
                 transaction.append(rows, snapshot_properties=properties)
                 staged = _snapshot_of(transaction.table_metadata, unit)
-                fence(None if staged is None else _ledger(staged.snapshot_id))
+                fence(None if staged is None else _ledger(staged))
                 transaction.commit_transaction()
                 return
             except CommitFailedException:

@@ -50,10 +50,14 @@ def _transaction_at(dataset: Any, version: int) -> Any:
         raise
 
 
-def _files_ledger(fragments: Any) -> str:
+def _files_ledger(fragments: Any, base: Optional[int] = None) -> str:
     """The ledger entry of a unit whose version adds ``fragments`` (Lance
-    ``FragmentMetadata``): their data files' paths, unique to the write."""
-    return json.dumps({"files": sorted(f.path for m in fragments for f in m.files)})
+    ``FragmentMetadata``): their data files' paths, unique to the write,
+    and the version the commit is made on (``base``), when known."""
+    entry: Dict[str, Any] = {"files": sorted(f.path for m in fragments for f in m.files)}
+    if base is not None:
+        entry["base"] = base
+    return json.dumps(entry)
 
 
 #: The ledger entry of the unit that creates the dataset: its files are
@@ -142,7 +146,12 @@ class LanceUnitLog(UnitIds):
                 return None
             if _unit_of(transaction) == unit:
                 fragments = getattr(transaction.operation, "fragments", None)
-                return None if fragments is None else _files_ledger(fragments)
+                if fragments is None:
+                    return None
+                # An append's entry names the version it was made on, as
+                # the sink's does; the creating unit's names none.
+                append = type(transaction.operation).__name__ == "Append"
+                return _files_ledger(fragments, transaction.read_version if append else None)
         return None
 
     def held(self, entries: Mapping[str, str]) -> List[str]:
@@ -164,6 +173,47 @@ class LanceUnitLog(UnitIds):
             if any(path in live for path in files):
                 held.append(unit)
         return held
+
+    def absent(self, entries: Mapping[str, str]) -> List[str]:
+        """The units of ``entries`` whose commit is not in the latest
+        version's lineage, told by the versions that are left: the walk
+        down from the latest (through restores, as :meth:`lineage`)
+        reaches the version the commit was made on (its entry's base)
+        without a version naming the unit. A commit lands above its base
+        (Lance rebases an append over the versions made meanwhile), so it
+        would have been passed. A unit whose base is not reached (a
+        cleaned version, an overwrite, a restore below it first) is not
+        answered."""
+        bases: Dict[str, int] = {}
+        for unit, entry in entries.items():
+            try:
+                base = json.loads(entry).get("base")
+            except (ValueError, AttributeError):
+                continue
+            if isinstance(base, int):
+                bases[unit] = base
+        dataset = _dataset(self._uri, self._storage_options)
+        if dataset is None or not bases:
+            return []
+        lowest = min(bases.values())
+        found = set()
+        # The versions the walk arrives at, every lineage version above
+        # each of them read.
+        arrived = {dataset.version}
+        version = dataset.version
+        while version > lowest:
+            transaction = _transaction_at(dataset, version)
+            if transaction is None or transaction is _CLEANED:
+                break
+            unit = _unit_of(transaction)
+            if unit:
+                found.add(unit)
+            operation = type(transaction.operation).__name__
+            if operation == "Overwrite":
+                break
+            version = int(transaction.operation.version) if operation == "Restore" else version - 1
+            arrived.add(version)
+        return [unit for unit, base in bases.items() if unit not in found and base in arrived]
 
     def recorded(self, units: List[str]) -> List[str]:
         """:meth:`lineage`'s units; a version ``cleanup_old_versions``
@@ -300,5 +350,5 @@ class LanceDatasink(TableDatasink):
         )
         transaction = dataclasses.replace(transaction, transaction_properties={UNIT_PROPERTY: unit})
         crash_point("table-before-commit", unit)
-        fence(_files_ledger(transaction.operation.fragments))
+        fence(_files_ledger(transaction.operation.fragments, transaction.read_version))
         lance.LanceDataset.commit(self.uri, transaction, storage_options=self._storage_options)

@@ -323,10 +323,14 @@ class TableDatasink(FileDatasink):
         """Whether an earlier attempt's table commit of ``unit`` landed:
         the table's history records it, or the ledger entry that attempt
         wrote before its commit (kept in the pending record by cairn's
-        checkpoint writer) finds its rows in the table's current files.
-        With an entry that finds nothing and a history that maintenance
-        cut, raises: the commit may have landed and its files been
-        rewritten since, and writing the rows again could double them."""
+        checkpoint writer) finds its rows in the table's current files, or
+        that attempt's committed checkpoint record exists. Not landed when
+        there is no entry, when the history that is left reaches the
+        entry's base without the commit, or when the history is whole.
+        Otherwise (an entry that finds nothing, a history maintenance cut
+        above its base) raises: the commit may have landed and its files
+        been rewritten since, and writing the rows again could double
+        them."""
         if log.landed(unit):
             return True
         config = DataContext.get_current().checkpoint_config
@@ -338,15 +342,23 @@ class TableDatasink(FileDatasink):
             return False  # no earlier attempt began its commit
         if log.held({unit: entry}):
             return True
+        if log.absent({unit: entry}):
+            return False  # the history left reaches its base: not landed
         _, cut = log.lineage([unit])
-        if cut is not None:
-            raise RuntimeError(
-                f"cairn: unit {unit}'s earlier attempt began its commit to {log.table}, its data "
-                f"files are not in the table's current version, and {cut}: whether that commit "
-                "landed cannot be told, so this task writes nothing. Keep the table's history "
-                "until the job ends; run the job again once no clean-up runs"
-            )
-        return False
+        if cut is None:
+            return False
+        committed = {p.committed_path for p in pending_records(ctx)}
+        infos = config.filesystem.get_file_info(sorted(committed))
+        if infos and all(info.type == pafs.FileType.File for info in infos):
+            # The earlier attempt also committed its checkpoint record, so
+            # its table commit landed (a compaction rewrote its files since).
+            return True
+        raise RuntimeError(
+            f"cairn: unit {unit}'s earlier attempt began its commit to {log.table}, its data "
+            f"files are not in the table's current version, and {cut}: whether that commit "
+            "landed cannot be told, so this task writes nothing. Keep the table's history "
+            "until the job ends; run the job again once no clean-up runs"
+        )
 
     def _record_the_tables_ids(self, ctx: Any, unit: str, log: Any, rows: pa.Table) -> None:
         """Rewrites the unit's pending record (which Ray just wrote from
@@ -470,7 +482,8 @@ class TableDatasink(FileDatasink):
             directory = unwrap_protocol(config.checkpoint_path)
             entries = {}
             for unit in missing:
-                entry = ledger_entry(config.filesystem, f"{directory}/{unit}.parquet")
+                # Named as Ray's checkpoint writer names a committed record.
+                entry = ledger_entry(config.filesystem, os.path.join(directory, f"{unit}.parquet"))
                 if entry is not None:
                     entries[unit] = entry
             held = set(log.held(entries)) if entries else set()

@@ -16,11 +16,12 @@ and drops its own pending record first. On local disk, where the checks
 cost nothing, and on any filesystem that is not cairn's, the commit is
 Ray's.
 
-A retried task's pending record keeps the table sink's ledger entry an
+A table sink's retried task's pending record keeps the ledger entry an
 earlier attempt wrote into it (or into its committed record) before its
 table commit: Ray's writer would write the record again without it, and a
 unit whose commit may have landed would then look like one whose commit
-never began (one GET, on retries only)."""
+never began (the records' footers read, on retries of table sinks
+only)."""
 
 from __future__ import annotations
 
@@ -35,9 +36,10 @@ from ._ray_compat import (
     PendingCheckpoint,
     call_with_retry,
     current_task_context,
+    datasink_being_planned,
 )
 from ._ray_fs import cairn_of
-from ._ray_table import TAKEN_OVER, id_record, ledger_entry, retried_here
+from ._ray_table import TAKEN_OVER, TableDatasink, id_record, ledger_entry, retried_here
 
 
 class MovingCheckpointWriter(BatchBasedCheckpointWriter):
@@ -53,6 +55,9 @@ class MovingCheckpointWriter(BatchBasedCheckpointWriter):
         self._moving_fs = (
             cairn_fs if cairn_fs is not None and not cairn_fs._real_directories() else None
         )
+        #: Whether the job writes through a table sink (whose pending
+        #: records carry ledger entries), decided where Ray plans it.
+        self._table_sink = isinstance(datasink_being_planned(), TableDatasink)
 
     def write_pending_checkpoint(
         self, id_column_data: Any, checkpoint_id: str
@@ -60,14 +65,21 @@ class MovingCheckpointWriter(BatchBasedCheckpointWriter):
         """Ray's pending record; on a retried task, with the ledger entry
         its earlier attempt's record holds."""
         ctx = current_task_context()
-        if ctx is None or not retried_here(ctx) or len(id_column_data) == 0:
+        if not self._table_sink or ctx is None or not retried_here(ctx) or len(id_column_data) == 0:
             return super().write_pending_checkpoint(id_column_data, checkpoint_id)
         base = os.path.join(self.checkpoint_path_unwrapped, checkpoint_id)
         pending_path = f"{base}{PENDING_CHECKPOINT_SUFFIX}.parquet"
         committed_path = f"{base}.parquet"
-        entry = ledger_entry(self.filesystem, pending_path)
-        if entry is None:
-            entry = ledger_entry(self.filesystem, committed_path)
+
+        def earlier_entry() -> Optional[str]:
+            entry = ledger_entry(self.filesystem, pending_path)
+            return entry if entry is not None else ledger_entry(self.filesystem, committed_path)
+
+        entry = call_with_retry(
+            earlier_entry,
+            description=f"read the ledger entry of {pending_path}",
+            match=DataContext.get_current().retried_io_errors,
+        )
         if entry is None:
             return super().write_pending_checkpoint(id_column_data, checkpoint_id)
         record = id_record(id_column_data, self.id_col, entry)
