@@ -147,8 +147,10 @@ impl CheckpointDir {
     /// IDs of its rows in the table, [`UnitLog::committed_record`], else
     /// its pending record's, as Ray's commit renames it), else its pending
     /// record is dropped and nothing in the table is touched. Where the
-    /// history is cut and a unit's entry says its commit began but does not
-    /// find it, nothing is settled ([`Error::UnitUndecided`]). In the
+    /// history is cut and a unit's entry says its commit began but neither
+    /// finds it nor is shown absent by the history left above its base
+    /// ([`UnitLog::absent_by_ledger`]), nothing is settled
+    /// ([`Error::UnitUndecided`]). In the
     /// report, `rolled_back` are the units dropped,
     /// `committed_from_table` those committed here. Safe to repeat after a
     /// crash in the middle.

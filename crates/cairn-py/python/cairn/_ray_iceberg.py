@@ -125,8 +125,8 @@ class IcebergUnitLog(UnitIds):
         if current is None or not looked_for:
             return []
         live: Set[int] = set()
-        # The current snapshot's data manifests, entry by entry (no column
-        # statistics decoded), until every snapshot looked for is seen.
+        # The current snapshot's data manifests, entry by entry, until
+        # every snapshot looked for is seen.
         for manifest in current.manifests(table.io):
             if manifest.content != ManifestContent.DATA:
                 continue
@@ -143,13 +143,17 @@ class IcebergUnitLog(UnitIds):
         on (its entry's base) without passing its own. A commit that
         landed is a descendant of its base (a retry rebases it on a later
         snapshot), so it would have been passed. A unit whose base is not
-        reached (expired, or below an overwrite) is not answered."""
+        reached (expired) is not answered, nor is one whose commit a
+        snapshot passed was cherry-picked from (``source-snapshot-id``)."""
         metadata = self._metadata()
         by_id = {s.snapshot_id: s for s in metadata.snapshots}
         passed = set()
         snapshot_id = metadata.current_snapshot_id
         while snapshot_id is not None and snapshot_id in by_id:
             passed.add(snapshot_id)
+            source = _source_of(by_id[snapshot_id])
+            if source is not None:
+                passed.add(source)
             snapshot_id = by_id[snapshot_id].parent_snapshot_id
         answered = []
         for unit, entry in entries.items():
@@ -195,6 +199,12 @@ class IcebergUnitLog(UnitIds):
                 unit = summary.get(UNIT_PROPERTY)
                 if unit:
                     in_lineage.add(unit)
+                # A cherry-pick's copy of a unit's commit holds its rows.
+                source = _source_of(snapshot)
+                if source is not None and source in by_id:
+                    picked = (by_id[source].summary or {}).get(UNIT_PROPERTY)
+                    if picked:
+                        in_lineage.add(picked)
                 emptied = _cut_by(summary)
                 if emptied is None:
                     raise ValueError(
@@ -213,6 +223,17 @@ class IcebergUnitLog(UnitIds):
                 )
             snapshot_id = snapshot.parent_snapshot_id
         return [u for u in units if u in in_lineage], expired
+
+
+def _source_of(snapshot: Any) -> Optional[int]:
+    """The snapshot a cherry-pick copied (``source-snapshot-id`` in its
+    summary), or None."""
+    summary = snapshot.summary
+    value = summary.get("source-snapshot-id") if summary is not None else None
+    try:
+        return int(value) if value is not None else None
+    except ValueError:
+        return None
 
 
 def _had_a_parent(snapshot: Any) -> bool:

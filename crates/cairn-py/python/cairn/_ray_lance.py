@@ -211,7 +211,10 @@ class LanceUnitLog(UnitIds):
             operation = type(transaction.operation).__name__
             if operation == "Overwrite":
                 break
-            version = int(transaction.operation.version) if operation == "Restore" else version - 1
+            below = int(transaction.operation.version) if operation == "Restore" else version - 1
+            if below >= version:
+                break  # a restore goes down; anything else is not walked
+            version = below
             arrived.add(version)
         return [unit for unit, base in bases.items() if unit not in found and base in arrived]
 
@@ -262,7 +265,10 @@ class LanceUnitLog(UnitIds):
                 in_lineage.add(unit)
             operation = type(transaction.operation).__name__
             if operation == "Restore":
-                version = int(transaction.operation.version)
+                target = int(transaction.operation.version)
+                if target >= version:
+                    break  # a restore goes down; anything else is not walked
+                version = target
                 continue
             if operation == "Overwrite":
                 break

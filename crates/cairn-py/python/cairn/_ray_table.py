@@ -342,7 +342,8 @@ class TableDatasink(FileDatasink):
             return False  # no earlier attempt began its commit
         if log.held({unit: entry}):
             return True
-        if log.absent({unit: entry}):
+        absent = getattr(log, "absent", None)
+        if absent is not None and absent({unit: entry}):
             return False  # the history left reaches its base: not landed
         _, cut = log.lineage([unit])
         if cut is None:
