@@ -81,14 +81,13 @@ impl PyUnitLog {
     fn ask_lineage(&self, units: &[UnitName]) -> PyResult<Lineage> {
         Python::attach(|py| {
             let log = self.log.bind(py);
-            let names: Vec<&str> = units.iter().map(UnitName::as_str).collect();
             if !log.hasattr("lineage")? {
-                let answer = log.call_method1("recorded", (names,))?;
                 return Ok(Lineage {
-                    recorded: among(units, &answer)?,
+                    recorded: self.ask(units)?,
                     cut: None,
                 });
             }
+            let names: Vec<&str> = units.iter().map(UnitName::as_str).collect();
             let (answer, cut): (Bound<'_, PyAny>, Option<String>) =
                 log.call_method1("lineage", (names,))?.extract()?;
             Ok(Lineage {
@@ -96,10 +95,6 @@ impl PyUnitLog {
                 cut,
             })
         })
-    }
-
-    fn ask_held(&self, entries: &[(UnitName, String)]) -> PyResult<HashSet<UnitName>> {
-        self.ask_entries("held", entries)
     }
 
     /// The units of `entries` that the log's `method` (taking `{unit:
@@ -170,7 +165,10 @@ impl UnitLog for PyUnitLog {
         &'a self,
         entries: &'a [(UnitName, String)],
     ) -> BoxFuture<'a, cairn_checkpoint::Result<HashSet<UnitName>>> {
-        Box::pin(async move { self.ask_held(entries).map_err(|e| self.failed(e)) })
+        Box::pin(async move {
+            self.ask_entries("held", entries)
+                .map_err(|e| self.failed(e))
+        })
     }
 
     fn absent_by_ledger<'a>(

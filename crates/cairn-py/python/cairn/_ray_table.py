@@ -90,6 +90,11 @@ class UnitLog(Protocol):
 #: of the task's chain in the same attempt is a retry.
 _COMMIT_TRIED = "_cairn_table_commit_tried"
 
+#: Set in a retried write task's context by cairn's checkpoint writer: the
+#: ledger entry it carried into the pending record it wrote (None: none),
+#: so the task does not read the record back.
+CARRIED_ENTRY = "_cairn_carried_ledger_entry"
+
 #: Set in a write task's context (to the refusal's message) when its unit
 #: was found taken over by a newer run: a second pass of the task's chain
 #: in the same attempt is refused too.
@@ -171,6 +176,14 @@ def ledger_entry(filesystem: Any, path: str) -> Optional[str]:
         return None
     entry = metadata.get(LEDGER_KEY.encode())
     return None if entry is None else entry.decode()
+
+
+def carried_entry(ctx: Any, filesystem: Any, pending_path: str) -> Optional[str]:
+    """The ledger entry of a retried task's pending record: the one cairn's
+    checkpoint writer carried into it, else read from the record."""
+    if CARRIED_ENTRY in ctx.kwargs:
+        return ctx.kwargs[CARRIED_ENTRY]
+    return ledger_entry(filesystem, pending_path)
 
 
 def retried_here(ctx: Any) -> bool:
@@ -337,7 +350,7 @@ class TableDatasink(FileDatasink):
         paths = {p.pending_path for p in pending_records(ctx)}
         if config is None or len(paths) != 1 or not hasattr(log, "held"):
             return False
-        entry = ledger_entry(config.filesystem, paths.pop())
+        entry = carried_entry(ctx, config.filesystem, paths.pop())
         if entry is None:
             return False  # no earlier attempt began its commit
         if log.held({unit: entry}):
@@ -390,13 +403,13 @@ class TableDatasink(FileDatasink):
         id_column = config.id_column
         # The history's entry, else the one cairn's writer kept from the
         # earlier attempt.
-        ledger = log.ledger_of(unit) or ledger_entry(filesystem, pendings[0].pending_path)
+        carried = carried_entry(ctx, filesystem, pendings[0].pending_path)
+        ledger = log.ledger_of(unit) or carried
         ids = log.ids_or_none(unit, id_column)
         if ids is None or set(ids.to_pylist()) == set(rows[id_column].to_pylist()):
-            # Ray's record of this attempt's rows stands; with the entry
-            # the earlier attempt wrote before its commit, which Ray's
-            # rewrite of the record dropped.
-            if ledger is not None:
+            # Ray's record of this attempt's rows stands, with the entry the
+            # history gives where the record does not carry it already.
+            if ledger is not None and ledger != carried:
                 self._write_ledger(ctx, rows, ledger)
             return
         logger.warning(

@@ -39,7 +39,14 @@ from ._ray_compat import (
     datasink_being_planned,
 )
 from ._ray_fs import cairn_of
-from ._ray_table import TAKEN_OVER, TableDatasink, id_record, ledger_entry, retried_here
+from ._ray_table import (
+    CARRIED_ENTRY,
+    TAKEN_OVER,
+    TableDatasink,
+    id_record,
+    ledger_entry,
+    retried_here,
+)
 
 
 class MovingCheckpointWriter(BatchBasedCheckpointWriter):
@@ -80,6 +87,7 @@ class MovingCheckpointWriter(BatchBasedCheckpointWriter):
             description=f"read the ledger entry of {pending_path}",
             match=DataContext.get_current().retried_io_errors,
         )
+        ctx.kwargs[CARRIED_ENTRY] = entry
         if entry is None:
             return super().write_pending_checkpoint(id_column_data, checkpoint_id)
         record = id_record(id_column_data, self.id_col, entry)
