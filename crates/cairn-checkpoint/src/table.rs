@@ -8,9 +8,11 @@
 //! whose rows readers already see: rolling it back would write them twice.
 //! So recovery asks the table ([`UnitLog`]): a pending unit the table
 //! records is committed in the checkpoint; one it does not record loses its
-//! pending record, and its data files, never visible to readers, are left
-//! to the format's own clean-up (Delta's `vacuum`): cairn deletes nothing
-//! inside a table.
+//! pending record. Its data files, never visible to readers, are deleted
+//! where the log proves no table version references them (the files its
+//! ledger entry names, below: [`UnitLog::delete_unreferenced`]); the rest
+//! are left to the format's own clean-up (Delta's `vacuum`, Lance's
+//! `cleanup_old_versions`): cairn deletes no file a version references.
 //!
 //! Table maintenance (Iceberg's snapshot expiry, Lance's version clean-up)
 //! removes the history that records units. So a sink also writes a ledger
@@ -124,6 +126,23 @@ pub trait UnitLog: Send + Sync + fmt::Debug {
         let _ = entries;
         Box::pin(async { Ok(HashSet::new()) })
     }
+
+    /// Deletes the data files of units being rolled back (each with its
+    /// ledger entry, when its record has one) that the log can prove no
+    /// version of the table references: files of a commit that never
+    /// landed, named by the unit's entry. What it cannot prove
+    /// unreferenced, and the files of a unit without an entry (killed
+    /// while it wrote them, before its entry), it leaves, and says so.
+    /// Called once every unit is decided, before their pending records
+    /// go: a crash in the middle leaves the entries to the next recovery.
+    /// Returns how many files it deleted; the default deletes none.
+    fn delete_unreferenced<'a>(
+        &'a self,
+        rolled_back: &'a [(UnitName, Option<String>)],
+    ) -> BoxFuture<'a, Result<usize>> {
+        let _ = rolled_back;
+        Box::pin(async { Ok(0) })
+    }
 }
 
 /// What a table's history says of some units.
@@ -146,7 +165,10 @@ impl CheckpointDir {
     /// ledger entry finds its rows in the table (with the
     /// IDs of its rows in the table, [`UnitLog::committed_record`], else
     /// its pending record's, as Ray's commit renames it), else its pending
-    /// record is dropped and nothing in the table is touched. Where the
+    /// record is dropped, after the files of its commit that never landed
+    /// that the log proves unreferenced are deleted
+    /// ([`UnitLog::delete_unreferenced`], counted in the report's
+    /// `data_files_deleted`). Where the
     /// history is cut and a unit's entry says its commit began but neither
     /// finds it nor is shown absent by the history left above its base
     /// ([`UnitLog::absent_by_ledger`]), nothing is settled
@@ -209,6 +231,18 @@ impl CheckpointDir {
             });
         }
         self.release_committed_twins(state, &mut report).await?;
+        let entry_of: std::collections::HashMap<&UnitName, &String> =
+            begun.iter().map(|(u, e)| (u, e)).collect();
+        let rolled_back: Vec<(UnitName, Option<String>)> = in_flight
+            .iter()
+            .filter(|u| !lineage.recorded.contains(*u) && !held.contains(*u))
+            .map(|u| (u.clone(), entry_of.get(u).map(|e| (*e).clone())))
+            .collect();
+        if !rolled_back.is_empty() {
+            // Before the pending records go: they hold the entries that
+            // name the files.
+            report.data_files_deleted += log.delete_unreferenced(&rolled_back).await?;
+        }
         for unit in in_flight {
             if lineage.recorded.contains(&unit) || held.contains(&unit) {
                 self.promote(&unit, log, id_column).await?;

@@ -222,11 +222,13 @@ fn a_report_shows_unit_names_without_rust_syntax() {
 
 /// A table output's log, as a test draws it: the units whose transaction
 /// the table's history records, the ledger entries its current files hold
-/// (an entry is `live` or `gone`), and whether maintenance cut its history.
+/// (an entry is `live` or `gone`), and whether maintenance cut its history;
+/// the units it was asked to delete the files of are kept in `deleted`.
 #[derive(Debug, Default)]
 struct TableHolding {
     recorded: std::collections::HashSet<String>,
     cut: Option<String>,
+    deleted: Arc<std::sync::Mutex<Vec<(String, Option<String>)>>>,
 }
 
 impl cairn_checkpoint::internals::UnitLog for TableHolding {
@@ -277,6 +279,23 @@ impl cairn_checkpoint::internals::UnitLog for TableHolding {
     ) -> futures::future::BoxFuture<'a, cairn_checkpoint::Result<std::collections::HashSet<UnitName>>>
     {
         Box::pin(async move { Ok(with_entry(entries, "absent")) })
+    }
+
+    /// Deletes one file for each unit with an entry (as a log that proved
+    /// the entry's files unreferenced would).
+    fn delete_unreferenced<'a>(
+        &'a self,
+        rolled_back: &'a [(UnitName, Option<String>)],
+    ) -> futures::future::BoxFuture<'a, cairn_checkpoint::Result<usize>> {
+        Box::pin(async move {
+            let mut deleted = self.deleted.lock().unwrap();
+            deleted.extend(
+                rolled_back
+                    .iter()
+                    .map(|(u, e)| (u.as_str().to_string(), e.clone())),
+            );
+            Ok(rolled_back.iter().filter(|(_, e)| e.is_some()).count())
+        })
     }
 }
 
@@ -398,6 +417,9 @@ proptest::proptest! {
                 ..Default::default()
             };
             let mut expected = std::collections::BTreeSet::new();
+            // The units rolled back, with the entry their record holds: the
+            // ones whose files the log is asked to delete.
+            let mut rolled_back = std::collections::BTreeMap::new();
             for (i, kind) in units.iter().enumerate() {
                 let unit = UnitName::new(&run, i as u64);
                 let values = [i as i64 * 10, i as i64 * 10 + 1];
@@ -427,6 +449,7 @@ proptest::proptest! {
                     }
                     Died::PendingNotInTable => {
                         dir.write_pending(&unit, ids(&values)).await.unwrap();
+                        rolled_back.insert(unit.as_str().to_string(), None);
                     }
                     Died::PendingByLedger | Died::PendingBegun | Died::PendingBegunAbsent => {
                         let entry = match kind {
@@ -439,10 +462,13 @@ proptest::proptest! {
                             .unwrap();
                         if *kind == Died::PendingByLedger {
                             expected.extend(values);
+                        } else {
+                            rolled_back.insert(unit.as_str().to_string(), Some(entry.to_string()));
                         }
                     }
                 }
             }
+            let deleted = log.deleted.clone();
             config.unit_log = Some(Arc::new(log));
             let before = records(&fs, &ckpt).await;
             let lost = units.contains(&Died::CommittedLost);
@@ -457,8 +483,9 @@ proptest::proptest! {
                     assert!(err.to_string().contains("versions 1 to 9 cleaned up"), "{err}");
                 }
                 // No record changed (the lease and the job record the open
-                // writes before settling are not records).
+                // writes before settling are not records), no file deleted.
                 assert_eq!(records(&fs, &ckpt).await, before);
+                assert!(deleted.lock().unwrap().is_empty());
                 return;
             }
             let open = opened.unwrap();
@@ -467,6 +494,16 @@ proptest::proptest! {
                 .filter(|k| matches!(k, Died::PendingInTable | Died::PendingByLedger))
                 .count();
             assert_eq!(open.recovery.committed_from_table.len(), drawn_pending_in_table);
+            // Asked once, about exactly the units rolled back (never one
+            // the table holds), each with its entry; what it deleted counted.
+            let asked: std::collections::BTreeMap<String, Option<String>> =
+                deleted.lock().unwrap().iter().cloned().collect();
+            assert_eq!(asked.len(), deleted.lock().unwrap().len(), "asked twice about a unit");
+            assert_eq!(asked, rolled_back);
+            assert_eq!(
+                open.recovery.data_files_deleted,
+                rolled_back.values().filter(|e| e.is_some()).count()
+            );
             drop(open);
             // An independent read: the committed ID files, decoded.
             let state = dir.load(cairn_checkpoint::StringMode::default()).await.unwrap();

@@ -7,7 +7,9 @@
 //! the history stops short, or None; its optional `held(entries)` gives the
 //! units of `{unit: ledger entry}` whose rows the table's current files
 //! hold; its optional `absent(entries)` the units whose commit the history
-//! left shows not landed).
+//! left shows not landed; its optional `delete_unreferenced(rolled_back)`
+//! deletes the files of `{unit: ledger entry or None}` being rolled back
+//! that no table version references, and returns how many).
 
 use std::collections::HashSet;
 use std::fmt;
@@ -118,6 +120,22 @@ impl PyUnitLog {
             among(&units, &answer)
         })
     }
+
+    /// The log's `delete_unreferenced` of the units being rolled back (0
+    /// deleted when it has none).
+    fn ask_to_delete(&self, rolled_back: &[(UnitName, Option<String>)]) -> PyResult<usize> {
+        Python::attach(|py| {
+            let log = self.log.bind(py);
+            if !log.hasattr("delete_unreferenced")? {
+                return Ok(0);
+            }
+            let asked: std::collections::HashMap<&str, Option<&str>> = rolled_back
+                .iter()
+                .map(|(unit, entry)| (unit.as_str(), entry.as_deref()))
+                .collect();
+            log.call_method1("delete_unreferenced", (asked,))?.extract()
+        })
+    }
 }
 
 /// The names in `answer` (an iterable of `str`) that are among `units`:
@@ -179,6 +197,13 @@ impl UnitLog for PyUnitLog {
             self.ask_entries("absent", entries)
                 .map_err(|e| self.failed(e))
         })
+    }
+
+    fn delete_unreferenced<'a>(
+        &'a self,
+        rolled_back: &'a [(UnitName, Option<String>)],
+    ) -> BoxFuture<'a, cairn_checkpoint::Result<usize>> {
+        Box::pin(async move { self.ask_to_delete(rolled_back).map_err(|e| self.failed(e)) })
     }
 
     fn committed_record<'a>(

@@ -156,15 +156,65 @@ class Table:
         return collections.Counter(read["uid"].to_pylist())
 
     def unreferenced_files(self):
-        """Lance: the data files in the dataset's directory that no
-        fragment of its latest version lists (a unit's files written and
-        never committed)."""
-        listed = {
-            os.path.basename(f.path)
-            for fragment in self._lance().get_fragments()
-            for f in fragment.data_files()
+        """Iceberg's and Lance's files under the table's directory that no
+        version the table keeps references (a unit's files written and
+        never committed): read by the format's library, version by
+        version. Iceberg's metadata JSON files are not counted."""
+        here = f"{self.root}/table"
+        on_disk = {
+            os.path.join(where, name)
+            for where, _, names in os.walk(here)
+            for name in names
+            if not name.endswith(".json")
         }
-        return sorted(set(os.listdir(f"{self.root}/table/data")) - listed)
+        referenced = set()
+        if self.format == "lance":
+            dataset = self._lance()
+            for v in dataset.versions():
+                at = dataset.checkout_version(int(v["version"]))
+                referenced.update(
+                    f"{here}/data/{f.path}"
+                    for fragment in at.get_fragments()
+                    for f in fragment.data_files()
+                )
+            on_disk = {p for p in on_disk if p.startswith(f"{here}/data/")}
+        else:
+            table = self._iceberg()
+            for snapshot in table.metadata.snapshots:
+                referenced.add(snapshot.manifest_list)
+                for manifest in snapshot.manifests(table.io):
+                    referenced.add(manifest.manifest_path)
+                    referenced.update(
+                        e.data_file.file_path
+                        for e in manifest.fetch_manifest_entry(table.io, discard_deleted=False)
+                    )
+            referenced = {p.removeprefix("file://") for p in referenced}
+        return on_disk - referenced
+
+    def written_by(self, entry):
+        """The files the commit a ledger entry names wrote, told by the
+        format's own library: Lance's data files the entry lists; Iceberg's
+        manifest list the entry names, the manifests in it the snapshot
+        added and the data files those add."""
+        import json
+
+        parsed = json.loads(entry)
+        if self.format == "lance":
+            return {f"{self.root}/table/data/{name}" for name in parsed["files"]}
+        from pyiceberg.manifest import read_manifest_list
+
+        io = self._iceberg().io
+        own = parsed["snapshot"]
+        written = {parsed["manifest_list"]}
+        for manifest in read_manifest_list(io.new_input(parsed["manifest_list"])):
+            if manifest.added_snapshot_id == own:
+                written.add(manifest.manifest_path)
+                written.update(
+                    e.data_file.file_path
+                    for e in manifest.fetch_manifest_entry(io, discard_deleted=False)
+                    if e.snapshot_id == own
+                )
+        return {p.removeprefix("file://") for p in written}
 
     def files(self):
         """The data files the table's current version lists."""
@@ -216,13 +266,15 @@ def assert_every_row_once(counts, outputs=()):
 FORMATS = ["delta", "iceberg", "lance"]
 
 
-#: Where the first run's held unit waits to be killed: Delta and Iceberg
-#: between the unit's table commit and its checkpoint commit; Lance (whose
-#: append writes its data files, then commits them) between the two.
+#: Where the first run's held unit waits to be killed: Delta between the
+#: unit's table commit and its checkpoint commit; Iceberg and Lance (whose
+#: append writes its files, its ledger entry naming them, then commits)
+#: between the entry and the commit (test_table_maintenance_... holds
+#: them after the commit).
 HELD_AT = {
     "delta": "table-after-commit",
-    "iceberg": "table-after-commit",
-    "lance": "table-before-commit",
+    "iceberg": "table-after-fence",
+    "lance": "table-after-fence",
 }
 
 
@@ -230,12 +282,13 @@ HELD_AT = {
 def test_a_driver_killed_inside_a_units_commit_resumes_exactly_once(tmp_path, table_format):
     """The issue's job (100,000 rows, 20 files, a slow transform) killed
     once 3 units are checkpointed and one more is held inside its commit (a
-    failpoint): for Delta and Iceberg its rows are in the table and its
-    checkpoint commit is still to come; for Lance its data files are
-    written and its table commit is still to come. The table then shows
+    failpoint): for Delta its rows are in the table and its checkpoint commit is still
+    to come; for Iceberg and Lance its files are written, its ledger entry
+    names them and its table commit is still to come. The table then shows
     whole units only. The run again commits a held unit the table records
     from the table's log instead of writing it twice, writes one it does
-    not record again (its uncommitted files never seen), and a worker dying
+    not record again (its uncommitted files never seen, and deleted: no
+    version the table keeps references them), and a worker dying
     there after its own table commit is retried by Ray without a second
     commit."""
     flag = tmp_path / "held-unit"
@@ -246,10 +299,12 @@ def test_a_driver_killed_inside_a_units_commit_resumes_exactly_once(tmp_path, ta
     def held_and_some_committed():
         return flag.exists() and committed_on_disk(f"{root}/ckpt") >= 3
 
+    others = ray_processes()
     code, first = run_job(spec, kill_when=held_and_some_committed, env=env)
     assert code == -signal.SIGKILL, f"the job was not killed (exit {code}):\n{first[-3000:]}"
     held = flag.read_text()
     held_in_table = held_at == "table-after-commit"
+    wait_for_no_ray_workers(others)
 
     # While the job is dead: the table holds whole units, and every
     # committed one; the held one when its table commit was made.
@@ -266,9 +321,15 @@ def test_a_driver_killed_inside_a_units_commit_resumes_exactly_once(tmp_path, ta
             assert inside == uids, f"unit {unit} is not in the table"
         assert table.records(unit) == bool(inside), unit
     assert 0 < len(in_table) < FILES * ROWS_PER_FILE
+    held_files = set()
     if not held_in_table:
         assert not units[held][1] & in_table, "an uncommitted unit's rows are visible"
-        assert table.unreferenced_files(), "the held unit wrote no data file before its commit"
+        entry = pq.read_metadata(f"{root}/ckpt/{held}.pending.parquet").metadata[
+            b"cairn.table_ledger"
+        ]
+        held_files = table.written_by(entry.decode())
+        assert held_files, "the held unit wrote no file before its commit"
+        assert held_files <= table.unreferenced_files(), "a version references the held unit's"
 
     # Time travel: the held unit's own version adds exactly its rows.
     if held_in_table:
@@ -283,7 +344,12 @@ def test_a_driver_killed_inside_a_units_commit_resumes_exactly_once(tmp_path, ta
     # unit in the table and commits nothing.
     spec["sleep"] = 0
     died = tmp_path / "dead-unit"
-    env = {"CAIRN_PY_FAILPOINT": f"table-after-commit:exit:{died}"}
+    # The held unit's files are deleted at once: no worker of the killed
+    # run is left (waited for above), so none can still commit them.
+    env = {
+        "CAIRN_PY_FAILPOINT": f"table-after-commit:exit:{died}",
+        "CAIRN_ORPHAN_GRACE_SECONDS": "0",
+    }
     code, out = run_job(spec, env=env)
     assert code == 0 and "JOB DONE" in out, out[-5000:]
     if held_in_table:
@@ -296,6 +362,8 @@ def test_a_driver_killed_inside_a_units_commit_resumes_exactly_once(tmp_path, ta
     ]
     counts = table.uids()
     assert_every_row_once(counts, (first, out))
+    left = {p for p in held_files if os.path.exists(p)}
+    assert not left, f"the held unit's files were not deleted: {sorted(left)}\n{out[-3000:]}"
     # pyarrow over the Parquet files the table lists agrees with the
     # format's reader (Lance's files are its own format).
     if table_format == "lance":

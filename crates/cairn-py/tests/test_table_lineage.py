@@ -16,6 +16,7 @@ libraries; elsewhere the tests show as skipped."""
 
 import os
 import tempfile
+from unittest import mock
 
 import pytest
 
@@ -35,12 +36,15 @@ from cairn._ray_lance import LanceDatasink, LanceUnitLog  # noqa: E402
 
 ROWS_PER_UNIT = 3
 
-#: One step of a table's history: a unit appended, the table restored to
+#: One step of a table's history: a unit appended, a unit's commit begun
+#: and never landed (its files written, its entry given to the fence,
+#: which refuses: a kill there), the table restored to
 #: the version drawn (an index into the versions before the current one),
 #: overwritten with rows of no unit, compacted, or its history cleaned up
 #: to the current version.
 STEPS = st.one_of(
     st.just(("append",)),
+    st.just(("begin",)),
     st.tuples(st.just("restore"), st.integers(min_value=0, max_value=1000)),
     st.just(("overwrite",)),
     st.just(("compact",)),
@@ -125,8 +129,10 @@ class Iceberg:
         kwargs = dict(self.kwargs)
         self.catalog = load_catalog(kwargs.pop("name"), **kwargs)
         self.catalog.create_namespace("db")
+        self.dir = f"{root}/iceberg"
+        self.location = f"file://{self.dir}"
         self.catalog.create_table(
-            "db.t", schema=pa.schema([("uid", pa.int64())]), location=f"file://{root}/iceberg"
+            "db.t", schema=pa.schema([("uid", pa.int64())]), location=self.location
         )
 
     def _table(self):
@@ -166,13 +172,27 @@ class Iceberg:
     def uids(self):
         return set(self._table().scan(selected_fields=("uid",)).to_arrow()["uid"].to_pylist())
 
+    def sink(self):
+        return IcebergDatasink("db.t", self.kwargs)
+
+    def versions(self):
+        """The uids of every snapshot the table keeps, by snapshot."""
+        table = self._table()
+        return {
+            s.snapshot_id: sorted(
+                table.scan(snapshot_id=s.snapshot_id).to_arrow()["uid"].to_pylist()
+            )
+            for s in table.metadata.snapshots
+        }
+
     def log(self):
-        return IcebergUnitLog("db.t", self.kwargs, "file:///iceberg")
+        return IcebergUnitLog("db.t", self.kwargs, self.location)
 
 
 class Lance:
     def __init__(self, root):
         self.uri = f"{root}/lance"
+        self.dir = self.uri
 
     def _dataset(self, version=None):
         import lance
@@ -213,8 +233,22 @@ class Lance:
     def uids(self):
         return set(self._dataset().to_table(columns=["uid"])["uid"].to_pylist())
 
+    def sink(self):
+        return LanceDatasink(self.uri)
+
+    def versions(self):
+        """The uids of every version the dataset keeps, by version."""
+        return {
+            int(v["version"]): sorted(
+                self._dataset(int(v["version"])).to_table(columns=["uid"])["uid"].to_pylist()
+            )
+            for v in self._dataset().versions()
+        }
+
     def log(self):
-        return LanceUnitLog(self.uri)
+        import pyarrow.fs as pafs
+
+        return LanceUnitLog(self.uri, filesystem=pafs.LocalFileSystem(), path=self.uri)
 
 
 def sink_append(sink, table, unit):
@@ -224,6 +258,30 @@ def sink_append(sink, table, unit):
     sink.append(table, unit, lambda entry, landed=False: entries.append(entry))
     assert entries and entries[-1] is not None, unit
     return entries[-1]
+
+
+class Refused(Exception):
+    """A fence's refusal: the commit does not happen."""
+
+
+def sink_begin(sink, table, unit):
+    """``sink.append`` of ``table`` as ``unit`` whose fence takes the
+    ledger entry and refuses the commit (a kill between the two): the
+    entry."""
+    entries = []
+
+    def refuse(entry, landed=False):
+        entries.append(entry)
+        raise Refused()
+
+    with pytest.raises(Refused):
+        sink.append(table, unit, refuse)
+    return entries[-1]
+
+
+def files_under(directory):
+    """Every file under ``directory``."""
+    return {os.path.join(where, name) for where, _, names in os.walk(directory) for name in names}
 
 
 FORMATS = {"delta": Delta, "iceberg": Iceberg, "lance": Lance}
@@ -250,6 +308,9 @@ def test_a_unit_is_recorded_exactly_when_the_table_holds_its_rows(table_format, 
         # Each unit's ledger entry, as its sink writes it before the commit
         # (Iceberg's and Lance's; Delta's log keeps its units).
         entries = {}
+        # Units whose commit began and never landed: their entry, and the
+        # files the commit wrote (a listing's difference, not the entry).
+        begun = {}
         compacted = False
         # The first step writes a unit, so every format has a table.
         for step in [("append",)] + steps:
@@ -265,6 +326,13 @@ def test_a_unit_is_recorded_exactly_when_the_table_holds_its_rows(table_format, 
                     # the table's history gives after it.
                     entries[unit] = entry
                     assert table.log().ledger_of(unit) == entry, (unit, steps)
+            elif kind == "begin":
+                if table_format != "delta":  # Delta's fence precedes its writes
+                    before = files_under(table.dir)
+                    unit = f"b{len(begun)}"
+                    entry = sink_begin(table.sink(), rows([-100 - len(begun)]), unit)
+                    begun[unit] = (entry, files_under(table.dir) - before)
+                    assert begun[unit][1], (unit, steps)
             elif kind == "restore":
                 versions = table.earlier_versions()
                 if versions:
@@ -340,6 +408,23 @@ def test_a_unit_is_recorded_exactly_when_the_table_holds_its_rows(table_format, 
             read = pq.read_table(pa.BufferReader(record))
             assert read.column_names == ["uid"]
             assert sorted(read["uid"].to_pylist()) == sorted(uids), (unit, steps)
+        if table_format != "delta":
+            # Recovery's clean-up of the units it rolls back (those that
+            # never landed, those the table no longer holds, one without an
+            # entry): every version the table keeps reads as before, and
+            # every file a commit that never landed wrote is gone.
+            kept = table.versions()
+            asked = {unit: entry for unit, (entry, _) in begun.items()}
+            asked.update({unit: entries[unit] for unit in units if unit not in held})
+            asked["never-fenced"] = None
+            present = files_under(table.dir)
+            with mock.patch.dict(os.environ, {"CAIRN_ORPHAN_GRACE_SECONDS": "0"}):
+                deleted = table.log().delete_unreferenced(asked)
+            left = files_under(table.dir)
+            assert table.versions() == kept, steps
+            for unit, (_, written) in begun.items():
+                assert not written & left, (unit, sorted(written & left), steps)
+            assert deleted == len(present - left), steps
 
 
 def test_a_delta_restore_to_a_version_the_log_no_longer_keeps_answers_no_unit_it_cut():
@@ -363,10 +448,6 @@ def test_a_delta_restore_to_a_version_the_log_no_longer_keeps_answers_no_unit_it
         assert table.uids() == {0}
         with pytest.raises(ValueError, match="older than its log keeps"):
             table.log().recorded(["u0", "u1", "u2"])
-
-
-class Refused(Exception):
-    """A fence's refusal: the commit does not happen."""
 
 
 @pytest.mark.parametrize("table_format", ["iceberg", "lance"])
@@ -393,6 +474,7 @@ def test_a_commit_that_never_landed_on_a_table_cleaned_before_is_absent(table_fo
             entries.append(entry)
             raise Refused()
 
+        before = files_under(table.dir)
         with pytest.raises(Refused):
             sink.append(rows([6, 7, 8]), "u2", refuse)
         log = table.log()
@@ -400,4 +482,14 @@ def test_a_commit_that_never_landed_on_a_table_cleaned_before_is_absent(table_fo
         assert cut is not None and "u2" not in found
         assert log.held({"u2": entries[-1]}) == []
         assert log.absent({"u2": entries[-1]}) == ["u2"]
+        assert table.uids() == set(range(6))
+        # Its files are kept while a killed run's worker may still be
+        # making the commit (the grace period), deleted after.
+        written = files_under(table.dir) - before
+        assert written
+        assert log.delete_unreferenced({"u2": entries[-1]}) == 0
+        assert written <= files_under(table.dir)
+        with mock.patch.dict(os.environ, {"CAIRN_ORPHAN_GRACE_SECONDS": "0"}):
+            assert log.delete_unreferenced({"u2": entries[-1]}) == len(written)
+        assert not written & files_under(table.dir)
         assert table.uids() == set(range(6))

@@ -58,7 +58,10 @@ class UnitLog(Protocol):
     ``lineage(units) -> (recorded, cut or None)``, where its history was
     cut by maintenance; with ``held(entries: Dict[str, str]) -> Iterable[str]``,
     the units whose ledger entries find their rows in the table's current
-    files)."""
+    files; with ``absent(entries)``, the units whose commit the history
+    left shows not landed; with ``delete_unreferenced(rolled_back:
+    Dict[str, Optional[str]]) -> int``, the files of the rolled-back units'
+    commits that no version references deleted, how many returned)."""
 
     table: str
     def recorded(self, units: List[str]) -> Iterable[str]: ...

@@ -12,7 +12,15 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Set, Tuple
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ._ray_table import TableDatasink, UnitIds, joined, without_secrets
+from ._ray_table import (
+    TableDatasink,
+    UnitIds,
+    delete_orphans,
+    joined,
+    old_enough,
+    warn_orphans_left,
+    without_secrets,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -32,8 +40,18 @@ _ADDED = 1
 def _ledger(snapshot: Any) -> str:
     """The ledger entry of a unit whose rows ``snapshot`` adds: its ID and
     its parent's (the snapshot the commit is made on, None for a table's
-    first)."""
-    return json.dumps({"snapshot": snapshot.snapshot_id, "base": snapshot.parent_snapshot_id})
+    first), its manifest list and sequence number (which name the files
+    the commit wrote, should it never land) and its timestamp (``at``: when
+    it was staged, just before the entry is written)."""
+    return json.dumps(
+        {
+            "snapshot": snapshot.snapshot_id,
+            "base": snapshot.parent_snapshot_id,
+            "manifest_list": snapshot.manifest_list,
+            "sequence": snapshot.sequence_number,
+            "at": snapshot.timestamp_ms,
+        }
+    )
 
 
 def _ledger_field(entry: str, field: str) -> Optional[int]:
@@ -73,6 +91,7 @@ class IcebergUnitLog(UnitIds):
     def __init__(self, table_identifier: str, catalog_kwargs: Mapping[str, Any], location: str):
         self._identifier = table_identifier
         self._catalog_kwargs = dict(catalog_kwargs)
+        self._location = location
         #: The table, for messages: its identifier and location.
         self.table = f"{table_identifier} ({without_secrets(location)})"
 
@@ -163,6 +182,100 @@ class IcebergUnitLog(UnitIds):
                 answered.append(unit)
         return answered
 
+    def delete_unreferenced(self, rolled_back: Mapping[str, Optional[str]]) -> int:
+        """Deletes the files of the rolled-back units' commits (unit: ledger
+        entry or None) that no snapshot of the table references: the
+        manifest list an entry names, the manifests in it its snapshot
+        added, and the data files those add, all under the table's
+        location, when the table's metadata has no snapshot of that ID and
+        no manifest a snapshot there lists holds one of them (only the
+        snapshots and manifests made at or after the commit's sequence
+        number are read: an earlier one was made before the files
+        existed), and the entry is older than the grace period
+        (:data:`ORPHAN_GRACE_SECONDS`: a killed run's worker may still be
+        committing). Returns how many it deleted. The files of a unit
+        without such an entry (killed while it wrote them), within the
+        grace period, or whose proof fails, are left, and said so."""
+        table = _catalog(self._catalog_kwargs).load_table(self._identifier)
+        left = []
+        deleted = 0
+        for unit, entry in rolled_back.items():
+            try:
+                files = self._unreferenced_files(table, entry)
+            except Exception as e:  # noqa: BLE001 - nothing proven, nothing deleted
+                logger.warning(
+                    "cairn: the files of unit %s in %s were kept: %s", unit, self.table, e
+                )
+                files = None
+            if files is None:
+                left.append(unit)
+                continue
+            deleted += delete_orphans(_Deleter(table.io), files, self.table)
+        if left:
+            warn_orphans_left(
+                self.table,
+                left,
+                "an orphan-file clean-up of the table (Spark's remove_orphan_files, say)",
+            )
+        return deleted
+
+    def _unreferenced_files(self, table: Any, entry: Optional[str]) -> Optional[List[str]]:
+        """The files the commit ``entry`` names wrote, data files first,
+        when no snapshot of ``table`` references them; None when the entry
+        names none or a snapshot may reference them."""
+        from pyiceberg.manifest import ManifestContent, read_manifest_list
+
+        try:
+            parsed = json.loads(entry) if entry else {}
+        except ValueError:
+            return None
+        own = _ledger_field(entry or "", "snapshot")
+        sequence = _ledger_field(entry or "", "sequence")
+        listed = parsed.get("manifest_list") if isinstance(parsed, dict) else None
+        within = self._location.rstrip("/") + "/"
+        if own is None or sequence is None or not isinstance(listed, str):
+            return None
+        if not old_enough(_ledger_field(entry or "", "at")):
+            return None  # a killed run's worker may still be committing it
+        if not listed.startswith(within):
+            return None
+        metadata = table.metadata
+        if any(s.snapshot_id == own for s in metadata.snapshots):
+            return None  # landed (maybe rolled back since): kept for time travel
+        io = table.io
+        try:
+            manifests = [
+                m for m in read_manifest_list(io.new_input(listed)) if m.added_snapshot_id == own
+            ]
+        except FileNotFoundError:
+            return None
+        manifest_paths = {m.manifest_path for m in manifests}
+        data = [
+            e.data_file.file_path
+            for m in manifests
+            if m.content == ManifestContent.DATA
+            for e in m.fetch_manifest_entry(io, discard_deleted=False)
+            if e.snapshot_id == own and e.status == _ADDED
+        ]
+        files = set(data)
+        read = set()  # a manifest most snapshots after it list again
+        for snapshot in metadata.snapshots:
+            if (snapshot.sequence_number or 0) < sequence:
+                continue
+            for manifest in snapshot.manifests(io):
+                if manifest.manifest_path in manifest_paths:
+                    return None
+                if (manifest.sequence_number or 0) < sequence or manifest.manifest_path in read:
+                    continue
+                read.add(manifest.manifest_path)
+                for e in manifest.fetch_manifest_entry(io, discard_deleted=False):
+                    if e.data_file.file_path in files:
+                        return None
+        every = data + sorted(manifest_paths) + [listed]
+        if not all(path.startswith(within) for path in every):
+            return None
+        return every
+
     def recorded(self, units: List[str]) -> List[str]:
         """The units among ``units`` recorded by a snapshot in the current
         snapshot's ancestry: :meth:`lineage`'s."""
@@ -223,6 +336,17 @@ class IcebergUnitLog(UnitIds):
                 )
             snapshot_id = snapshot.parent_snapshot_id
         return [u for u in units if u in in_lineage], expired
+
+
+class _Deleter:
+    """A pyiceberg FileIO seen as the ``delete_file`` that
+    :func:`delete_orphans` calls."""
+
+    def __init__(self, io: Any):
+        self._io = io
+
+    def delete_file(self, path: str) -> None:
+        self._io.delete(path)
 
 
 def _source_of(snapshot: Any) -> Optional[int]:

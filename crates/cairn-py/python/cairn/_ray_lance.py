@@ -7,11 +7,21 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import time
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 import pyarrow as pa
 
-from ._ray_table import TableDatasink, UnitIds, added_ids, crash_point, without_secrets
+from ._ray_table import (
+    TableDatasink,
+    UnitIds,
+    added_ids,
+    crash_point,
+    delete_orphans,
+    old_enough,
+    warn_orphans_left,
+    without_secrets,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -50,19 +60,51 @@ def _transaction_at(dataset: Any, version: int) -> Any:
         raise
 
 
-def _files_ledger(fragments: Any, base: Optional[int] = None) -> str:
+def _files_ledger(fragments: Any, base: Optional[int] = None, at: Optional[int] = None) -> str:
     """The ledger entry of a unit whose version adds ``fragments`` (Lance
     ``FragmentMetadata``): their data files' paths, unique to the write,
-    and the version the commit is made on (``base``), when known."""
+    the version the commit is made on (``base``) and when the entry was
+    written (``at``, milliseconds since the epoch), when known."""
     entry: Dict[str, Any] = {"files": sorted(f.path for m in fragments for f in m.files)}
     if base is not None:
         entry["base"] = base
+    if at is not None:
+        entry["at"] = at
     return json.dumps(entry)
 
 
 #: The ledger entry of the unit that creates the dataset: its files are
 #: named by the call that commits them, so they are not known before.
 _CREATE_LEDGER = json.dumps({"create": True})
+
+
+def _named_files(entry: Optional[str]) -> Tuple[List[str], int, Optional[int]]:
+    """The data files a ledger entry names, the version its commit was
+    made on (0 when it names none: any version may then hold them) and
+    when it was written (None when it does not say). Only
+    plain file names are taken (a Lance data file's path, relative to the
+    dataset's ``data`` directory): anything else names no file of cairn's."""
+    try:
+        parsed = json.loads(entry) if entry else {}
+    except ValueError:
+        return [], 0, None
+    if not isinstance(parsed, dict):
+        return [], 0, None
+    files = parsed.get("files") or []
+    base = parsed.get("base")
+    plain = [
+        name
+        for name in files
+        if isinstance(name, str)
+        and name
+        and "/" not in name
+        and "\\" not in name
+        and name not in (".", "..")
+    ]
+    if len(plain) != len(files):
+        return [], 0, None
+    at = parsed.get("at")
+    return plain, base if isinstance(base, int) else 0, at if isinstance(at, int) else None
 
 
 def _unit_of(transaction: Any) -> Optional[str]:
@@ -79,12 +121,19 @@ class LanceUnitLog(UnitIds):
         uri: str,
         storage_options: Optional[Dict[str, str]] = None,
         since: Optional[int] = None,
+        filesystem: Any = None,
+        path: Optional[str] = None,
     ):
         self._uri = uri
         self._storage_options = storage_options
         #: The dataset's version when the job started (0: there was none):
         #: a unit of the job is in a later version, if any.
         self._since = since
+        #: The pyarrow filesystem and path the dataset's directory is seen
+        #: through, where files no version references are deleted (None:
+        #: none is deleted).
+        self._filesystem = filesystem
+        self._path = path
         #: The dataset, for messages.
         self.table = without_secrets(uri)
 
@@ -218,6 +267,65 @@ class LanceUnitLog(UnitIds):
             arrived.add(version)
         return [unit for unit, base in bases.items() if unit not in found and base in arrived]
 
+    def delete_unreferenced(self, rolled_back: Mapping[str, Optional[str]]) -> int:
+        """Deletes the data files of the rolled-back units (unit: ledger
+        entry or None) that no version of the dataset references: those an
+        entry names (written before the unit's commit began, which never
+        landed), when no version the dataset keeps above the entry's base
+        holds one of them (a version at or below the base was made before
+        the files existed; their names are Lance's random ones), and the
+        entry is older than the grace period (:data:`ORPHAN_GRACE_SECONDS`:
+        a killed run's worker may still be committing). Returns how many
+        it deleted. The files of a unit without such an entry (killed
+        while it wrote them; the unit that creates the dataset), of one
+        within the grace period, or of one whose commit a version holds
+        (landed, then restored away: kept for time travel), are left, and
+        said so."""
+        named: Dict[str, Tuple[List[str], int]] = {}
+        left = []
+        for unit, entry in rolled_back.items():
+            files, base, at = _named_files(entry)
+            if files and old_enough(at) and self._filesystem is not None and self._path is not None:
+                named[unit] = (files, base)
+            else:
+                left.append(unit)
+        deleted = 0
+        if named:
+            try:
+                referenced = self._files_above(min(base for _, base in named.values()))
+            except Exception as e:  # noqa: BLE001 - nothing proven, nothing deleted
+                logger.warning("cairn: the versions of %s could not be read: %s", self.table, e)
+                referenced = None
+            for unit, (files, _) in named.items():
+                if referenced is None or referenced.intersection(files):
+                    left.append(unit)
+                    continue
+                data = f"{self._path.rstrip('/')}/data"
+                deleted += delete_orphans(
+                    self._filesystem, [f"{data}/{name}" for name in files], self.table
+                )
+        if left:
+            warn_orphans_left(
+                self.table, left, "Lance's cleanup_old_versions(..., delete_unverified=True)"
+            )
+        return deleted
+
+    def _files_above(self, base: int) -> set:
+        """The data files the versions the dataset keeps above ``base``
+        hold; raises when the dataset cannot be opened (nothing is proven
+        unreferenced then)."""
+        dataset = _dataset(self._uri, self._storage_options)
+        if dataset is None:
+            raise FileNotFoundError(f"no Lance dataset at {self.table}")
+        held = set()
+        for version in sorted(int(v["version"]) for v in dataset.versions()):
+            if version > base:
+                at = dataset.checkout_version(version)
+                held.update(
+                    f.path for fragment in at.get_fragments() for f in fragment.metadata.files
+                )
+        return held
+
     def recorded(self, units: List[str]) -> List[str]:
         """:meth:`lineage`'s units; a version ``cleanup_old_versions``
         removed before every unit asked about was found raises: a unit it
@@ -308,7 +416,13 @@ class LanceDatasink(TableDatasink):
 
     def unit_log(self) -> LanceUnitLog:
         """What cairn's checkpoint manager asks about pending units."""
-        return LanceUnitLog(self.uri, self._storage_options, getattr(self, "_since", None))
+        return LanceUnitLog(
+            self.uri,
+            self._storage_options,
+            getattr(self, "_since", None),
+            self.filesystem,
+            self.path,
+        )
 
     def on_write_start(self, schema: Any = None) -> None:
         super().on_write_start(schema)
@@ -356,5 +470,11 @@ class LanceDatasink(TableDatasink):
         )
         transaction = dataclasses.replace(transaction, transaction_properties={UNIT_PROPERTY: unit})
         crash_point("table-before-commit", unit)
-        fence(_files_ledger(transaction.operation.fragments, transaction.read_version))
+        fence(
+            _files_ledger(
+                transaction.operation.fragments,
+                transaction.read_version,
+                int(time.time() * 1000),
+            )
+        )
         lance.LanceDataset.commit(self.uri, transaction, storage_options=self._storage_options)

@@ -235,6 +235,60 @@ class UnitTakenOver(RuntimeError):
     rows must not reach the table."""
 
 
+#: How long after its ledger entry was written a commit that never landed
+#: waits before its files are deleted (seconds; ``CAIRN_ORPHAN_GRACE_SECONDS``
+#: changes it): a killed run's worker outlives its driver by seconds and
+#: may still be making that commit, which would then name deleted files.
+ORPHAN_GRACE_SECONDS = 60.0
+
+
+def old_enough(written_at_ms: Optional[int]) -> bool:
+    """Whether a ledger entry written at ``written_at_ms`` (its writer's
+    clock; None: an entry that does not say, written by an older cairn) is
+    older than the grace period, by this machine's clock."""
+    grace = float(os.environ.get("CAIRN_ORPHAN_GRACE_SECONDS", ORPHAN_GRACE_SECONDS))
+    if written_at_ms is None:
+        return True
+    return time.time() * 1000 - written_at_ms >= grace * 1000
+
+
+def delete_orphans(filesystem: Any, paths: List[str], table: str) -> int:
+    """Deletes ``paths``, files of a table commit that never landed which
+    the caller proved no version of ``table`` references; returns how many
+    it deleted. A file already gone is not counted; one that cannot be
+    deleted is logged and left: the resume goes on without it."""
+    deleted = 0
+    for path in paths:
+        try:
+            filesystem.delete_file(path)
+        except FileNotFoundError:
+            continue
+        except OSError as e:
+            logger.warning("cairn: the unreferenced file %s of %s was left: %s", path, table, e)
+            continue
+        deleted += 1
+    return deleted
+
+
+def warn_orphans_left(table: str, units: List[str], clean_up: str) -> None:
+    """Says that the data files the rolled-back ``units`` may have written
+    to ``table`` are left: cairn does not know them (a unit killed while it
+    wrote them, before its ledger entry named them), could not prove that
+    no version references them, or their entry is younger than the grace
+    period. ``clean_up`` is the format's own tool that removes files no
+    version references."""
+    logger.warning(
+        "cairn: %d unit(s) rolled back (%s) may have left data files in %s that no version "
+        "references; cairn cannot name them, prove them unreferenced or was within %s s of "
+        "their writing, so it keeps them: %s removes them",
+        len(units),
+        ", ".join(sorted(units)[:5]) + (", ..." if len(units) > 5 else ""),
+        table,
+        os.environ.get("CAIRN_ORPHAN_GRACE_SECONDS", ORPHAN_GRACE_SECONDS),
+        clean_up,
+    )
+
+
 def without_secrets(uri: str) -> str:
     """``uri`` for messages: no user info, no query."""
     parts = urlsplit(uri)
@@ -327,6 +381,8 @@ class TableDatasink(FileDatasink):
                 self._require_pending(ctx, unit, log.table)
             if ledger is not None:
                 self._write_ledger(ctx, rows, ledger)
+            if not landed:
+                crash_point("table-after-fence", unit)
 
         self.append(rows, unit, fence)
         crash_point("table-after-commit", unit)
@@ -357,9 +413,12 @@ class TableDatasink(FileDatasink):
             return True
         absent = getattr(log, "absent", None)
         if absent is not None and absent({unit: entry}):
-            return False  # the history left reaches its base: not landed
+            # The history left reaches its base: not landed.
+            self._delete_earlier_files(log, unit, entry)
+            return False
         _, cut = log.lineage([unit])
         if cut is None:
+            self._delete_earlier_files(log, unit, entry)
             return False
         committed = {p.committed_path for p in pending_records(ctx)}
         infos = config.filesystem.get_file_info(sorted(committed))
@@ -373,6 +432,22 @@ class TableDatasink(FileDatasink):
             "landed cannot be told, so this task writes nothing. Keep the table's history "
             "until the job ends; run the job again once no clean-up runs"
         )
+
+    def _delete_earlier_files(self, log: Any, unit: str, entry: str) -> None:
+        """Deletes the files of the earlier attempt's commit of ``unit``,
+        which did not land, that the log proves no version references
+        (:meth:`UnitLog.delete_unreferenced`); this attempt writes its own."""
+        delete = getattr(log, "delete_unreferenced", None)
+        if delete is None:
+            return
+        deleted = delete({unit: entry})
+        if deleted:
+            logger.info(
+                "cairn: %d file(s) of unit %s's earlier commit, which never reached %s, deleted",
+                deleted,
+                unit,
+                log.table,
+            )
 
     def _record_the_tables_ids(self, ctx: Any, unit: str, log: Any, rows: pa.Table) -> None:
         """Rewrites the unit's pending record (which Ray just wrote from
@@ -517,7 +592,9 @@ class TableDatasink(FileDatasink):
 def crash_point(name: str, unit: str) -> None:
     """A failpoint for the tests (``table-after-commit``: a unit's rows in
     the table, its checkpoint commit to come; ``table-before-commit``, in
-    the Lance sink: its data files written, its table commit to come): with
+    the Lance sink: its data files written, its table commit to come;
+    ``table-after-fence``: its ledger entry written, its table commit to
+    come): with
     ``CAIRN_PY_FAILPOINT=<name>:<action>:<flag file>[:<passes>]``, the
     first task to reach it (after ``passes`` units went through it) writes
     its unit to the flag file,
