@@ -145,7 +145,11 @@ for name, src, dst, rec, md, exists, extra in S:
             open(p, "w").write(f)
         if exists:
             os.makedirs(os.path.join(d, "target"))
-        s = [os.path.join(d, x) for x in src] if isinstance(src, list) else os.path.join(d, src)
+        s = (
+            [os.path.join(d, x) for x in src]
+            if isinstance(src, list)
+            else os.path.join(d, src)
+        )
         if isinstance(src, str) and src.endswith("/"):
             s = s if s.endswith("/") else s + "/"
         t = os.path.join(d, dst) + ("/" if dst.endswith("/") else "")

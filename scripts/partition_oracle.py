@@ -56,7 +56,9 @@ def make(url, rows, files):
         table = pa.table(
             {
                 "uid": pa.array(uids, pa.int64()),
-                "source": pa.array([SOURCES[u % len(SOURCES)] for u in uids], pa.string()),
+                "source": pa.array(
+                    [SOURCES[u % len(SOURCES)] for u in uids], pa.string()
+                ),
                 "bucket": pa.array([u % 4 for u in uids], pa.int64()),
                 "text": pa.array([f"row {u}" for u in uids], pa.string()),
             }

@@ -89,7 +89,9 @@ class Listing:
         else:
             self.lines.add(f"{path} {kind}")
 
-    def walk_type(self, item: Item, kind: str, inner: dict[str, Any], path: str) -> None:
+    def walk_type(
+        self, item: Item, kind: str, inner: dict[str, Any], path: str
+    ) -> None:
         if kind == "struct":
             shape = inner["kind"]
             fields = []
@@ -130,7 +132,8 @@ def generics(params: dict[str, Any]) -> str:
     names = [
         p["name"]
         for p in params["params"]
-        if "lifetime" not in p["kind"] and not p["kind"].get("type", {}).get("is_synthetic")
+        if "lifetime" not in p["kind"]
+        and not p["kind"].get("type", {}).get("is_synthetic")
     ]
     return f"<{', '.join(names)}>" if names else ""
 
@@ -151,7 +154,9 @@ def signature(function: dict[str, Any]) -> str:
     for name, ty in sig["inputs"]:
         inputs.append(render_self(ty) if name == "self" else f"{name}: {render(ty)}")
     out = f" -> {render(sig['output'])}" if sig["output"] is not None else ""
-    return " ".join(words + [f"fn{generics(function['generics'])}({', '.join(inputs)}){out}"])
+    return " ".join(
+        words + [f"fn{generics(function['generics'])}({', '.join(inputs)}){out}"]
+    )
 
 
 def render_self(ty: dict[str, Any]) -> str:
@@ -177,7 +182,9 @@ def render_path(path: dict[str, Any]) -> str:
         for constraint in args["angle_bracketed"].get("constraints", []):
             binding = constraint.get("binding", {})
             if "equality" in binding and "type" in binding["equality"]:
-                rendered.append(f"{constraint['name']} = {render(binding['equality']['type'])}")
+                rendered.append(
+                    f"{constraint['name']} = {render(binding['equality']['type'])}"
+                )
         if rendered:
             text += f"<{', '.join(rendered)}>"
     elif args and "parenthesized" in args:

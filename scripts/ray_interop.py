@@ -69,7 +69,9 @@ def row_hash(input_dir, out_file):
     table = pa.concat_tables(
         [
             pa.Table.from_pandas(df, preserve_index=False)
-            for df in ds.select_columns(["uid", "row_hash"]).iter_batches(batch_format="pandas")
+            for df in ds.select_columns(["uid", "row_hash"]).iter_batches(
+                batch_format="pandas"
+            )
         ]
     )
     pq.write_table(table, out_file)
@@ -95,10 +97,16 @@ def job(input_dir, output_dir, checkpoint_dir, fail_at, keep):
         return batch
 
     try:
-        ds = ray.data.read_parquet(input_dir).map_batches(transform, batch_format="numpy")
+        ds = ray.data.read_parquet(input_dir).map_batches(
+            transform, batch_format="numpy"
+        )
         began = time.monotonic()
         ds.write_parquet(output_dir)
-        print(json.dumps({"ok": True, "init_s": init_s, "job_s": time.monotonic() - began}))
+        print(
+            json.dumps(
+                {"ok": True, "init_s": init_s, "job_s": time.monotonic() - began}
+            )
+        )
     except Exception as e:  # the interrupted run
         print(json.dumps({"ok": False, "error": str(e)[:500], "init_s": init_s}))
 

@@ -13,13 +13,18 @@ CT = "application/json; charset=utf-8"
 
 
 def authorization(sid, sk, service, host, body, ts):
-    date = datetime.datetime.fromtimestamp(ts, datetime.timezone.utc).strftime("%Y-%m-%d")
+    date = datetime.datetime.fromtimestamp(ts, datetime.timezone.utc).strftime(
+        "%Y-%m-%d"
+    )
     canonical = (
         f"POST\n/\n\ncontent-type:{CT}\nhost:{host}\n\ncontent-type;host\n"
         + hashlib.sha256(body.encode()).hexdigest()
     )
     scope = f"{date}/{service}/tc3_request"
-    to_sign = f"TC3-HMAC-SHA256\n{ts}\n{scope}\n" + hashlib.sha256(canonical.encode()).hexdigest()
+    to_sign = (
+        f"TC3-HMAC-SHA256\n{ts}\n{scope}\n"
+        + hashlib.sha256(canonical.encode()).hexdigest()
+    )
     k = hmac.new(("TC3" + sk).encode(), date.encode(), hashlib.sha256).digest()
     k = hmac.new(k, service.encode(), hashlib.sha256).digest()
     k = hmac.new(k, b"tc3_request", hashlib.sha256).digest()

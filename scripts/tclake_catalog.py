@@ -29,13 +29,18 @@ LOCK = threading.Lock()
 
 
 def expected_authorization(sid, sk, host, body, ts, content_type):
-    date = datetime.datetime.fromtimestamp(ts, datetime.timezone.utc).strftime("%Y-%m-%d")
+    date = datetime.datetime.fromtimestamp(ts, datetime.timezone.utc).strftime(
+        "%Y-%m-%d"
+    )
     canonical = (
         f"POST\n/\n\ncontent-type:{content_type}\nhost:{host}\n\ncontent-type;host\n"
         + hashlib.sha256(body).hexdigest()
     )
     scope = f"{date}/tccatalog/tc3_request"
-    to_sign = f"TC3-HMAC-SHA256\n{ts}\n{scope}\n" + hashlib.sha256(canonical.encode()).hexdigest()
+    to_sign = (
+        f"TC3-HMAC-SHA256\n{ts}\n{scope}\n"
+        + hashlib.sha256(canonical.encode()).hexdigest()
+    )
     k = hmac.new(("TC3" + sk).encode(), date.encode(), hashlib.sha256).digest()
     k = hmac.new(k, b"tccatalog", hashlib.sha256).digest()
     k = hmac.new(k, b"tc3_request", hashlib.sha256).digest()
@@ -48,7 +53,9 @@ class Handler(BaseHTTPRequestHandler):
         pass
 
     def answer(self, payload):
-        data = json.dumps({"Response": dict(payload, RequestId=str(uuid.uuid4()))}).encode()
+        data = json.dumps(
+            {"Response": dict(payload, RequestId=str(uuid.uuid4()))}
+        ).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
@@ -72,7 +79,9 @@ class Handler(BaseHTTPRequestHandler):
         with LOCK:
             STATS["calls"][action] = STATS["calls"].get(action, 0) + 1
         if self.headers.get("X-TC-Version") != "2024-10-24":
-            return self.error("InvalidParameter.Version", "X-TC-Version must be 2024-10-24")
+            return self.error(
+                "InvalidParameter.Version", "X-TC-Version must be 2024-10-24"
+            )
         try:
             ts = int(self.headers.get("X-TC-Timestamp", ""))
         except ValueError:
@@ -83,7 +92,9 @@ class Handler(BaseHTTPRequestHandler):
             )
         auth = self.headers.get("Authorization", "")
         if f"Credential={CONFIG['sid']}/" not in auth:
-            return self.error("AuthFailure.SecretIdNotFound", "the SecretId is not found")
+            return self.error(
+                "AuthFailure.SecretIdNotFound", "the SecretId is not found"
+            )
         want = expected_authorization(
             CONFIG["sid"],
             CONFIG["sk"],
@@ -106,16 +117,24 @@ class Handler(BaseHTTPRequestHandler):
             e = CONFIG["errors"][catalog]
             return self.error(e["Code"], e["Message"])
         if catalog not in CONFIG["catalogs"]:
-            return self.error("ResourceNotFound.Catalog", f"catalog {catalog} does not exist")
+            return self.error(
+                "ResourceNotFound.Catalog", f"catalog {catalog} does not exist"
+            )
         if action == "DescribeCatalog":
-            return self.answer({"Catalog": {"Name": catalog, "Type": CONFIG["catalogs"][catalog]}})
+            return self.answer(
+                {"Catalog": {"Name": catalog, "Type": CONFIG["catalogs"][catalog]}}
+            )
         schema = f"{catalog}/{params.get('SchemaName', '')}"
         if schema not in CONFIG["schemas"]:
-            return self.error("ResourceNotFound.Schema", f"schema {schema} does not exist")
+            return self.error(
+                "ResourceNotFound.Schema", f"schema {schema} does not exist"
+            )
         name = f"{schema}/{params.get('VolumeName', '')}"
         volume = CONFIG["volumes"].get(name)
         if volume is None:
-            return self.error("ResourceNotFound.Volume", f"volume {name} does not exist")
+            return self.error(
+                "ResourceNotFound.Volume", f"volume {name} does not exist"
+            )
         if action == "DescribeVolume":
             return self.answer(
                 {

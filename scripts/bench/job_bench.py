@@ -49,7 +49,9 @@ def timed(cmd, env=None):
 
 
 def committed_ids(ckpt):
-    out = subprocess.run([CAIRN, "ckpt", "status", ckpt, "--json"], capture_output=True, text=True)
+    out = subprocess.run(
+        [CAIRN, "ckpt", "status", ckpt, "--json"], capture_output=True, text=True
+    )
     return json.loads(out.stdout)["committed_ids"] if out.returncode == 0 else 0
 
 
@@ -96,7 +98,9 @@ def ray_job(work, name, inp, ckpt=True, fail_at=None, keep=False):
         cmd += ["--keep"]
     seconds, proc = timed(cmd, RAY_ENV)
     line = [text for text in proc.stdout.splitlines() if text.startswith("{")]
-    result = json.loads(line[-1]) if line else {"ok": False, "error": proc.stderr[-500:]}
+    result = (
+        json.loads(line[-1]) if line else {"ok": False, "error": proc.stderr[-500:]}
+    )
     return seconds, result, out, ck
 
 
@@ -171,13 +175,17 @@ def main():
             f"{variant} b_without_checkpoint_s",
             median_of_3(f"{variant}-b", ckpt=False, transform=transform),
         )
-        _, p, out, ck = cairn_job(work, f"{variant}-c", inp95, transform=transform, keep=True)
+        _, p, out, ck = cairn_job(
+            work, f"{variant}-c", inp95, transform=transform, keep=True
+        )
         assert p.returncode == 0, p.stderr
         record(f"{variant} c_committed_before_resume", committed_ids(ck))
         t, p, *_ = cairn_job(work, f"{variant}-c", inp, transform=transform)
         assert p.returncode == 0, p.stderr
         record(f"{variant} c_resume_s", round(t, 3))
-        _, p, out, ck = cairn_job(work, f"{variant}-d", inp, transform=True, fail_at=ROWS // 2)
+        _, p, out, ck = cairn_job(
+            work, f"{variant}-d", inp, transform=True, fail_at=ROWS // 2
+        )
         assert p.returncode != 0
         done = committed_ids(ck)
         record(f"{variant} d_committed_at_failure", done)

@@ -112,7 +112,9 @@ def main(tool: str) -> None:
     fs = filesystem(tool)
     source = f"{prefix}/in"
     size = sum(
-        i.size for i in fs.get_file_info(pafs.FileSelector(source)) if i.type == pafs.FileType.File
+        i.size
+        for i in fs.get_file_info(pafs.FileSelector(source))
+        if i.type == pafs.FileType.File
     )
     if os.environ.get("BENCH_RAY"):
         import ray

@@ -97,12 +97,16 @@ def main() -> None:
         (
             "one column (dataset)",
             chunks(every, {"a"}),
-            lambda fs: ds.dataset(path, filesystem=fs, format="parquet").to_table(columns=["a"]),
+            lambda fs: ds.dataset(path, filesystem=fs, format="parquet").to_table(
+                columns=["a"]
+            ),
         ),
         (
             "one column of one row group",
             chunks([3], {"a"}),
-            lambda fs: pq.ParquetFile(fs.open_input_file(path)).read_row_group(3, columns=["a"]),
+            lambda fs: pq.ParquetFile(fs.open_input_file(path)).read_row_group(
+                3, columns=["a"]
+            ),
         ),
     ]
     print(f"file: {size} bytes, {meta.num_row_groups} row groups, 3 int64 columns\n")
@@ -152,7 +156,9 @@ def ray_read() -> None:
         for row_hash in (False, True):
             for label, fs in filesystems(proxy.endpoint).items():
                 proxy.reset()
-                ray.data.read_parquet(base, filesystem=fs, include_row_hash=row_hash).materialize()
+                ray.data.read_parquet(
+                    base, filesystem=fs, include_row_hash=row_hash
+                ).materialize()
                 what = "with row_hash" if row_hash else "uid only"
                 print(
                     f"| {what} | {label} | {proxy.get_bytes} | "
@@ -204,9 +210,15 @@ def resume() -> None:
             pq.write_table(table.slice(0, 0), f"{out}/w_{n:06}-0.parquet")
     left = total * (files - committed) / files
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    DataContext.get_current().checkpoint_config = cairn.ray.checkpoint_config("uid", ckpt)
-    print(f"input: {files} files, {total} bytes, 10 row groups each, {committed} committed\n")
-    print("| reader | bytes fetched | of the input | of what is left | GETs | rows written |")
+    DataContext.get_current().checkpoint_config = cairn.ray.checkpoint_config(
+        "uid", ckpt
+    )
+    print(
+        f"input: {files} files, {total} bytes, 10 row groups each, {committed} committed\n"
+    )
+    print(
+        "| reader | bytes fetched | of the input | of what is left | GETs | rows written |"
+    )
     print("|---|---:|---:|---:|---:|---:|")
     with CountingProxy(upstream) as proxy:
         fs = cairn.build_checkpoint_filesystem("s3://", options(proxy.endpoint))

@@ -129,7 +129,9 @@ def measure(kind, n, which, root):
             self.before = self.memory()
             started = time.perf_counter()
             cls = (
-                cairn.ray.CheckpointFilter if which == "cairn" else NumpyArrayBasedCheckpointFilter
+                cairn.ray.CheckpointFilter
+                if which == "cairn"
+                else NumpyArrayBasedCheckpointFilter
             )
             self.filter = cls(config, ref)
             return time.perf_counter() - started
@@ -170,8 +172,12 @@ def measure(kind, n, which, root):
             override_filesystem=fs,
             delete_checkpoint_on_success=False,
         )
-    manager_cls = cairn.ray.CheckpointManager if which == "cairn" else IdColumnCheckpointManager
-    manager = manager_cls(checkpoint_config=config, data_context=DataContext.get_current())
+    manager_cls = (
+        cairn.ray.CheckpointManager if which == "cairn" else IdColumnCheckpointManager
+    )
+    manager = manager_cls(
+        checkpoint_config=config, data_context=DataContext.get_current()
+    )
     started = time.perf_counter()
     ref, size = manager.load_checkpoint(out, fs)
     load = time.perf_counter() - started

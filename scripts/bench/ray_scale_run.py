@@ -36,7 +36,9 @@ from collections import Counter
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "../../crates/cairn-py/tests"))
+sys.path.insert(
+    0, os.path.join(os.path.dirname(__file__), "../../crates/cairn-py/tests")
+)
 from conftest import garage_options  # noqa: E402
 from counting_proxy import CountingProxy  # noqa: E402
 from oracle import column_counts, pyarrow_s3  # noqa: E402
@@ -109,7 +111,9 @@ class CommittedRows:
         for path in files_under(self.s3, self.checkpoint):
             if path.endswith(".parquet") and not path.endswith(".pending.parquet"):
                 if path not in self.rows:
-                    self.rows[path] = pq.read_metadata(path, filesystem=self.s3).num_rows
+                    self.rows[path] = pq.read_metadata(
+                        path, filesystem=self.s3
+                    ).num_rows
         return sum(self.rows.values())
 
 
@@ -122,7 +126,10 @@ def by_area(log, source, run):
         if f"{source}/in" in where:
             area = "in"
         elif run in where:
-            area = where.split(run, 1)[1].lstrip("/").split("/", 1)[0].split("?", 1)[0] or "run"
+            area = (
+                where.split(run, 1)[1].lstrip("/").split("/", 1)[0].split("?", 1)[0]
+                or "run"
+            )
         else:
             area = "other"
         kind = "LIST" if listing else ("COPY" if copies else method)
@@ -149,7 +156,9 @@ def sample_actor_memory(stop, peaks):
                 else:
                     continue
                 with open(f"/proc/{pid}/status") as f:
-                    rss_kib = next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
+                    rss_kib = next(
+                        int(line.split()[1]) for line in f if line.startswith("VmRSS:")
+                    )
             except (OSError, StopIteration, ValueError):
                 continue  # gone meanwhile
             peaks[kind] = max(peaks.get(kind, 0), round(rss_kib / 1024))
@@ -168,7 +177,9 @@ def run_driver(spec, kill_at=None, committed=None, timeout=3600):
     started = time.monotonic()
     killed_at = None
     peaks, stop = {}, threading.Event()
-    sampler = threading.Thread(target=sample_actor_memory, args=(stop, peaks), daemon=True)
+    sampler = threading.Thread(
+        target=sample_actor_memory, args=(stop, peaks), daemon=True
+    )
     sampler.start()
     try:
         if kill_at is not None:
@@ -179,7 +190,9 @@ def run_driver(spec, kill_at=None, committed=None, timeout=3600):
                     killed_at = done
                     break
                 time.sleep(0.2)
-        out, _ = proc.communicate(timeout=max(1, timeout - (time.monotonic() - started)))
+        out, _ = proc.communicate(
+            timeout=max(1, timeout - (time.monotonic() - started))
+        )
     finally:
         try:
             os.killpg(proc.pid, signal.SIGKILL)
@@ -221,7 +234,9 @@ def main():
     source = f"{bucket}/scale-{uuid.uuid4().hex[:8]}"
     started = time.monotonic()
     write_input(s3, f"{source}/in", rows, nfiles)
-    print(f"input: {rows} rows in {nfiles} files, written in {time.monotonic() - started:.1f} s")
+    print(
+        f"input: {rows} rows in {nfiles} files, written in {time.monotonic() - started:.1f} s"
+    )
     with CountingProxy(garage["endpoint_url"]) as proxy:
         options = dict(garage, endpoint_url=proxy.endpoint)
         for way in ways:
@@ -250,7 +265,11 @@ def main():
                 )
                 print(json.dumps({"way": way, "run": name, **report}), flush=True)
             counts = column_counts(s3, f"{source}/{run}/out", "uid")
-            exact = len(counts) == rows and set(counts.values()) == {1} and max(counts) == rows - 1
+            exact = (
+                len(counts) == rows
+                and set(counts.values()) == {1}
+                and max(counts) == rows - 1
+            )
             print(
                 json.dumps(
                     {

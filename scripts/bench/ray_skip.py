@@ -56,7 +56,9 @@ def make(rows, files, committed, root):
         pq.write_table(table, path, row_group_size=-(-per // ROW_GROUPS_PER_FILE))
         if f < committed:
             name = f"w_{f:06}"
-            pq.write_table(pa.table({"uid": uids}), f"{root}/template/ckpt/{name}.parquet")
+            pq.write_table(
+                pa.table({"uid": uids}), f"{root}/template/ckpt/{name}.parquet"
+            )
             # The unit's data file: its rows do not matter here, only that
             # it is there.
             pq.write_table(table.slice(0, 0), f"{root}/template/out/{name}-0.parquet")
@@ -69,7 +71,9 @@ def input_bytes(root):
         meta = pq.ParquetFile(f"{root}/in/{name}").metadata
         for g in range(meta.num_row_groups):
             group = meta.row_group(g)
-            total += sum(group.column(c).total_compressed_size for c in range(group.num_columns))
+            total += sum(
+                group.column(c).total_compressed_size for c in range(group.num_columns)
+            )
     return total
 
 
@@ -107,9 +111,13 @@ def measure(impl, root):
     if impl == "ray":
         config = CheckpointConfig(id_column="uid", checkpoint_path=ckpt)
     elif impl == "cairn-sharded":
-        id_bytes = sum(e.stat().st_size for e in os.scandir(ckpt) if e.name.endswith(".parquet"))
+        id_bytes = sum(
+            e.stat().st_size for e in os.scandir(ckpt) if e.name.endswith(".parquet")
+        )
         # A shard takes 0.35 of the budget in ID files' bytes: 4-5 shards.
-        config = cairn.ray.checkpoint_config("uid", ckpt, max_filter_memory=id_bytes * 100 // 140)
+        config = cairn.ray.checkpoint_config(
+            "uid", ckpt, max_filter_memory=id_bytes * 100 // 140
+        )
     else:
         config = cairn.ray.checkpoint_config("uid", ckpt)
     DataContext.get_current().checkpoint_config = config

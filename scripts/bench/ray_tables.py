@@ -43,7 +43,9 @@ from ray.data import DataContext
 
 import cairn.ray
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "../../crates/cairn-py/tests"))
+sys.path.insert(
+    0, os.path.join(os.path.dirname(__file__), "../../crates/cairn-py/tests")
+)
 from oracle import write_uid_files  # noqa: E402
 from test_ray_tables import iceberg_catalog_kwargs as iceberg_catalog  # noqa: E402
 
@@ -98,7 +100,9 @@ def main():
         write_input(f"{root}/in", rows, files)
 
         def with_cairn(ckpt):
-            DataContext.get_current().checkpoint_config = cairn.ray.checkpoint_config("uid", ckpt)
+            DataContext.get_current().checkpoint_config = cairn.ray.checkpoint_config(
+                "uid", ckpt
+            )
 
         def parquet_cairn(ds, out, ckpt):
             with_cairn(ckpt)
@@ -160,7 +164,9 @@ def main():
                 continue
             try:
                 out, seconds = run(name, root, write)
-            except Exception as e:  # a write Ray itself cannot do is reported, not fatal
+            except (
+                Exception
+            ) as e:  # a write Ray itself cannot do is reported, not fatal
                 DataContext.get_current().checkpoint_config = None
                 print(f"{name:15} failed: {str(e).strip().splitlines()[-1][:160]}")
                 continue

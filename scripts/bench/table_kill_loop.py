@@ -52,7 +52,9 @@ def main():
     for n in range(rounds):
         table_format = FORMATS[n % len(FORMATS)]
         root = tempfile.mkdtemp(prefix=f"cairn-kill-{table_format}-")
-        spec, _ = local_job(root, table_format, sleep=0.5, delete_checkpoint_on_success=not keep)
+        spec, _ = local_job(
+            root, table_format, sleep=0.5, delete_checkpoint_on_success=not keep
+        )
         table = Table(table_format, root)
         kills = []
         started = time.monotonic()
@@ -69,7 +71,9 @@ def main():
             except Exception:  # no table yet
                 seen = 0
             after = " (after JOB DONE)" if ended == "killed after JOB DONE" else ""
-            kills.append(f"{kill_after:.1f} s, {seen} rows{after}" if kill_after else "failed")
+            kills.append(
+                f"{kill_after:.1f} s, {seen} rows{after}" if kill_after else "failed"
+            )
             if kill_after is None:
                 break
         counts = table.uids()

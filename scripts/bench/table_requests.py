@@ -35,7 +35,9 @@ from ray.data import DataContext
 import cairn
 import cairn.ray
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "../../crates/cairn-py/tests"))
+sys.path.insert(
+    0, os.path.join(os.path.dirname(__file__), "../../crates/cairn-py/tests")
+)
 from counting_proxy import CountingProxy  # noqa: E402
 from oracle import write_uid_files  # noqa: E402
 
@@ -81,7 +83,9 @@ def main():
                 "AWS_ALLOW_HTTP": "true",
                 "AWS_S3_ALLOW_UNSAFE_RENAME": "true",
             }
-            return cairn.ray.DeltaDatasink(out, storage_options=storage, filesystem=data_fs), 1
+            return cairn.ray.DeltaDatasink(
+                out, storage_options=storage, filesystem=data_fs
+            ), 1
 
         def lance(out):
             storage = {
@@ -91,7 +95,9 @@ def main():
                 "aws_region": region,
                 "allow_http": "true",
             }
-            return cairn.ray.LanceDatasink(out, storage_options=storage, filesystem=data_fs), 1
+            return cairn.ray.LanceDatasink(
+                out, storage_options=storage, filesystem=data_fs
+            ), 1
 
         def iceberg(out):
             from pyiceberg.catalog import load_catalog

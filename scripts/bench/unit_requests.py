@@ -40,7 +40,9 @@ from ray.data.checkpoint import CheckpointConfig
 import cairn
 import cairn.ray
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "../../crates/cairn-py/tests"))
+sys.path.insert(
+    0, os.path.join(os.path.dirname(__file__), "../../crates/cairn-py/tests")
+)
 from conftest import garage_options  # noqa: E402
 from counting_proxy import CountingProxy  # noqa: E402
 from oracle import column_counts, pyarrow_s3, write_uid_files  # noqa: E402
@@ -143,7 +145,9 @@ def main():
     s3 = pyarrow_s3(garage)
     with CountingProxy(garage["endpoint_url"]) as proxy:
         options = dict(garage, endpoint_url=proxy.endpoint)
-        print(f"{files} input files of {rows} rows (one unit each), Garage behind a counting proxy")
+        print(
+            f"{files} input files of {rows} rows (one unit each), Garage behind a counting proxy"
+        )
         for way in os.environ.get("WAYS", ",".join(WAYS)).split(","):
             run = f"unit-requests-{way}-{uuid.uuid4().hex[:8]}"
             base = f"{bucket}/{run}"
@@ -156,7 +160,9 @@ def main():
                 config = CheckpointConfig(
                     id_column="uid",
                     checkpoint_path=checkpoint,
-                    override_filesystem=cairn.build_checkpoint_filesystem(checkpoint, options),
+                    override_filesystem=cairn.build_checkpoint_filesystem(
+                        checkpoint, options
+                    ),
                 )
             else:
                 config = None

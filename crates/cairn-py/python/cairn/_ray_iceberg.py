@@ -15,6 +15,7 @@ import pyarrow.parquet as pq
 from ._ray_table import (
     TableDatasink,
     UnitIds,
+    crash_point,
     delete_orphans,
     joined,
     old_enough,
@@ -475,6 +476,7 @@ class IcebergDatasink(TableDatasink):
                 transaction.append(rows, snapshot_properties=properties)
                 staged = _snapshot_of(transaction.table_metadata, unit)
                 fence(None if staged is None else _ledger(staged))
+                crash_point("table-after-fence", unit)
                 transaction.commit_transaction()
                 return
             except CommitFailedException:

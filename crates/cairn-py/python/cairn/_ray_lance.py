@@ -7,10 +7,10 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import time
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 import pyarrow as pa
+import pyarrow.fs as pafs
 
 from ._ray_table import (
     TableDatasink,
@@ -60,16 +60,13 @@ def _transaction_at(dataset: Any, version: int) -> Any:
         raise
 
 
-def _files_ledger(fragments: Any, base: Optional[int] = None, at: Optional[int] = None) -> str:
+def _files_ledger(fragments: Any, base: Optional[int] = None) -> str:
     """The ledger entry of a unit whose version adds ``fragments`` (Lance
     ``FragmentMetadata``): their data files' paths, unique to the write,
-    the version the commit is made on (``base``) and when the entry was
-    written (``at``, milliseconds since the epoch), when known."""
+    and the version the commit is made on (``base``), when known."""
     entry: Dict[str, Any] = {"files": sorted(f.path for m in fragments for f in m.files)}
     if base is not None:
         entry["base"] = base
-    if at is not None:
-        entry["at"] = at
     return json.dumps(entry)
 
 
@@ -78,18 +75,17 @@ def _files_ledger(fragments: Any, base: Optional[int] = None, at: Optional[int] 
 _CREATE_LEDGER = json.dumps({"create": True})
 
 
-def _named_files(entry: Optional[str]) -> Tuple[List[str], int, Optional[int]]:
-    """The data files a ledger entry names, the version its commit was
-    made on (0 when it names none: any version may then hold them) and
-    when it was written (None when it does not say). Only
+def _named_files(entry: Optional[str]) -> Tuple[List[str], int]:
+    """The data files a ledger entry names, and the version its commit was
+    made on (0 when it names none: any version may then hold them). Only
     plain file names are taken (a Lance data file's path, relative to the
     dataset's ``data`` directory): anything else names no file of cairn's."""
     try:
         parsed = json.loads(entry) if entry else {}
     except ValueError:
-        return [], 0, None
+        return [], 0
     if not isinstance(parsed, dict):
-        return [], 0, None
+        return [], 0
     files = parsed.get("files") or []
     base = parsed.get("base")
     plain = [
@@ -102,9 +98,8 @@ def _named_files(entry: Optional[str]) -> Tuple[List[str], int, Optional[int]]:
         and name not in (".", "..")
     ]
     if len(plain) != len(files):
-        return [], 0, None
-    at = parsed.get("at")
-    return plain, base if isinstance(base, int) else 0, at if isinstance(at, int) else None
+        return [], 0
+    return plain, base if isinstance(base, int) else 0
 
 
 def _unit_of(transaction: Any) -> Optional[str]:
@@ -274,8 +269,9 @@ class LanceUnitLog(UnitIds):
         landed), when no version the dataset keeps above the entry's base
         holds one of them (a version at or below the base was made before
         the files existed; their names are Lance's random ones), and the
-        entry is older than the grace period (:data:`ORPHAN_GRACE_SECONDS`:
-        a killed run's worker may still be committing). Returns how many
+        files are older than the grace period (:data:`ORPHAN_GRACE_SECONDS`,
+        by their modification time: a killed run's worker may still be
+        committing them). Returns how many
         it deleted. The files of a unit without such an entry (killed
         while it wrote them; the unit that creates the dataset), of one
         within the grace period, or of one whose commit a version holds
@@ -284,8 +280,8 @@ class LanceUnitLog(UnitIds):
         named: Dict[str, Tuple[List[str], int]] = {}
         left = []
         for unit, entry in rolled_back.items():
-            files, base, at = _named_files(entry)
-            if files and old_enough(at) and self._filesystem is not None and self._path is not None:
+            files, base = _named_files(entry)
+            if files and self._filesystem is not None and self._path is not None:
                 named[unit] = (files, base)
             else:
                 left.append(unit)
@@ -301,9 +297,17 @@ class LanceUnitLog(UnitIds):
                     left.append(unit)
                     continue
                 data = f"{self._path.rstrip('/')}/data"
-                deleted += delete_orphans(
-                    self._filesystem, [f"{data}/{name}" for name in files], self.table
-                )
+                paths = [f"{data}/{name}" for name in files]
+                infos = self._filesystem.get_file_info(paths)
+                # Written just before the entry: their age is the entry's.
+                if not all(
+                    info.mtime is not None and old_enough(int(info.mtime.timestamp() * 1000))
+                    for info in infos
+                    if info.type != pafs.FileType.NotFound
+                ):
+                    left.append(unit)
+                    continue
+                deleted += delete_orphans(self._filesystem, paths, self.table)
         if left:
             warn_orphans_left(
                 self.table, left, "Lance's cleanup_old_versions(..., delete_unverified=True)"
@@ -470,11 +474,6 @@ class LanceDatasink(TableDatasink):
         )
         transaction = dataclasses.replace(transaction, transaction_properties={UNIT_PROPERTY: unit})
         crash_point("table-before-commit", unit)
-        fence(
-            _files_ledger(
-                transaction.operation.fragments,
-                transaction.read_version,
-                int(time.time() * 1000),
-            )
-        )
+        fence(_files_ledger(transaction.operation.fragments, transaction.read_version))
+        crash_point("table-after-fence", unit)
         lance.LanceDataset.commit(self.uri, transaction, storage_options=self._storage_options)

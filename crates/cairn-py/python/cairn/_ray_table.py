@@ -243,9 +243,10 @@ ORPHAN_GRACE_SECONDS = 60.0
 
 
 def old_enough(written_at_ms: Optional[int]) -> bool:
-    """Whether a ledger entry written at ``written_at_ms`` (its writer's
-    clock; None: an entry that does not say, written by an older cairn) is
-    older than the grace period, by this machine's clock."""
+    """Whether something written at ``written_at_ms`` (milliseconds since
+    the epoch by its writer's clock or the store's; None: a ledger entry
+    that does not say, written by an older cairn) is older than the grace
+    period, by this machine's clock."""
     grace = float(os.environ.get("CAIRN_ORPHAN_GRACE_SECONDS", ORPHAN_GRACE_SECONDS))
     if written_at_ms is None:
         return True
@@ -381,8 +382,6 @@ class TableDatasink(FileDatasink):
                 self._require_pending(ctx, unit, log.table)
             if ledger is not None:
                 self._write_ledger(ctx, rows, ledger)
-            if not landed:
-                crash_point("table-after-fence", unit)
 
         self.append(rows, unit, fence)
         crash_point("table-after-commit", unit)
@@ -593,8 +592,8 @@ def crash_point(name: str, unit: str) -> None:
     """A failpoint for the tests (``table-after-commit``: a unit's rows in
     the table, its checkpoint commit to come; ``table-before-commit``, in
     the Lance sink: its data files written, its table commit to come;
-    ``table-after-fence``: its ledger entry written, its table commit to
-    come): with
+    ``table-after-fence``, in the Iceberg and Lance sinks: its files
+    written and named by its ledger entry, its table commit to come): with
     ``CAIRN_PY_FAILPOINT=<name>:<action>:<flag file>[:<passes>]``, the
     first task to reach it (after ``passes`` units went through it) writes
     its unit to the flag file,
