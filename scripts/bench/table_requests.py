@@ -1,7 +1,7 @@
 """Requests per unit on a store: one Ray Data job (read_parquet ->
 map_batches -> write) with input, output and checkpoint on Garage, every
 request counted by a proxy in front of Garage (outside the code under
-test), into each output:
+test, in a process of its own), into each output:
 
 - Parquet files with cairn's checkpoint (cairn.ray.checkpoint_config);
 - a Delta table, an Iceberg table (SQLite catalog, data on Garage) and a
@@ -42,6 +42,53 @@ from counting_proxy import CountingProxy  # noqa: E402
 from oracle import write_uid_files  # noqa: E402
 
 
+class ProxyProcess:
+    """The counting proxy in a process of its own: in the driver's, its
+    threads wait on the interpreter lock while deltalake's end-of-job check
+    blocks on it, and its requests time out. ``endpoint``, ``reset()`` and
+    ``requests`` as :class:`CountingProxy`'s."""
+
+    def __init__(self, upstream):
+        import multiprocessing
+
+        context = multiprocessing.get_context("spawn")
+        self._control, child = context.Pipe()
+        self._process = context.Process(target=_serve, args=(upstream, child), daemon=True)
+
+    def __enter__(self):
+        self._process.start()
+        self.endpoint = self._control.recv()
+        return self
+
+    def __exit__(self, *exc):
+        self._control.send("stop")
+        self._process.join(timeout=30)
+
+    def reset(self):
+        self._control.send("reset")
+        self._control.recv()
+
+    @property
+    def requests(self):
+        self._control.send("requests")
+        return self._control.recv()
+
+
+def _serve(upstream, control):
+    """The proxy's process: answers ``reset``, ``requests`` and ``stop``."""
+    with CountingProxy(upstream) as proxy:
+        control.send(proxy.endpoint)
+        while True:
+            command = control.recv()
+            if command == "reset":
+                proxy.reset()
+                control.send(None)
+            elif command == "requests":
+                control.send(dict(proxy.requests))
+            else:
+                return
+
+
 def upper(batch):
     batch["text"] = batch["text"].str.upper()
     return batch
@@ -57,7 +104,7 @@ def main():
     bucket = os.environ["CAIRN_TEST_GARAGE_BUCKET"]
     base = f"{bucket}/bench-table-requests-{uuid.uuid4().hex[:8]}"
     ray.init(address="local", include_dashboard=False, log_to_driver=False)
-    with CountingProxy(endpoint) as proxy:
+    with ProxyProcess(endpoint) as proxy:
         options = {
             "key": key,
             "secret": secret,
