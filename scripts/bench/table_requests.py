@@ -35,10 +35,11 @@ from ray.data import DataContext
 import cairn
 import cairn.ray
 
-sys.path.insert(
-    0, os.path.join(os.path.dirname(__file__), "../../crates/cairn-py/tests")
+#: The tests' directory: the counting proxy and the oracle's helpers.
+_TESTS = os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), "../../crates/cairn-py/tests"
 )
-from counting_proxy import CountingProxy  # noqa: E402
+sys.path.insert(0, _TESTS)
 from oracle import write_uid_files  # noqa: E402
 
 
@@ -46,47 +47,70 @@ class ProxyProcess:
     """The counting proxy in a process of its own: in the driver's, its
     threads wait on the interpreter lock while deltalake's end-of-job check
     blocks on it, and its requests time out. ``endpoint``, ``reset()`` and
-    ``requests`` as :class:`CountingProxy`'s."""
+    ``requests`` as :class:`CountingProxy`'s; every answer awaited at most
+    60 s. A plain subprocess, not multiprocessing's (whose exit handler
+    would end it before cairn's removes the jobs' completion markers
+    through it): it ends when this process does and its stdin closes."""
 
     def __init__(self, upstream):
-        import multiprocessing
-
-        context = multiprocessing.get_context("spawn")
-        self._control, child = context.Pipe()
-        self._process = context.Process(target=_serve, args=(upstream, child), daemon=True)
+        self._upstream = upstream
 
     def __enter__(self):
-        self._process.start()
-        self.endpoint = self._control.recv()
+        import subprocess
+
+        self._child = subprocess.Popen(
+            [sys.executable, "-c", _SERVE, self._upstream, _TESTS],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        self.endpoint = self._answer()
         return self
 
     def __exit__(self, *exc):
-        self._control.send("stop")
-        self._process.join(timeout=30)
+        pass
+
+    def _ask(self, command):
+        self._child.stdin.write(command + "\n")
+        self._child.stdin.flush()
+        return self._answer()
+
+    def _answer(self):
+        import select
+
+        ready, _, _ = select.select([self._child.stdout], [], [], 60)
+        if not ready:
+            raise TimeoutError("the counting proxy did not answer within 60 s")
+        line = self._child.stdout.readline()
+        if not line:
+            raise RuntimeError(f"the counting proxy exited ({self._child.poll()})")
+        return line.strip()
 
     def reset(self):
-        self._control.send("reset")
-        self._control.recv()
+        self._ask("reset")
 
     @property
     def requests(self):
-        self._control.send("requests")
-        return self._control.recv()
+        import json
+
+        return json.loads(self._ask("requests"))
 
 
-def _serve(upstream, control):
-    """The proxy's process: answers ``reset``, ``requests`` and ``stop``."""
-    with CountingProxy(upstream) as proxy:
-        control.send(proxy.endpoint)
-        while True:
-            command = control.recv()
-            if command == "reset":
-                proxy.reset()
-                control.send(None)
-            elif command == "requests":
-                control.send(dict(proxy.requests))
-            else:
-                return
+#: The proxy's process: prints its endpoint, then answers ``reset`` and
+#: ``requests`` (JSON) a line each, until its stdin closes.
+_SERVE = """
+import json, sys
+sys.path.insert(0, sys.argv[2])
+from counting_proxy import CountingProxy
+with CountingProxy(sys.argv[1]) as proxy:
+    print(proxy.endpoint, flush=True)
+    for line in sys.stdin:
+        if line.strip() == "reset":
+            proxy.reset()
+            print("null", flush=True)
+        else:
+            print(json.dumps(dict(proxy.requests)), flush=True)
+"""
 
 
 def upper(batch):

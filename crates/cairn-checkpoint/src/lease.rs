@@ -42,6 +42,7 @@ use serde::{Deserialize, Serialize};
 use crate::commit::CheckpointDir;
 use crate::error::{Error, Result};
 use crate::layout::{LEASE_FILE, LEASE_PREFIX, RunId, UnitName, lease_file};
+use crate::store_clock::{STORE_CLOCK_GRAIN_MS, epoch_millis, store_now_millis};
 
 /// The lease file's content.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -116,17 +117,6 @@ struct LeaseFile {
     /// The store's entity tag, when the listing gives one.
     etag: Option<String>,
 }
-
-/// Milliseconds since the Unix epoch of a time as OpenDAL gives it (RFC 3339).
-fn epoch_millis(time: &str) -> Option<i64> {
-    time.parse::<jiff::Timestamp>()
-        .ok()
-        .map(|t| t.as_millisecond())
-}
-
-/// How far a store's time of a file may lag the instant it was written:
-/// S3's `Last-Modified` is an HTTP date, whole seconds, cut down.
-const STORE_CLOCK_GRAIN_MS: i64 = 1000;
 
 fn now_millis() -> u64 {
     SystemTime::now()
@@ -244,7 +234,7 @@ fn mark_abandoned(holder: String, free: Instant) {
 
 /// A random 128-bit token: the standard library's randomly keyed hasher,
 /// fed the time, the process and a counter.
-fn random_token() -> String {
+pub(crate) fn random_token() -> String {
     use std::hash::{BuildHasher, Hasher};
     use std::sync::atomic::{AtomicU64, Ordering};
     static COUNTER: AtomicU64 = AtomicU64::new(0);
@@ -618,12 +608,7 @@ impl CheckpointDir {
             cairn_fs::PROBE_PREFIX,
             random_token()
         ));
-        self.fs
-            .pipe(&clock, bytes::Bytes::new(), WriteMode::Overwrite)
-            .await?;
-        let now = self.fs.info(&clock).await;
-        self.fs.rm_file(&clock).await?;
-        let Some(now) = now?.last_modified.as_deref().and_then(epoch_millis) else {
+        let Some(now) = store_now_millis(&self.fs, &clock).await? else {
             return Ok(false);
         };
         // The store's times may be cut down to whole seconds: the lease file

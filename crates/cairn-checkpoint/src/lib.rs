@@ -70,6 +70,7 @@ mod load;
 mod metrics;
 mod recover;
 mod run;
+mod store_clock;
 mod table;
 mod verify;
 
@@ -107,7 +108,7 @@ pub mod internals {
     };
     pub use crate::lease::{Lease, LeaseKeeper, LeaseRecord};
     pub use crate::load::{CommittedState, infer_id_column, list_committed, load_committed};
-    pub use crate::table::{Lineage, UnitLog};
+    pub use crate::table::{Lineage, RolledBack, UnitLog};
     pub use crate::verify::{DataCheck, data_file_owner, first_file, found_layout};
 
     /// Crash points in the code that runs in production, inert unless the

@@ -25,6 +25,7 @@
 
 use std::collections::HashSet;
 use std::fmt;
+use std::time::Duration;
 
 use futures::future::BoxFuture;
 use futures::{StreamExt, TryStreamExt};
@@ -35,6 +36,7 @@ use crate::idfile::table_ledger;
 use crate::layout::UnitName;
 use crate::load::CommittedState;
 use crate::recover::RecoveryReport;
+use crate::store_clock::{STORE_CLOCK_GRAIN_MS, epoch_millis, store_now_millis};
 
 /// The log of a table output: which units' transactions it holds.
 ///
@@ -127,22 +129,39 @@ pub trait UnitLog: Send + Sync + fmt::Debug {
         Box::pin(async { Ok(HashSet::new()) })
     }
 
-    /// Deletes the data files of units being rolled back (each with its
-    /// ledger entry, when its record has one) that the log can prove no
-    /// version of the table references: files of a commit that never
-    /// landed, named by the unit's entry. What it cannot prove
-    /// unreferenced, and the files of a unit without an entry (killed
-    /// while it wrote them, before its entry), it leaves, and says so.
-    /// Called once every unit is decided, before their pending records
-    /// go: a crash in the middle leaves the entries to the next recovery.
-    /// Returns how many files it deleted; the default deletes none.
+    /// Deletes the data files of units being rolled back that the log can
+    /// prove no version of the table references: files of a commit that
+    /// never landed, named by the unit's ledger entry, once the entry is
+    /// old enough ([`RolledBack::age`]) that no worker of a killed run can
+    /// still be making that commit. What it cannot prove unreferenced, and
+    /// the files of a unit without an entry (killed while it wrote them,
+    /// before its entry), it leaves, and says so. Called once every unit is
+    /// decided, before their pending records go: a crash in the middle
+    /// leaves the entries to the next recovery; an error is logged and
+    /// recovery goes on. Returns how many files it deleted; the default
+    /// deletes none.
     fn delete_unreferenced<'a>(
         &'a self,
-        rolled_back: &'a [(UnitName, Option<String>)],
+        rolled_back: &'a [RolledBack],
     ) -> BoxFuture<'a, Result<usize>> {
         let _ = rolled_back;
         Box::pin(async { Ok(0) })
     }
+}
+
+/// A unit being rolled back, as [`UnitLog::delete_unreferenced`] is told
+/// of it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RolledBack {
+    /// The unit.
+    pub unit: UnitName,
+    /// Its ledger entry, when its pending record has one.
+    pub entry: Option<String>,
+    /// How long ago its pending record was last written (with its entry,
+    /// just before its table commit would begin), by the store's clock and
+    /// rounded down by the store's grain; None without an entry, or when
+    /// the store gives no times.
+    pub age: Option<Duration>,
 }
 
 /// What a table's history says of some units.
@@ -231,17 +250,29 @@ impl CheckpointDir {
             });
         }
         self.release_committed_twins(state, &mut report).await?;
-        let entry_of: std::collections::HashMap<&UnitName, &String> =
-            begun.iter().map(|(u, e)| (u, e)).collect();
-        let rolled_back: Vec<(UnitName, Option<String>)> = in_flight
+        let rolled_back: Vec<UnitName> = in_flight
             .iter()
             .filter(|u| !lineage.recorded.contains(*u) && !held.contains(*u))
-            .map(|u| (u.clone(), entry_of.get(u).map(|e| (*e).clone())))
+            .cloned()
             .collect();
         if !rolled_back.is_empty() {
             // Before the pending records go: they hold the entries that
-            // name the files.
-            report.data_files_deleted += log.delete_unreferenced(&rolled_back).await?;
+            // name the files. Deleting is a clean-up: its failure settles
+            // nothing differently.
+            match self.rolled_back_with_ages(&rolled_back, &begun).await {
+                Ok(told) => match log.delete_unreferenced(&told).await {
+                    Ok(deleted) => report.data_files_deleted += deleted,
+                    Err(e) => tracing::warn!(
+                        table = %log.table(),
+                        "cairn: the files of the units rolled back were not deleted: {e}"
+                    ),
+                },
+                Err(e) => tracing::warn!(
+                    table = %log.table(),
+                    "cairn: the ages of the rolled-back units' records were not read, so none \
+                     of their files was deleted: {e}"
+                ),
+            }
         }
         for unit in in_flight {
             if lineage.recorded.contains(&unit) || held.contains(&unit) {
@@ -254,6 +285,63 @@ impl CheckpointDir {
             }
         }
         Ok(report)
+    }
+
+    /// `units` as [`UnitLog::delete_unreferenced`] is told of them: each
+    /// with its entry among `entries`, and the age of its pending record by
+    /// the store's clock (one HEAD a unit with an entry, and one clock
+    /// probe).
+    async fn rolled_back_with_ages(
+        &self,
+        units: &[UnitName],
+        entries: &[(UnitName, String)],
+    ) -> Result<Vec<RolledBack>> {
+        let entry_of: std::collections::HashMap<&UnitName, &String> =
+            entries.iter().map(|(u, e)| (u, e)).collect();
+        let with_entry: Vec<(UnitName, String)> = units
+            .iter()
+            .filter(|u| entry_of.contains_key(u))
+            .map(|u| (u.clone(), self.file(&u.pending_file())))
+            .collect();
+        let written: Vec<(UnitName, Option<i64>)> = futures::stream::iter(with_entry)
+            .map(|(unit, path): (UnitName, String)| async move {
+                match self.fs.info(&path).await {
+                    Ok(info) => Ok((unit, info.last_modified.as_deref().and_then(epoch_millis))),
+                    Err(e) if e.kind() == cairn_fs::ErrorKind::NotFound => Ok((unit, None)),
+                    Err(e) => Err(Error::from(e)),
+                }
+            })
+            .buffered(LEDGER_READS)
+            .try_collect()
+            .await?;
+        let now = if written.iter().any(|(_, w)| w.is_some()) {
+            let probe = self.file(&format!(
+                "{}clock-{}",
+                cairn_fs::PROBE_PREFIX,
+                crate::lease::random_token()
+            ));
+            store_now_millis(&self.fs, &probe).await?
+        } else {
+            None
+        };
+        let age_of: std::collections::HashMap<UnitName, Duration> = written
+            .into_iter()
+            .filter_map(|(unit, w)| {
+                let millis = now?.saturating_sub(w?).saturating_sub(STORE_CLOCK_GRAIN_MS);
+                Some((
+                    unit,
+                    Duration::from_millis(u64::try_from(millis).unwrap_or(0)),
+                ))
+            })
+            .collect();
+        Ok(units
+            .iter()
+            .map(|unit| RolledBack {
+                unit: unit.clone(),
+                entry: entry_of.get(unit).map(|e| (*e).clone()),
+                age: age_of.get(unit).copied(),
+            })
+            .collect())
     }
 
     /// The ledger entries of `units`' records (committed ones with

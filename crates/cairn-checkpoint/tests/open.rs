@@ -223,12 +223,16 @@ fn a_report_shows_unit_names_without_rust_syntax() {
 /// A table output's log, as a test draws it: the units whose transaction
 /// the table's history records, the ledger entries its current files hold
 /// (an entry is `live` or `gone`), and whether maintenance cut its history;
-/// the units it was asked to delete the files of are kept in `deleted`.
+/// the units it was asked to delete the files of are kept in `deleted`
+/// (with whether their pending record was still there, on local disk under
+/// `checkpoint`); with `fail_deletes`, that call fails.
 #[derive(Debug, Default)]
 struct TableHolding {
     recorded: std::collections::HashSet<String>,
     cut: Option<String>,
-    deleted: Arc<std::sync::Mutex<Vec<(String, Option<String>)>>>,
+    deleted: Arc<std::sync::Mutex<Vec<(String, Option<String>, bool)>>>,
+    checkpoint: String,
+    fail_deletes: bool,
 }
 
 impl cairn_checkpoint::internals::UnitLog for TableHolding {
@@ -282,19 +286,34 @@ impl cairn_checkpoint::internals::UnitLog for TableHolding {
     }
 
     /// Deletes one file for each unit with an entry (as a log that proved
-    /// the entry's files unreferenced would).
+    /// the entry's files unreferenced would), or fails.
     fn delete_unreferenced<'a>(
         &'a self,
-        rolled_back: &'a [(UnitName, Option<String>)],
+        rolled_back: &'a [cairn_checkpoint::internals::RolledBack],
     ) -> futures::future::BoxFuture<'a, cairn_checkpoint::Result<usize>> {
         Box::pin(async move {
             let mut deleted = self.deleted.lock().unwrap();
-            deleted.extend(
-                rolled_back
-                    .iter()
-                    .map(|(u, e)| (u.as_str().to_string(), e.clone())),
-            );
-            Ok(rolled_back.iter().filter(|(_, e)| e.is_some()).count())
+            for told in rolled_back {
+                // Its record was written just now: an age, and a small one.
+                assert_eq!(told.age.is_some(), told.entry.is_some(), "{told:?}");
+                assert!(told.age.unwrap_or_default() < std::time::Duration::from_secs(60));
+                let pending = std::path::Path::new(&self.checkpoint).join(told.unit.pending_file());
+                deleted.push((
+                    told.unit.as_str().to_string(),
+                    told.entry.clone(),
+                    pending.exists(),
+                ));
+            }
+            if self.fail_deletes {
+                return Err(cairn_checkpoint::Error::TableLog {
+                    table: self.table(),
+                    reason: "the store failed".into(),
+                });
+            }
+            Ok(rolled_back
+                .iter()
+                .filter(|told| told.entry.is_some())
+                .count())
         })
     }
 }
@@ -394,6 +413,7 @@ proptest::proptest! {
     fn a_table_output_is_settled_by_its_log(
         units in proptest::collection::vec(died(), 0..12),
         cut in proptest::bool::ANY,
+        fail_deletes in proptest::bool::weighted(0.2),
     ) {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         rt.block_on(async {
@@ -414,6 +434,8 @@ proptest::proptest! {
             let dir = config.dir().unwrap();
             let mut log = TableHolding {
                 cut: cut.then(|| "versions 1 to 9 cleaned up".to_string()),
+                checkpoint: ckpt.clone(),
+                fail_deletes,
                 ..Default::default()
             };
             let mut expected = std::collections::BTreeSet::new();
@@ -495,15 +517,18 @@ proptest::proptest! {
                 .count();
             assert_eq!(open.recovery.committed_from_table.len(), drawn_pending_in_table);
             // Asked once, about exactly the units rolled back (never one
-            // the table holds), each with its entry; what it deleted counted.
+            // the table holds), each with its entry, while its pending
+            // record (which holds the entry) is still there; what it
+            // deleted counted; a failure to delete settles nothing
+            // differently.
+            let calls = deleted.lock().unwrap().clone();
+            assert!(calls.iter().all(|(_, _, pending_there)| *pending_there), "{calls:?}");
             let asked: std::collections::BTreeMap<String, Option<String>> =
-                deleted.lock().unwrap().iter().cloned().collect();
-            assert_eq!(asked.len(), deleted.lock().unwrap().len(), "asked twice about a unit");
+                calls.iter().map(|(u, e, _)| (u.clone(), e.clone())).collect();
+            assert_eq!(asked.len(), calls.len(), "asked twice about a unit");
             assert_eq!(asked, rolled_back);
-            assert_eq!(
-                open.recovery.data_files_deleted,
-                rolled_back.values().filter(|e| e.is_some()).count()
-            );
+            let counted = if fail_deletes { 0 } else { rolled_back.values().filter(|e| e.is_some()).count() };
+            assert_eq!(open.recovery.data_files_deleted, counted);
             drop(open);
             // An independent read: the committed ID files, decoded.
             let state = dir.load(cairn_checkpoint::StringMode::default()).await.unwrap();

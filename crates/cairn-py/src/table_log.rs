@@ -8,15 +8,16 @@
 //! units of `{unit: ledger entry}` whose rows the table's current files
 //! hold; its optional `absent(entries)` the units whose commit the history
 //! left shows not landed; its optional `delete_unreferenced(rolled_back)`
-//! deletes the files of `{unit: ledger entry or None}` being rolled back
-//! that no table version references, and returns how many).
+//! deletes the files of `{unit: (ledger entry or None, age in seconds or
+//! None)}` being rolled back that no table version references, and returns
+//! how many: the age is its pending record's, by the store's clock).
 
 use std::collections::HashSet;
 use std::fmt;
 use std::sync::Arc;
 
 use cairn_checkpoint::UnitName;
-use cairn_checkpoint::internals::{Lineage, UnitLog};
+use cairn_checkpoint::internals::{Lineage, RolledBack, UnitLog};
 use futures::future::BoxFuture;
 use pyo3::prelude::*;
 
@@ -123,15 +124,18 @@ impl PyUnitLog {
 
     /// The log's `delete_unreferenced` of the units being rolled back (0
     /// deleted when it has none).
-    fn ask_to_delete(&self, rolled_back: &[(UnitName, Option<String>)]) -> PyResult<usize> {
+    fn ask_to_delete(&self, rolled_back: &[RolledBack]) -> PyResult<usize> {
         Python::attach(|py| {
             let log = self.log.bind(py);
             if !log.hasattr("delete_unreferenced")? {
                 return Ok(0);
             }
-            let asked: std::collections::HashMap<&str, Option<&str>> = rolled_back
+            let asked: std::collections::HashMap<&str, (Option<&str>, Option<f64>)> = rolled_back
                 .iter()
-                .map(|(unit, entry)| (unit.as_str(), entry.as_deref()))
+                .map(|told| {
+                    let age = told.age.map(|age| age.as_secs_f64());
+                    (told.unit.as_str(), (told.entry.as_deref(), age))
+                })
                 .collect();
             log.call_method1("delete_unreferenced", (asked,))?.extract()
         })
@@ -201,7 +205,7 @@ impl UnitLog for PyUnitLog {
 
     fn delete_unreferenced<'a>(
         &'a self,
-        rolled_back: &'a [(UnitName, Option<String>)],
+        rolled_back: &'a [RolledBack],
     ) -> BoxFuture<'a, cairn_checkpoint::Result<usize>> {
         Box::pin(async move { self.ask_to_delete(rolled_back).map_err(|e| self.failed(e)) })
     }

@@ -266,14 +266,13 @@ def assert_every_row_once(counts, outputs=()):
 FORMATS = ["delta", "iceberg", "lance"]
 
 
-#: Where the first run's held unit waits to be killed: Delta between the
-#: unit's table commit and its checkpoint commit; Iceberg and Lance (whose
-#: append writes its files, its ledger entry naming them, then commits)
-#: between the entry and the commit (test_table_maintenance_... holds
-#: them after the commit).
+#: Where the first run's held unit waits to be killed: Delta and Iceberg
+#: between the unit's table commit and its checkpoint commit; Lance (whose
+#: append writes its data files, its ledger entry naming them, then
+#: commits) between the entry and the commit.
 HELD_AT = {
     "delta": "table-after-commit",
-    "iceberg": "table-after-fence",
+    "iceberg": "table-after-commit",
     "lance": "table-after-fence",
 }
 
@@ -282,9 +281,10 @@ HELD_AT = {
 def test_a_driver_killed_inside_a_units_commit_resumes_exactly_once(tmp_path, table_format):
     """The issue's job (100,000 rows, 20 files, a slow transform) killed
     once 3 units are checkpointed and one more is held inside its commit (a
-    failpoint): for Delta its rows are in the table and its checkpoint commit is still
-    to come; for Iceberg and Lance its files are written, its ledger entry
-    names them and its table commit is still to come. The table then shows
+    failpoint): for Delta and Iceberg its rows are in the table and its
+    checkpoint commit is still to come; for Lance its data files are
+    written, its ledger entry names them and its table commit is still to
+    come. The table then shows
     whole units only. The run again commits a held unit the table records
     from the table's log instead of writing it twice, writes one it does
     not record again (its uncommitted files never seen, and deleted: no

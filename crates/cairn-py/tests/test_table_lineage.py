@@ -16,7 +16,6 @@ libraries; elsewhere the tests show as skipped."""
 
 import os
 import tempfile
-from unittest import mock
 
 import pytest
 
@@ -311,6 +310,9 @@ def test_a_unit_is_recorded_exactly_when_the_table_holds_its_rows(table_format, 
         # Units whose commit began and never landed: their entry, and the
         # files the commit wrote (a listing's difference, not the entry).
         begun = {}
+        # The files each unit's append or begun commit wrote (a listing's
+        # difference): the only ones the clean-up may delete.
+        wrote = {}
         compacted = False
         # The first step writes a unit, so every format has a table.
         for step in [("append",)] + steps:
@@ -319,7 +321,10 @@ def test_a_unit_is_recorded_exactly_when_the_table_holds_its_rows(table_format, 
                 unit = f"u{len(units)}"
                 first = len(units) * ROWS_PER_UNIT
                 units[unit] = set(range(first, first + ROWS_PER_UNIT))
+                before = files_under(table.dir) if table_format != "delta" else set()
                 entry = table.append(rows(sorted(units[unit])), unit)
+                if table_format != "delta":
+                    wrote[unit] = files_under(table.dir) - before
                 since_clean.add(unit)
                 if table_format != "delta":
                     # The entry the sink wrote before its commit is the one
@@ -332,6 +337,7 @@ def test_a_unit_is_recorded_exactly_when_the_table_holds_its_rows(table_format, 
                     unit = f"b{len(begun)}"
                     entry = sink_begin(table.sink(), rows([-100 - len(begun)]), unit)
                     begun[unit] = (entry, files_under(table.dir) - before)
+                    wrote[unit] = begun[unit][1]
                     assert begun[unit][1], (unit, steps)
             elif kind == "restore":
                 versions = table.earlier_versions()
@@ -414,17 +420,22 @@ def test_a_unit_is_recorded_exactly_when_the_table_holds_its_rows(table_format, 
             # entry): every version the table keeps reads as before, and
             # every file a commit that never landed wrote is gone.
             kept = table.versions()
-            asked = {unit: entry for unit, (entry, _) in begun.items()}
-            asked.update({unit: entries[unit] for unit in units if unit not in held})
-            asked["never-fenced"] = None
+            # Entries an hour old (by the store's clock, as recovery reads
+            # their records' ages).
+            asked = {unit: (entry, 3600.0) for unit, (entry, _) in begun.items()}
+            asked.update({unit: (entries[unit], 3600.0) for unit in units if unit not in held})
+            asked["never-fenced"] = (None, None)
             present = files_under(table.dir)
-            with mock.patch.dict(os.environ, {"CAIRN_ORPHAN_GRACE_SECONDS": "0"}):
-                deleted = table.log().delete_unreferenced(asked)
+            deleted = table.log().delete_unreferenced(asked)
             left = files_under(table.dir)
             assert table.versions() == kept, steps
             for unit, (_, written) in begun.items():
                 assert not written & left, (unit, sorted(written & left), steps)
             assert deleted == len(present - left), steps
+            # Only files the asked units' commits wrote (the listings'
+            # differences around each) are gone.
+            theirs = set().union(*(wrote[unit] for unit in asked if unit in wrote))
+            assert present - left <= theirs, (sorted(present - left - theirs), steps)
 
 
 def test_a_delta_restore_to_a_version_the_log_no_longer_keeps_answers_no_unit_it_cut():
@@ -484,12 +495,13 @@ def test_a_commit_that_never_landed_on_a_table_cleaned_before_is_absent(table_fo
         assert log.absent({"u2": entries[-1]}) == ["u2"]
         assert table.uids() == set(range(6))
         # Its files are kept while a killed run's worker may still be
-        # making the commit (the grace period), deleted after.
+        # making the commit (the grace period: 60 s), or when the age of its
+        # entry is unknown; deleted after.
         written = files_under(table.dir) - before
         assert written
-        assert log.delete_unreferenced({"u2": entries[-1]}) == 0
+        assert log.delete_unreferenced({"u2": (entries[-1], 59.0)}) == 0
+        assert log.delete_unreferenced({"u2": (entries[-1], None)}) == 0
         assert written <= files_under(table.dir)
-        with mock.patch.dict(os.environ, {"CAIRN_ORPHAN_GRACE_SECONDS": "0"}):
-            assert log.delete_unreferenced({"u2": entries[-1]}) == len(written)
+        assert log.delete_unreferenced({"u2": (entries[-1], 60.0)}) == len(written)
         assert not written & files_under(table.dir)
         assert table.uids() == set(range(6))

@@ -41,16 +41,14 @@ _ADDED = 1
 def _ledger(snapshot: Any) -> str:
     """The ledger entry of a unit whose rows ``snapshot`` adds: its ID and
     its parent's (the snapshot the commit is made on, None for a table's
-    first), its manifest list and sequence number (which name the files
-    the commit wrote, should it never land) and its timestamp (``at``: when
-    it was staged, just before the entry is written)."""
+    first), and its manifest list and sequence number (which name the files
+    the commit wrote, should it never land)."""
     return json.dumps(
         {
             "snapshot": snapshot.snapshot_id,
             "base": snapshot.parent_snapshot_id,
             "manifest_list": snapshot.manifest_list,
             "sequence": snapshot.sequence_number,
-            "at": snapshot.timestamp_ms,
         }
     )
 
@@ -183,35 +181,45 @@ class IcebergUnitLog(UnitIds):
                 answered.append(unit)
         return answered
 
-    def delete_unreferenced(self, rolled_back: Mapping[str, Optional[str]]) -> int:
-        """Deletes the files of the rolled-back units' commits (unit: ledger
-        entry or None) that no snapshot of the table references: the
+    def delete_unreferenced(
+        self, rolled_back: Mapping[str, Tuple[Optional[str], Optional[float]]]
+    ) -> int:
+        """Deletes the files of the rolled-back units' commits (unit: its
+        ledger entry or None, and the entry's age in seconds by the store's
+        clock or None) that no snapshot of the table references: the
         manifest list an entry names, the manifests in it its snapshot
         added, and the data files those add, all under the table's
-        location, when the table's metadata has no snapshot of that ID and
-        no manifest a snapshot there lists holds one of them (only the
-        snapshots and manifests made at or after the commit's sequence
-        number are read: an earlier one was made before the files
-        existed), and the entry is older than the grace period
-        (:data:`ORPHAN_GRACE_SECONDS`: a killed run's worker may still be
-        committing). Returns how many it deleted. The files of a unit
-        without such an entry (killed while it wrote them), within the
-        grace period, or whose proof fails, are left, and said so."""
-        table = _catalog(self._catalog_kwargs).load_table(self._identifier)
+        location, when the table's metadata has no snapshot of that ID, no
+        snapshot lists that manifest list, and no manifest a snapshot lists
+        holds one of them (only the snapshots and manifests made at or
+        after the commit's sequence number are read: an earlier one was
+        made before the files existed), and the entry is older than the
+        grace period (:data:`ORPHAN_GRACE_SECONDS`: a killed run's worker
+        may still be committing, and pyiceberg retries a commit on newer
+        metadata with the same data files). Returns how many it deleted.
+        The files of a unit without such an entry (killed while it wrote
+        them), within the grace period, or whose proof fails, are left,
+        and said so. A failure is logged, never raised: recovery goes on."""
         left = []
         deleted = 0
-        for unit, entry in rolled_back.items():
-            try:
+        try:
+            table = None
+            for unit, (entry, age) in rolled_back.items():
+                if entry is None or not old_enough(age):
+                    left.append(unit)
+                    continue
+                if table is None:
+                    table = _catalog(self._catalog_kwargs).load_table(self._identifier)
                 files = self._unreferenced_files(table, entry)
-            except Exception as e:  # noqa: BLE001 - nothing proven, nothing deleted
-                logger.warning(
-                    "cairn: the files of unit %s in %s were kept: %s", unit, self.table, e
-                )
-                files = None
-            if files is None:
-                left.append(unit)
-                continue
-            deleted += delete_orphans(_Deleter(table.io), files, self.table)
+                if files is None:
+                    left.append(unit)
+                    continue
+                deleted += delete_orphans(_Deleter(table.io), files, self.table)
+        except Exception as e:  # noqa: BLE001 - nothing proven, nothing more deleted
+            logger.warning(
+                "cairn: the files of the units rolled back in %s were kept: %s", self.table, e
+            )
+            left = list(rolled_back)
         if left:
             warn_orphans_left(
                 self.table,
@@ -236,12 +244,13 @@ class IcebergUnitLog(UnitIds):
         within = self._location.rstrip("/") + "/"
         if own is None or sequence is None or not isinstance(listed, str):
             return None
-        if not old_enough(_ledger_field(entry or "", "at")):
-            return None  # a killed run's worker may still be committing it
-        if not listed.startswith(within):
+        if not _inside(listed, within):
             return None
         metadata = table.metadata
-        if any(s.snapshot_id == own for s in metadata.snapshots):
+        last = getattr(metadata, "last_sequence_number", None)
+        if last is not None and sequence > last + 1:
+            return None  # not a commit made on this table's history
+        if any(s.snapshot_id == own or s.manifest_list == listed for s in metadata.snapshots):
             return None  # landed (maybe rolled back since): kept for time travel
         io = table.io
         try:
@@ -273,7 +282,7 @@ class IcebergUnitLog(UnitIds):
                     if e.data_file.file_path in files:
                         return None
         every = data + sorted(manifest_paths) + [listed]
-        if not all(path.startswith(within) for path in every):
+        if not all(_inside(path, within) for path in every):
             return None
         return every
 
@@ -337,6 +346,14 @@ class IcebergUnitLog(UnitIds):
                 )
             snapshot_id = snapshot.parent_snapshot_id
         return [u for u in units if u in in_lineage], expired
+
+
+def _inside(path: str, within: str) -> bool:
+    """Whether ``path`` is a file under the directory ``within`` (which
+    ends in ``/``), no ``..`` or ``.`` segment taking it out."""
+    if not path.startswith(within):
+        return False
+    return all(part not in ("", ".", "..") for part in path[len(within) :].split("/"))
 
 
 class _Deleter:

@@ -7,10 +7,10 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import re
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 import pyarrow as pa
-import pyarrow.fs as pafs
 
 from ._ray_table import (
     TableDatasink,
@@ -75,6 +75,11 @@ def _files_ledger(fragments: Any, base: Optional[int] = None) -> str:
 _CREATE_LEDGER = json.dumps({"create": True})
 
 
+#: A Lance data file's path in a fragment: a name in the dataset's
+#: ``data`` directory.
+_DATA_FILE = re.compile(r"[A-Za-z0-9_-]+\.lance")
+
+
 def _named_files(entry: Optional[str]) -> Tuple[List[str], int]:
     """The data files a ledger entry names, and the version its commit was
     made on (0 when it names none: any version may then hold them). Only
@@ -86,20 +91,14 @@ def _named_files(entry: Optional[str]) -> Tuple[List[str], int]:
         return [], 0
     if not isinstance(parsed, dict):
         return [], 0
-    files = parsed.get("files") or []
-    base = parsed.get("base")
-    plain = [
-        name
-        for name in files
-        if isinstance(name, str)
-        and name
-        and "/" not in name
-        and "\\" not in name
-        and name not in (".", "..")
-    ]
+    files = parsed.get("files")
+    base = parsed.get("base", 0)
+    if not isinstance(files, list) or not isinstance(base, int) or base < 0:
+        return [], 0
+    plain = [name for name in files if isinstance(name, str) and _DATA_FILE.fullmatch(name)]
     if len(plain) != len(files):
         return [], 0
-    return plain, base if isinstance(base, int) else 0
+    return plain, base
 
 
 def _unit_of(transaction: Any) -> Optional[str]:
@@ -262,65 +261,62 @@ class LanceUnitLog(UnitIds):
             arrived.add(version)
         return [unit for unit, base in bases.items() if unit not in found and base in arrived]
 
-    def delete_unreferenced(self, rolled_back: Mapping[str, Optional[str]]) -> int:
-        """Deletes the data files of the rolled-back units (unit: ledger
-        entry or None) that no version of the dataset references: those an
-        entry names (written before the unit's commit began, which never
-        landed), when no version the dataset keeps above the entry's base
-        holds one of them (a version at or below the base was made before
-        the files existed; their names are Lance's random ones), and the
-        files are older than the grace period (:data:`ORPHAN_GRACE_SECONDS`,
-        by their modification time: a killed run's worker may still be
-        committing them). Returns how many
-        it deleted. The files of a unit without such an entry (killed
-        while it wrote them; the unit that creates the dataset), of one
-        within the grace period, or of one whose commit a version holds
-        (landed, then restored away: kept for time travel), are left, and
-        said so."""
-        named: Dict[str, Tuple[List[str], int]] = {}
+    def delete_unreferenced(
+        self, rolled_back: Mapping[str, Tuple[Optional[str], Optional[float]]]
+    ) -> int:
+        """Deletes the data files of the rolled-back units (unit: its ledger
+        entry or None, and the entry's age in seconds by the store's clock
+        or None) that no version of the dataset references: those an entry
+        names (written before the unit's commit began, which never landed),
+        when no version the dataset keeps above the entry's base holds one
+        of them (a version at or below the base was made before the files
+        existed; their names are Lance's random ones) and the entry is
+        older than the grace period (:data:`ORPHAN_GRACE_SECONDS`: a killed
+        run's worker may still be committing them). Returns how many it
+        deleted. The files of a unit without such an entry (killed while it
+        wrote them; the unit that creates the dataset), of one within the
+        grace period, or of one whose commit a version holds (landed, then
+        restored away: kept for time travel), are left, and said so. A
+        failure is logged, never raised: recovery goes on."""
         left = []
-        for unit, entry in rolled_back.items():
-            files, base = _named_files(entry)
-            if files and self._filesystem is not None and self._path is not None:
-                named[unit] = (files, base)
-            else:
-                left.append(unit)
         deleted = 0
-        if named:
-            try:
+        try:
+            named: Dict[str, Tuple[List[str], int]] = {}
+            for unit, (entry, age) in rolled_back.items():
+                files, base = _named_files(entry)
+                if files and old_enough(age) and self._filesystem is not None and self._path:
+                    named[unit] = (files, base)
+                else:
+                    left.append(unit)
+            if named:
                 referenced = self._files_above(min(base for _, base in named.values()))
-            except Exception as e:  # noqa: BLE001 - nothing proven, nothing deleted
-                logger.warning("cairn: the versions of %s could not be read: %s", self.table, e)
-                referenced = None
-            for unit, (files, _) in named.items():
-                if referenced is None or referenced.intersection(files):
-                    left.append(unit)
-                    continue
                 data = f"{self._path.rstrip('/')}/data"
-                paths = [f"{data}/{name}" for name in files]
-                infos = self._filesystem.get_file_info(paths)
-                # Written just before the entry: their age is the entry's.
-                if not all(
-                    info.mtime is not None and old_enough(int(info.mtime.timestamp() * 1000))
-                    for info in infos
-                    if info.type != pafs.FileType.NotFound
-                ):
-                    left.append(unit)
-                    continue
-                deleted += delete_orphans(self._filesystem, paths, self.table)
+                for unit, (files, _) in named.items():
+                    if referenced is None or referenced.intersection(files):
+                        left.append(unit)
+                        continue
+                    paths = [f"{data}/{name}" for name in files]
+                    deleted += delete_orphans(self._filesystem, paths, self.table)
+        except Exception as e:  # noqa: BLE001 - nothing proven, nothing more deleted
+            logger.warning(
+                "cairn: the files of the units rolled back in %s were kept: %s", self.table, e
+            )
+            left = list(rolled_back)
         if left:
             warn_orphans_left(
                 self.table, left, "Lance's cleanup_old_versions(..., delete_unverified=True)"
             )
         return deleted
 
-    def _files_above(self, base: int) -> set:
+    def _files_above(self, base: int) -> Optional[set]:
         """The data files the versions the dataset keeps above ``base``
-        hold; raises when the dataset cannot be opened (nothing is proven
-        unreferenced then)."""
+        hold; None when ``base`` is not below its latest version (an entry
+        this dataset's history cannot place: nothing is proven)."""
         dataset = _dataset(self._uri, self._storage_options)
         if dataset is None:
             raise FileNotFoundError(f"no Lance dataset at {self.table}")
+        if base > dataset.version:
+            return None
         held = set()
         for version in sorted(int(v["version"]) for v in dataset.versions()):
             if version > base:

@@ -235,22 +235,27 @@ class UnitTakenOver(RuntimeError):
     rows must not reach the table."""
 
 
-#: How long after its ledger entry was written a commit that never landed
-#: waits before its files are deleted (seconds; ``CAIRN_ORPHAN_GRACE_SECONDS``
-#: changes it): a killed run's worker outlives its driver by seconds and
-#: may still be making that commit, which would then name deleted files.
+#: How old a ledger entry of a commit that never landed must be before its
+#: files are deleted (seconds, by the store's clock;
+#: ``CAIRN_ORPHAN_GRACE_SECONDS`` changes it): a killed run's worker
+#: outlives its driver by seconds and may still be making that commit
+#: (pyiceberg retries it on newer metadata), which would then name deleted
+#: files.
 ORPHAN_GRACE_SECONDS = 60.0
 
 
-def old_enough(written_at_ms: Optional[int]) -> bool:
-    """Whether something written at ``written_at_ms`` (milliseconds since
-    the epoch by its writer's clock or the store's; None: a ledger entry
-    that does not say, written by an older cairn) is older than the grace
-    period, by this machine's clock."""
-    grace = float(os.environ.get("CAIRN_ORPHAN_GRACE_SECONDS", ORPHAN_GRACE_SECONDS))
-    if written_at_ms is None:
-        return True
-    return time.time() * 1000 - written_at_ms >= grace * 1000
+def old_enough(age_seconds: Optional[float]) -> bool:
+    """Whether a ledger entry of that age (its pending record's, by the
+    store's clock, as recovery reads it; None: unknown) is older than the
+    grace period: only then can no worker of a killed run still be making
+    the commit it names."""
+    grace = os.environ.get("CAIRN_ORPHAN_GRACE_SECONDS", "")
+    try:
+        seconds = float(grace) if grace else ORPHAN_GRACE_SECONDS
+    except ValueError:
+        logger.warning("cairn: CAIRN_ORPHAN_GRACE_SECONDS=%r is not a number: 60 s taken", grace)
+        seconds = ORPHAN_GRACE_SECONDS
+    return age_seconds is not None and age_seconds >= seconds
 
 
 def delete_orphans(filesystem: Any, paths: List[str], table: str) -> int:
@@ -412,12 +417,9 @@ class TableDatasink(FileDatasink):
             return True
         absent = getattr(log, "absent", None)
         if absent is not None and absent({unit: entry}):
-            # The history left reaches its base: not landed.
-            self._delete_earlier_files(log, unit, entry)
-            return False
+            return False  # the history left reaches its base: not landed
         _, cut = log.lineage([unit])
         if cut is None:
-            self._delete_earlier_files(log, unit, entry)
             return False
         committed = {p.committed_path for p in pending_records(ctx)}
         infos = config.filesystem.get_file_info(sorted(committed))
@@ -431,22 +433,6 @@ class TableDatasink(FileDatasink):
             "landed cannot be told, so this task writes nothing. Keep the table's history "
             "until the job ends; run the job again once no clean-up runs"
         )
-
-    def _delete_earlier_files(self, log: Any, unit: str, entry: str) -> None:
-        """Deletes the files of the earlier attempt's commit of ``unit``,
-        which did not land, that the log proves no version references
-        (:meth:`UnitLog.delete_unreferenced`); this attempt writes its own."""
-        delete = getattr(log, "delete_unreferenced", None)
-        if delete is None:
-            return
-        deleted = delete({unit: entry})
-        if deleted:
-            logger.info(
-                "cairn: %d file(s) of unit %s's earlier commit, which never reached %s, deleted",
-                deleted,
-                unit,
-                log.table,
-            )
 
     def _record_the_tables_ids(self, ctx: Any, unit: str, log: Any, rows: pa.Table) -> None:
         """Rewrites the unit's pending record (which Ray just wrote from
