@@ -10,9 +10,10 @@
 //! records is committed in the checkpoint; one it does not record loses its
 //! pending record. Its data files, never visible to readers, are deleted
 //! where the log proves no table version references them (the files its
-//! ledger entry names, below: [`UnitLog::delete_unreferenced`]); the rest
-//! are left to the format's own clean-up (Delta's `vacuum`, Lance's
-//! `cleanup_old_versions`): cairn deletes no file a version references.
+//! ledger entry names, below, once the entry is older than a killed run's
+//! workers can live: [`UnitLog::delete_unreferenced`]); the rest are left
+//! to the format's own clean-up (Delta's `vacuum`, Lance's
+//! `cleanup_old_versions`).
 //!
 //! Table maintenance (Iceberg's snapshot expiry, Lance's version clean-up)
 //! removes the history that records units. So a sink also writes a ledger

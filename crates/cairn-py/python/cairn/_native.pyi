@@ -60,8 +60,10 @@ class UnitLog(Protocol):
     the units whose ledger entries find their rows in the table's current
     files; with ``absent(entries)``, the units whose commit the history
     left shows not landed; with ``delete_unreferenced(rolled_back:
-    Dict[str, Optional[str]]) -> int``, the files of the rolled-back units'
-    commits that no version references deleted, how many returned)."""
+    Dict[str, Tuple[Optional[str], Optional[float]]]) -> int``, the files of
+    the rolled-back units' commits (each unit's ledger entry and its age in
+    seconds by the store's clock) that no version references deleted, how
+    many returned)."""
 
     table: str
     def recorded(self, units: List[str]) -> Iterable[str]: ...
