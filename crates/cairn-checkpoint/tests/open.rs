@@ -220,6 +220,10 @@ fn a_report_shows_unit_names_without_rust_syntax() {
     );
 }
 
+/// A unit [`TableHolding`] was asked to delete the files of: its name, its
+/// entry, and whether its pending record was still there.
+type DeleteAsked = (String, Option<String>, bool);
+
 /// A table output's log, as a test draws it: the units whose transaction
 /// the table's history records, the ledger entries its current files hold
 /// (an entry is `live` or `gone`), and whether maintenance cut its history;
@@ -230,7 +234,7 @@ fn a_report_shows_unit_names_without_rust_syntax() {
 struct TableHolding {
     recorded: std::collections::HashSet<String>,
     cut: Option<String>,
-    deleted: Arc<std::sync::Mutex<Vec<(String, Option<String>, bool)>>>,
+    deleted: Arc<std::sync::Mutex<Vec<DeleteAsked>>>,
     checkpoint: String,
     fail_deletes: bool,
 }
