@@ -5,11 +5,11 @@ transaction that records it as an application transaction
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 import pyarrow as pa
 
-from ._ray_table import TableDatasink, UnitIds, added_ids, without_secrets
+from ._ray_table import TableDatasink, UnitIds, added_ids, warn_orphans_left, without_secrets
 
 logger = logging.getLogger(__name__)
 
@@ -37,6 +37,16 @@ class DeltaUnitLog(UnitIds):
         self._storage_options = storage_options
         #: The table, for messages.
         self.table = without_secrets(table_uri)
+
+    def delete_unreferenced(
+        self, rolled_back: Mapping[str, Tuple[Optional[str], Optional[float]]]
+    ) -> int:
+        """Deletes nothing: the sink writes no ledger entry (its one call
+        writes the files and commits them), so a rolled-back unit's files
+        are not known. Says so, naming the units, and returns 0."""
+        if rolled_back:
+            warn_orphans_left(self.table, list(rolled_back), "Delta's vacuum")
+        return 0
 
     def _table(self) -> Any:
         from deltalake import DeltaTable

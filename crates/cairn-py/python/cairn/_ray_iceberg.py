@@ -195,31 +195,36 @@ class IcebergUnitLog(UnitIds):
         after the commit's sequence number are read: an earlier one was
         made before the files existed), and the entry is older than the
         grace period (:data:`ORPHAN_GRACE_SECONDS`: a killed run's worker
-        may still be committing, and pyiceberg retries a commit on newer
-        metadata with the same data files). Returns how many it deleted.
+        may still be committing) plus the time pyiceberg goes on retrying a
+        commit (the table's ``commit.retry.total-timeout-ms``, 30 minutes by
+        default: it retries on newer metadata with the same data files).
+        Returns how many it deleted.
         The files of a unit without such an entry (killed while it wrote
         them), within the grace period, or whose proof fails, are left,
         and said so. A failure is logged, never raised: recovery goes on."""
         left = []
         deleted = 0
-        try:
-            table = None
-            for unit, (entry, age) in rolled_back.items():
-                if entry is None or not old_enough(age):
+        table = None
+        for unit, (entry, age) in rolled_back.items():
+            try:
+                if entry is None or age is None:
                     left.append(unit)
                     continue
                 if table is None:
                     table = _catalog(self._catalog_kwargs).load_table(self._identifier)
+                if not old_enough(age, _commit_retry_seconds(table)):
+                    left.append(unit)
+                    continue
                 files = self._unreferenced_files(table, entry)
                 if files is None:
                     left.append(unit)
                     continue
                 deleted += delete_orphans(_Deleter(table.io), files, self.table)
-        except Exception as e:  # noqa: BLE001 - nothing proven, nothing more deleted
-            logger.warning(
-                "cairn: the files of the units rolled back in %s were kept: %s", self.table, e
-            )
-            left = list(rolled_back)
+            except Exception as e:  # noqa: BLE001 - nothing proven, nothing deleted
+                logger.warning(
+                    "cairn: the files of unit %s in %s were kept: %s", unit, self.table, e
+                )
+                left.append(unit)
         if left:
             warn_orphans_left(
                 self.table,
@@ -258,15 +263,21 @@ class IcebergUnitLog(UnitIds):
                 m for m in read_manifest_list(io.new_input(listed)) if m.added_snapshot_id == own
             ]
         except FileNotFoundError:
-            return None
+            return None  # deleted by an earlier clean-up, which ends with it
         manifest_paths = {m.manifest_path for m in manifests}
-        data = [
-            e.data_file.file_path
-            for m in manifests
-            if m.content == ManifestContent.DATA
-            for e in m.fetch_manifest_entry(io, discard_deleted=False)
-            if e.snapshot_id == own and e.status == _ADDED
-        ]
+        data = []
+        for m in manifests:
+            if m.content != ManifestContent.DATA:
+                continue
+            try:
+                entries = m.fetch_manifest_entry(io, discard_deleted=False)
+            except FileNotFoundError:
+                continue  # an earlier clean-up deleted it, after its data files
+            data.extend(
+                e.data_file.file_path
+                for e in entries
+                if e.snapshot_id == own and e.status == _ADDED
+            )
         files = set(data)
         read = set()  # a manifest most snapshots after it list again
         for snapshot in metadata.snapshots:
@@ -346,6 +357,23 @@ class IcebergUnitLog(UnitIds):
                 )
             snapshot_id = snapshot.parent_snapshot_id
         return [u for u in units if u in in_lineage], expired
+
+
+def _commit_retry_seconds(table: Any) -> float:
+    """How long pyiceberg goes on retrying a commit after the sink's fence
+    (the table's ``commit.retry.total-timeout-ms``, 30 minutes by
+    default): it rebuilds the snapshot on newer metadata with the same data
+    files, so a killed run's worker may land them that long after its
+    entry."""
+    from pyiceberg.table import TableProperties
+    from pyiceberg.utils.properties import property_as_int
+
+    millis = property_as_int(
+        table.metadata.properties,
+        TableProperties.COMMIT_TOTAL_RETRY_TIME_MS,
+        TableProperties.COMMIT_TOTAL_RETRY_TIME_MS_DEFAULT,
+    )
+    return max(0, millis or 0) / 1000
 
 
 def _inside(path: str, within: str) -> bool:

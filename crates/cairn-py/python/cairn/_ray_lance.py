@@ -289,10 +289,11 @@ class LanceUnitLog(UnitIds):
                 else:
                     left.append(unit)
             if named:
-                referenced = self._files_above(min(base for _, base in named.values()))
+                latest, referenced = self._files_above(min(base for _, base in named.values()))
                 data = f"{self._path.rstrip('/')}/data"
-                for unit, (files, _) in named.items():
-                    if referenced is None or referenced.intersection(files):
+                for unit, (files, base) in named.items():
+                    # A base the dataset never had places nothing.
+                    if base > latest or referenced.intersection(files):
                         left.append(unit)
                         continue
                     paths = [f"{data}/{name}" for name in files]
@@ -308,15 +309,12 @@ class LanceUnitLog(UnitIds):
             )
         return deleted
 
-    def _files_above(self, base: int) -> Optional[set]:
-        """The data files the versions the dataset keeps above ``base``
-        hold; None when ``base`` is not below its latest version (an entry
-        this dataset's history cannot place: nothing is proven)."""
+    def _files_above(self, base: int) -> Tuple[int, set]:
+        """The dataset's latest version, and the data files the versions it
+        keeps above ``base`` hold."""
         dataset = _dataset(self._uri, self._storage_options)
         if dataset is None:
             raise FileNotFoundError(f"no Lance dataset at {self.table}")
-        if base > dataset.version:
-            return None
         held = set()
         for version in sorted(int(v["version"]) for v in dataset.versions()):
             if version > base:
@@ -324,7 +322,7 @@ class LanceUnitLog(UnitIds):
                 held.update(
                     f.path for fragment in at.get_fragments() for f in fragment.metadata.files
                 )
-        return held
+        return dataset.version, held
 
     def recorded(self, units: List[str]) -> List[str]:
         """:meth:`lineage`'s units; a version ``cleanup_old_versions``
