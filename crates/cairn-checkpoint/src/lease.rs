@@ -42,7 +42,7 @@ use serde::{Deserialize, Serialize};
 use crate::commit::CheckpointDir;
 use crate::error::{Error, Result};
 use crate::layout::{LEASE_FILE, LEASE_PREFIX, RunId, UnitName, lease_file};
-use crate::store_clock::{STORE_CLOCK_GRAIN_MS, epoch_millis, store_now_millis};
+use crate::store_clock::{STORE_CLOCK_GRAIN_MS, epoch_millis};
 
 /// The lease file's content.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -603,12 +603,7 @@ impl CheckpointDir {
         let Some(written) = written else {
             return Ok(false);
         };
-        let clock = self.file(&format!(
-            "{}clock-{}",
-            cairn_fs::PROBE_PREFIX,
-            random_token()
-        ));
-        let Some(now) = store_now_millis(&self.fs, &clock).await? else {
+        let Some(now) = self.store_now_millis().await? else {
             return Ok(false);
         };
         // The store's times may be cut down to whole seconds: the lease file

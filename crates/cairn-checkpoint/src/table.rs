@@ -37,7 +37,7 @@ use crate::idfile::table_ledger;
 use crate::layout::UnitName;
 use crate::load::CommittedState;
 use crate::recover::RecoveryReport;
-use crate::store_clock::{STORE_CLOCK_GRAIN_MS, epoch_millis, store_now_millis};
+use crate::store_clock::{STORE_CLOCK_GRAIN_MS, epoch_millis};
 
 /// The log of a table output: which units' transactions it holds.
 ///
@@ -251,11 +251,13 @@ impl CheckpointDir {
             });
         }
         self.release_committed_twins(state, &mut report).await?;
-        let rolled_back: Vec<UnitName> = in_flight
-            .iter()
-            .filter(|u| !lineage.recorded.contains(*u) && !held.contains(*u))
-            .cloned()
-            .collect();
+        let (in_table, rolled_back): (Vec<UnitName>, Vec<UnitName>) = in_flight
+            .into_iter()
+            .partition(|u| lineage.recorded.contains(u) || held.contains(u));
+        for unit in in_table {
+            self.promote(&unit, log, id_column).await?;
+            report.committed_from_table.push(unit);
+        }
         if !rolled_back.is_empty() {
             // Before the pending records go: they hold the entries that
             // name the files. Deleting is a clean-up: its failure settles
@@ -275,15 +277,10 @@ impl CheckpointDir {
                 ),
             }
         }
-        for unit in in_flight {
-            if lineage.recorded.contains(&unit) || held.contains(&unit) {
-                self.promote(&unit, log, id_column).await?;
-                report.committed_from_table.push(unit);
-            } else {
-                self.release_pending(&unit).await?;
-                crate::metrics::metrics().unit_rolled_back();
-                report.rolled_back.push(unit);
-            }
+        for unit in rolled_back {
+            self.release_pending(&unit).await?;
+            crate::metrics::metrics().unit_rolled_back();
+            report.rolled_back.push(unit);
         }
         Ok(report)
     }
@@ -316,12 +313,7 @@ impl CheckpointDir {
             .try_collect()
             .await?;
         let now = if written.iter().any(|(_, w)| w.is_some()) {
-            let probe = self.file(&format!(
-                "{}clock-{}",
-                cairn_fs::PROBE_PREFIX,
-                crate::lease::random_token()
-            ));
-            store_now_millis(&self.fs, &probe).await?
+            self.store_now_millis().await?
         } else {
             None
         };

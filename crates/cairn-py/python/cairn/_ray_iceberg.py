@@ -243,11 +243,12 @@ class IcebergUnitLog(UnitIds):
             parsed = json.loads(entry) if entry else {}
         except ValueError:
             return None
-        own = _ledger_field(entry or "", "snapshot")
-        sequence = _ledger_field(entry or "", "sequence")
-        listed = parsed.get("manifest_list") if isinstance(parsed, dict) else None
+        if not isinstance(parsed, dict):
+            return None
+        own, sequence = parsed.get("snapshot"), parsed.get("sequence")
+        listed = parsed.get("manifest_list")
         within = self._location.rstrip("/") + "/"
-        if own is None or sequence is None or not isinstance(listed, str):
+        if not isinstance(own, int) or not isinstance(sequence, int) or not isinstance(listed, str):
             return None
         if not _inside(listed, within):
             return None

@@ -244,19 +244,26 @@ class UnitTakenOver(RuntimeError):
 ORPHAN_GRACE_SECONDS = 60.0
 
 
+def grace_seconds() -> float:
+    """The grace period: ``CAIRN_ORPHAN_GRACE_SECONDS``, else (unset, or
+    not a number, with a warning) :data:`ORPHAN_GRACE_SECONDS`."""
+    grace = os.environ.get("CAIRN_ORPHAN_GRACE_SECONDS", "")
+    if not grace:
+        return ORPHAN_GRACE_SECONDS
+    try:
+        return float(grace)
+    except ValueError:
+        logger.warning("cairn: CAIRN_ORPHAN_GRACE_SECONDS=%r is not a number: 60 s taken", grace)
+        return ORPHAN_GRACE_SECONDS
+
+
 def old_enough(age_seconds: Optional[float], commit_retries: float = 0.0) -> bool:
     """Whether a ledger entry of that age (its pending record's, by the
     store's clock, as recovery reads it; None: unknown) is older than the
     grace period plus ``commit_retries`` (seconds a commit may go on
     retrying after its entry, by the format's own bound): only then can no
     worker of a killed run still be making the commit it names."""
-    grace = os.environ.get("CAIRN_ORPHAN_GRACE_SECONDS", "")
-    try:
-        seconds = float(grace) if grace else ORPHAN_GRACE_SECONDS
-    except ValueError:
-        logger.warning("cairn: CAIRN_ORPHAN_GRACE_SECONDS=%r is not a number: 60 s taken", grace)
-        seconds = ORPHAN_GRACE_SECONDS
-    return age_seconds is not None and age_seconds >= seconds + commit_retries
+    return age_seconds is not None and age_seconds >= grace_seconds() + commit_retries
 
 
 def delete_orphans(filesystem: Any, paths: List[str], table: str) -> int:
@@ -291,7 +298,7 @@ def warn_orphans_left(table: str, units: List[str], clean_up: str) -> None:
         len(units),
         ", ".join(sorted(units)[:5]) + (", ..." if len(units) > 5 else ""),
         table,
-        os.environ.get("CAIRN_ORPHAN_GRACE_SECONDS", ORPHAN_GRACE_SECONDS),
+        grace_seconds(),
         clean_up,
     )
 
