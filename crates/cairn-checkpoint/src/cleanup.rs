@@ -97,22 +97,7 @@ impl CheckpointDir {
             Err(e) => return Err(e.into()),
         }
         // Files not the protocol's keep the directory.
-        match self.fs.ls(&self.dir).await {
-            Ok(left) if !left.is_empty() => return Ok(false),
-            Ok(_) => {}
-            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(true),
-            Err(e) => return Err(e.into()),
-        }
-        match self.fs.rmdir(&self.dir).await {
-            Ok(()) => Ok(true),
-            // Object stores (and memory://) have no empty directories
-            // to remove: the directory is gone with its last key. A
-            // file that appeared meanwhile keeps it.
-            Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::Other) => {
-                Ok(!self.fs.exists(&self.dir).await?)
-            }
-            Err(e) => Err(e.into()),
-        }
+        Ok(self.fs.remove_dir_if_empty(&self.dir).await?)
     }
 
     /// Removes what a run that made this checkpoint and wrote no unit left

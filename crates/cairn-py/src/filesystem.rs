@@ -367,9 +367,18 @@ impl NativeFileSystem {
 
     /// Moves the one file `src` to `dst` with no lookup first on an object
     /// store (a copy and a delete, or a rename); FileNotFoundError when
-    /// `src` is no file.
-    fn mv_file(&self, py: Python<'_>, src: &str, dst: &str) -> PyResult<()> {
-        wait(py, self.fs().mv_file(src, dst)).map_err(to_py)
+    /// `src` is no file. `size`, the file's size when the caller wrote it,
+    /// spares the copy its HEAD on S3.
+    #[pyo3(signature = (src, dst, size=None))]
+    fn mv_file(&self, py: Python<'_>, src: &str, dst: &str, size: Option<u64>) -> PyResult<()> {
+        let fs = self.fs();
+        wait(py, async move {
+            match size {
+                Some(size) => fs.mv_file_of_size(src, dst, size).await,
+                None => fs.mv_file(src, dst).await,
+            }
+        })
+        .map_err(to_py)
     }
 
     /// Uploads the local file `local` to `dst`.

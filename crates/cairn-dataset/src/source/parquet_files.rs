@@ -189,11 +189,18 @@ fn sniff(head: &[u8]) -> &'static str {
 /// where the footer is.
 const FOOTER_READ: u64 = 64 * 1024;
 
-/// The small input files a planning keeps whole. A file no larger than the
-/// first footer read is fetched whole by that read; keeping those bytes
-/// lets its unit read its rows without a second request (the store's
-/// cheapest unit: one GET of its input). Bounded by [`HeldBytes::BUDGET`]
-/// for the whole job; files past it are read again as any other.
+/// Input files no larger than this are fetched whole by the planning's
+/// footer read and kept (while [`HeldBytes::BUDGET`] lasts): their unit
+/// then reads its rows with no request of its own, so a unit's input costs
+/// one GET, the store's cheapest, where a footer read and a data read are
+/// two. The bytes are the ones the unit would fetch anyway, but for a
+/// file the planning then finds committed (a resume), up to the budget.
+const HELD_FILE_BYTES: u64 = 1 << 20;
+
+/// The small input files a planning keeps whole (at most
+/// [`HELD_FILE_BYTES`] each). Bounded by [`HeldBytes::BUDGET`] for the
+/// whole job; files past it have their footer read, then are read again
+/// as any other.
 pub(super) struct HeldBytes {
     left: std::sync::atomic::AtomicU64,
 }
@@ -234,7 +241,7 @@ async fn open_parquet(
         whole: None,
     };
     // A small file's footer read fetches it whole: keep what it fetched.
-    let keep = size > 0 && size <= FOOTER_READ && held.take(size);
+    let keep = size > 0 && size <= HELD_FILE_BYTES && held.take(size);
     if keep {
         reader.whole = Some(reader.get_bytes(0..size).await.map_err(|e| Error::Input {
             file: url.clone(),
@@ -416,14 +423,20 @@ mod tests {
         out.into()
     }
 
-    /// A planning keeps the small files its footer reads fetched whole, and
-    /// their rows are read from memory: gone from the store after the
-    /// planning, they still read; a larger file is read from the store.
+    /// A planning keeps the small files its footer reads fetched whole (up
+    /// to 1 MiB, past pyarrow's 64 KiB footer read too), and their rows
+    /// are read from memory: gone from the store after the planning, they
+    /// still read; a larger file is read from the store.
     #[tokio::test]
     async fn a_small_file_is_read_from_what_its_footer_read_fetched() {
         let fs = FileSystem::new("memory", &StorageOptions::new()).unwrap();
         let root = format!("/held-{}", std::process::id());
-        let files = [(0..100, "a"), (100..300, "b"), (1_000..60_000, "large")];
+        let files = [
+            (0..100, "a"),
+            (100..300, "b"),
+            (300..40_000, "medium"),
+            (1_000_000..1_400_000, "large"),
+        ];
         for (ids, name) in &files {
             let path = format!("{root}/{name}.parquet");
             fs.pipe(&path, parquet_of(ids.clone()), WriteMode::Overwrite)
@@ -454,7 +467,10 @@ mod tests {
             }
         }
         read.sort_unstable();
-        assert_eq!(read, (0..300).collect::<Vec<i64>>());
+        assert_eq!(read, (0..40_000).collect::<Vec<i64>>());
+        // The medium file is past the first footer read, and kept.
+        assert!(parquet_of(300..40_000).len() as u64 > FOOTER_READ);
+        assert!(parquet_of(1_000_000..1_400_000).len() as u64 > HELD_FILE_BYTES);
         assert_eq!(failed.len(), 1, "{failed:?}");
         assert!(failed[0].contains("large.parquet"), "{failed:?}");
     }

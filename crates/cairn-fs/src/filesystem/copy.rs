@@ -21,6 +21,11 @@ use crate::url::has_magic;
 /// moves in `max_concurrency` parts on top of that).
 const FILES_IN_FLIGHT: usize = 16;
 
+/// The largest file whose server-side copy trusts a size given by its
+/// caller or a listing instead of asking the store (every store copies a
+/// file this small in one request; S3's single copy goes to 5 GiB).
+const SIZED_COPY_MAX_BYTES: u64 = 64 << 20;
+
 /// Called with the bytes written as a transfer's data flows (a progress bar).
 pub type TransferProgress = std::sync::Arc<dyn Fn(u64) + Send + Sync>;
 
@@ -166,6 +171,29 @@ impl FileSystem {
     /// # })
     /// ```
     pub async fn mv_file(&self, src: &str, dst: &str) -> Result<()> {
+        self.move_one_file(src, dst, None).await
+    }
+
+    /// [`FileSystem::mv_file`] of a file whose size the caller knows (it
+    /// wrote the file): on S3 the copy asks nothing first (no HEAD), so a
+    /// move is a copy and a delete, two requests. `size` must be the
+    /// file's; a file larger than 64 MiB is moved as [`FileSystem::mv_file`]
+    /// moves it.
+    ///
+    /// ```
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// use cairn_fs::{FileSystem, StorageOptions, WriteMode};
+    /// let fs = FileSystem::new("memory", &StorageOptions::new()).unwrap();
+    /// fs.pipe("/mvs-doc/a.pending", "12".into(), WriteMode::Overwrite).await.unwrap();
+    /// fs.mv_file_of_size("/mvs-doc/a.pending", "/mvs-doc/a", 2).await.unwrap();
+    /// assert_eq!(fs.cat("/mvs-doc/a").await.unwrap(), "12");
+    /// # })
+    /// ```
+    pub async fn mv_file_of_size(&self, src: &str, dst: &str, size: u64) -> Result<()> {
+        self.move_one_file(src, dst, Some(size)).await
+    }
+
+    async fn move_one_file(&self, src: &str, dst: &str, size: Option<u64>) -> Result<()> {
         let from = self.file_location(src, "mv_file").await?;
         let to = self.file_location(dst, "mv_file").await?;
         if from.path == to.path {
@@ -189,7 +217,7 @@ impl FileSystem {
                 .await
                 .map_err(|e| self.error(e, &from))?;
         } else {
-            self.copy_file(&from.path, self, &to.path, None, None)
+            self.copy_file(&from.path, self, &to.path, size, None)
                 .await?;
             from.op
                 .delete(&from.key)
@@ -384,7 +412,11 @@ impl FileSystem {
     /// Copies one file from `src` (on `self`) to `dst` on `dst_fs`: server-side
     /// within one bucket when the store can, streamed otherwise.
     /// `size`, when a listing gave it, lets a copy between stores start its
-    /// read without asking for it.
+    /// read without asking for it, and a server-side copy of a file no
+    /// larger than `SIZED_COPY_MAX_BYTES` skip its HEAD (OpenDAL heads
+    /// the source to choose between one copy and a multipart one, which a
+    /// file that small never needs: a wrong size could only make the
+    /// returned metadata wrong, which is not used).
     pub(crate) async fn copy_file(
         &self,
         src: &str,
@@ -400,10 +432,12 @@ impl FileSystem {
             std::sync::Arc::as_ptr(&dst_fs.inner),
         ) && from.root == to.root;
         if same_store && from.op.info().capability().copy {
-            from.op
-                .copy(&from.key, &to.key)
-                .await
-                .map_err(|e| self.error(e, &from))?;
+            let copy = from.op.copy_with(&from.key, &to.key);
+            match size.filter(|&size| size <= SIZED_COPY_MAX_BYTES) {
+                Some(size) => copy.source_content_length_hint(size).await,
+                None => copy.await,
+            }
+            .map_err(|e| self.error(e, &from))?;
         } else {
             self.stream_file(&from, dst_fs, &to, size, progress).await?;
         }

@@ -53,6 +53,64 @@ impl FileSystem {
         Ok(())
     }
 
+    /// Removes the directory `path` if nothing is in it: whether it is gone
+    /// now (a missing one is gone). On an object store this is one listing
+    /// and, when the directory is made by a `dir/` marker object, one
+    /// DELETE of the marker, where [`FileSystem::rmdir`] asks what the path
+    /// is first (seven requests or more on S3). Nothing but the directory
+    /// itself is ever removed.
+    ///
+    /// ```
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let fs = cairn_fs::FileSystem::new("memory", &cairn_fs::StorageOptions::new()).unwrap();
+    /// fs.mkdir("/rdie-doc/d").await.unwrap();
+    /// fs.pipe("/rdie-doc/f", "x".into(), cairn_fs::WriteMode::Overwrite).await.unwrap();
+    /// assert!(!fs.remove_dir_if_empty("/rdie-doc").await.unwrap());
+    /// assert!(fs.remove_dir_if_empty("/rdie-doc/d").await.unwrap());
+    /// assert!(!fs.exists("/rdie-doc/d").await.unwrap());
+    /// assert!(fs.exists("/rdie-doc/f").await.unwrap());
+    /// assert!(fs.remove_dir_if_empty("/rdie-doc/missing").await.unwrap());
+    /// # })
+    /// ```
+    pub async fn remove_dir_if_empty(&self, path: &str) -> Result<bool> {
+        let loc = self.locate(path).await?;
+        if self.real_directories() || loc.key.is_empty() {
+            return match self.rmdir(&loc.path).await {
+                Ok(()) => Ok(true),
+                Err(e) if e.kind() == ErrorKind::NotFound => Ok(true),
+                // Not empty (or a file that appeared at the path): kept.
+                Err(e) if matches!(e.kind(), ErrorKind::Other | ErrorKind::NotADirectory) => {
+                    Ok(!self.exists(&loc.path).await?)
+                }
+                Err(e) => Err(e),
+            };
+        }
+        let dir_key = loc.dir_key();
+        let mut lister = match loc.op.lister(&dir_key).await {
+            Ok(lister) => lister,
+            Err(e) if e.kind() == opendal::ErrorKind::NotFound => return Ok(true),
+            Err(e) => return Err(self.error(e, &loc)),
+        };
+        let mut marker = false;
+        loop {
+            match lister.try_next().await {
+                Ok(Some(entry)) if entry.path() == dir_key => marker = true,
+                Ok(Some(_)) => return Ok(false),
+                Ok(None) => break,
+                Err(e) if e.kind() == opendal::ErrorKind::NotFound => break,
+                Err(e) => return Err(self.error(e, &loc)),
+            }
+        }
+        if marker {
+            loc.op
+                .delete(&dir_key)
+                .await
+                .map_err(|e| self.error(e, &loc))?;
+        }
+        self.cache().invalidate(&loc.path);
+        Ok(true)
+    }
+
     /// Removes an empty directory (on object stores, its `dir/` marker if
     /// any). A directory that is not empty is an error and nothing is deleted:
     /// this never removes anything but the directory itself.

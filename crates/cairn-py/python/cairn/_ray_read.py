@@ -78,6 +78,11 @@ _FOOTER_GUESS = 16 << 10
 #: Files no larger than this are fetched whole by a read task: pyarrow's
 #: first read of a Parquet file (for its footer) takes its last 64 KiB.
 _WHOLE_FILE_BYTES = 64 << 10
+#: Files no larger than this are fetched whole by a read task that reads
+#: all of them (every row group and column, no filter): one GET where a
+#: ranged read needs a footer GET and one or more data GETs. A unit's
+#: cheapest read of its input is one request; the bytes are the same.
+_WHOLE_READ_BYTES = 8 << 20
 
 #: The widest min..max range, as a multiple of the row count, whose every
 #: integer is looked up to prove a row group committed.
@@ -161,11 +166,13 @@ class _Piece:
     #: The file's size as listed at planning, 0 when the listing gave none.
     file_size: int = 0
 
-    def fragment(self) -> Any:
+    def fragment(self, reads_everything: bool = False) -> Any:
         """The fragment to read, opened without asking the store for the
         file's size again where the listing gave it (see
-        :func:`_sized_fragment`)."""
-        sized = _sized_fragment(self)
+        :func:`_sized_fragment`); ``reads_everything`` when the read takes
+        every column and no filter (with no row group left out, the whole
+        file is read)."""
+        sized = _sized_fragment(self, reads_everything)
         return sized if sized is not None else self.listed_fragment()
 
     def listed_fragment(self) -> Any:
@@ -252,21 +259,25 @@ def _read_whole(handler: CairnHandler, path: str, size: int) -> pa.Buffer:
     return out.getvalue()
 
 
-def _sized_fragment(piece: _Piece) -> Optional[_Listed]:
+def _sized_fragment(piece: _Piece, reads_everything: bool = False) -> Optional[_Listed]:
     """``piece``'s fragment opened with the size the listing gave, on a
     cairn filesystem over an object store, or None (read as Ray does).
     pyarrow opens a file by path with a HEAD for its size, then reads the
     footer from the last 64 KiB, and Ray's reader opens every file twice
     (once for its schema, once for its batches): 2 HEADs and 2 GETs for a
-    small file. Here a file no larger than pyarrow's first footer read is
-    fetched whole in one GET (pyarrow would fetch all of it for its footer
-    anyway); a larger one is opened on pyarrow's S3 client with its size
-    (no HEAD), or on cairn's ranged reads where that client is not used."""
+    small file. Here a file is fetched whole in one GET when it is no
+    larger than pyarrow's first footer read (pyarrow would fetch all of it
+    for its footer anyway), or no larger than ``_WHOLE_READ_BYTES`` and
+    read whole (``reads_everything`` and every row group: the same bytes
+    in one request, not a footer's and the data's); a larger one is opened
+    on pyarrow's S3 client with its size (no HEAD), or on cairn's ranged
+    reads where that client is not used."""
     handler = _object_store_handler(piece.filesystem)
     if handler is None or piece.file_size <= 0:
         return None
     path = handler.fs._strip_protocol(piece.path)
-    if piece.file_size <= _WHOLE_FILE_BYTES:
+    read_whole = reads_everything and piece.row_groups is None
+    if piece.file_size <= (_WHOLE_READ_BYTES if read_whole else _WHOLE_FILE_BYTES):
         return piece.listed_as(_read_whole(handler, path, piece.file_size))
     s3 = handler._pyarrow_s3()
     if s3 is None:
@@ -491,11 +502,14 @@ def _read_pieces(
             to_batches_kwargs=to_batches_kwargs,
         )
 
+    reads_everything = data_columns is None and filter_expr is None
     for piece in pieces:
         position = piece.first_row
         retried = DataContext.get_current().retried_io_errors
         for table in iterate_with_retry(
-            lambda piece=piece: _piece_tables(piece, batches), "reading batches", match=retried
+            lambda piece=piece: _piece_tables(piece, batches, reads_everything),
+            "reading batches",
+            match=retried,
         ):
             if include_row_hash:
                 hashes = compute_row_hashes(piece.path, position, table.num_rows)
@@ -509,12 +523,13 @@ def _read_pieces(
 
 
 def _piece_tables(
-    piece: _Piece, batches: Callable[[Any], Iterator[pa.Table]]
+    piece: _Piece, batches: Callable[[Any], Iterator[pa.Table]], reads_everything: bool = False
 ) -> Iterator[pa.Table]:
-    """``batches`` of ``piece``'s fragment. A file pyarrow's S3 client fails
-    to open is read through cairn's own client, as the handler's own opens
-    fall back (the error names the file if that fails too)."""
-    fragment = piece.fragment()
+    """``batches`` of ``piece``'s fragment (``reads_everything``: see
+    :meth:`_Piece.fragment`). A file pyarrow's S3 client fails to open is
+    read through cairn's own client, as the handler's own opens fall back
+    (the error names the file if that fails too)."""
+    fragment = piece.fragment(reads_everything)
     fallback = getattr(fragment, "fallback", None)
     if fallback is None:
         yield from batches(fragment)
