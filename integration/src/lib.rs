@@ -604,6 +604,16 @@ pub async fn mkdir_and_rm_rules(t: &Target) {
         t.fs.rm(&t.url("m/missing")).await.unwrap_err().kind(),
         ErrorKind::NotFound
     );
+    // remove_dir_if_empty: a directory with a file (or a subdirectory)
+    // stays whole; an empty one (made by mkdir, a marker on object
+    // stores) and a missing one are gone.
+    assert!(!t.fs.remove_dir_if_empty(&t.url("m/full")).await.unwrap());
+    assert!(!t.fs.remove_dir_if_empty(&t.url("m/empty")).await.unwrap());
+    assert!(t.fs.exists(&t.url("m/full/x")).await.unwrap());
+    assert!(t.fs.isdir(&t.url("m/empty/nested")).await.unwrap());
+    assert!(t.fs.remove_dir_if_empty(&t.url("m/empty/nested")).await.unwrap());
+    assert!(!t.fs.exists(&t.url("m/empty/nested")).await.unwrap());
+    assert!(t.fs.remove_dir_if_empty(&t.url("m/missing")).await.unwrap());
     t.fs.rm_with(&t.url("m"), cairn_fs::TreeOptions::new().recursive(true))
         .await
         .unwrap();

@@ -581,5 +581,7 @@ def test_a_read_task_opens_each_file_once_with_its_listed_size(no_checkpoint):
             if path in small or columns is None:
                 assert sent == ["GET"], (case, path, sent)
             else:
-                assert 2 <= sent.count("GET") <= 3, (case, path, sent)
+                # The footer, then the column's chunks (one a row group at
+                # most: 6 here), never the whole file.
+                assert 2 <= sent.count("GET") <= 7, (case, path, sent)
         assert set(by_file) <= set(sizes), log

@@ -25,8 +25,9 @@ from cairn._ray_writer import MovingCheckpointWriter  # noqa: E402
 
 def test_a_unit_is_committed_by_one_move():
     """The writer Ray's planning makes for cairn's manager moves a unit's
-    pending record (a HEAD, the copy, the delete: OpenDAL's checked copy on
-    S3) with no checks before it (Ray's own sends three more). A commit
+    pending record (the copy and the delete: the writer wrote the record
+    and tells the copy its size, so OpenDAL's copy asks nothing first) with
+    no checks before it (Ray's own sends four more). A commit
     tried again after one that moved the record (its answer lost) succeeds
     and changes nothing; a retried task's commit moves its IDs over the
     earlier attempt's; one that finds neither record fails, naming both,
@@ -43,7 +44,7 @@ def test_a_unit_is_committed_by_one_move():
         proxy.reset()
         writer.commit_checkpoint(pending)
         sent = [(method, copies) for method, _, copies in proxy.log]
-        assert sent == [("HEAD", False), ("PUT", True), ("DELETE", False)], proxy.log
+        assert sent == [("PUT", True), ("DELETE", False)], proxy.log
 
         filesystem = config.filesystem
         committed = pq.read_table(pending.committed_path, filesystem=filesystem)
