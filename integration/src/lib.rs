@@ -593,6 +593,9 @@ pub async fn mkdir_and_rm_rules(t: &Target) {
         t.fs.mkdir(&t.url("m/file")).await.unwrap_err().kind(),
         ErrorKind::AlreadyExists
     );
+    // Made as a checkpoint directory is: a marker (on object stores),
+    // then a file in it.
+    t.fs.mkdir(&t.url("m/full")).await.unwrap();
     t.write("m/full/x", "1").await;
     let err = t.fs.rm(&t.url("m/full")).await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::IsADirectory);
@@ -611,7 +614,11 @@ pub async fn mkdir_and_rm_rules(t: &Target) {
     assert!(!t.fs.remove_dir_if_empty(&t.url("m/empty")).await.unwrap());
     assert!(t.fs.exists(&t.url("m/full/x")).await.unwrap());
     assert!(t.fs.isdir(&t.url("m/empty/nested")).await.unwrap());
-    assert!(t.fs.remove_dir_if_empty(&t.url("m/empty/nested")).await.unwrap());
+    assert!(
+        t.fs.remove_dir_if_empty(&t.url("m/empty/nested"))
+            .await
+            .unwrap()
+    );
     assert!(!t.fs.exists(&t.url("m/empty/nested")).await.unwrap());
     assert!(t.fs.remove_dir_if_empty(&t.url("m/missing")).await.unwrap());
     t.fs.rm_with(&t.url("m"), cairn_fs::TreeOptions::new().recursive(true))

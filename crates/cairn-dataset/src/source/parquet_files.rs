@@ -34,7 +34,14 @@ pub(super) async fn plan_parquet(
 ) -> Result<PlannedSource> {
     let listed = list_inputs(urls, options, &["parquet"]).await?;
     let inputs = listed.iter().map(|l| l.fingerprint.clone()).collect();
-    let held = HeldBytes::new();
+    // A resume may find most files committed: it keeps only what their
+    // footer reads fetch anyway, so the budget is not spent on them.
+    let resumed = skip.as_ref().is_some_and(|skip| !skip.ids.is_empty());
+    let held = HeldBytes::new(if resumed {
+        FOOTER_READ
+    } else {
+        HELD_FILE_BYTES
+    });
     let files: Vec<Arc<InputFile>> = stream::iter(listed)
         .map(|l| {
             let held = &held;
@@ -189,8 +196,10 @@ fn sniff(head: &[u8]) -> &'static str {
 /// where the footer is.
 const FOOTER_READ: u64 = 64 * 1024;
 
-/// Input files no larger than this are fetched whole by the planning's
-/// footer read and kept (while [`HeldBytes::BUDGET`] lasts): their unit
+/// Input files no larger than this are fetched whole by the planning (one
+/// GET, the footer read from its bytes) and kept while
+/// [`HeldBytes::BUDGET`] lasts, on a first run (a resume keeps only files
+/// of at most [`FOOTER_READ`], which the footer read fetches anyway): their unit
 /// then reads its rows with no request of its own, so a unit's input costs
 /// one GET, the store's cheapest, where a footer read and a data read are
 /// two. The bytes are the ones the unit would fetch anyway, but for a
@@ -203,15 +212,19 @@ const HELD_FILE_BYTES: u64 = 1 << 20;
 /// as any other.
 pub(super) struct HeldBytes {
     left: std::sync::atomic::AtomicU64,
+    /// The largest file kept.
+    file_max: u64,
 }
 
 impl HeldBytes {
     /// Bytes of small files a job keeps in memory at most.
     const BUDGET: u64 = 64 << 20;
 
-    fn new() -> Self {
+    /// Keeps files of at most `file_max` bytes, within the budget.
+    fn new(file_max: u64) -> Self {
         Self {
             left: std::sync::atomic::AtomicU64::new(Self::BUDGET),
+            file_max,
         }
     }
 
@@ -240,8 +253,9 @@ async fn open_parquet(
         metadata: None,
         whole: None,
     };
-    // A small file's footer read fetches it whole: keep what it fetched.
-    let keep = size > 0 && size <= HELD_FILE_BYTES && held.take(size);
+    // A small file is fetched whole in one GET (its footer read from
+    // those bytes) and kept for its unit.
+    let keep = size > 0 && size <= held.file_max && held.take(size);
     if keep {
         reader.whole = Some(reader.get_bytes(0..size).await.map_err(|e| Error::Input {
             file: url.clone(),
@@ -428,7 +442,7 @@ mod tests {
     /// are read from memory: gone from the store after the planning, they
     /// still read; a larger file is read from the store.
     #[tokio::test]
-    async fn a_small_file_is_read_from_what_its_footer_read_fetched() {
+    async fn a_small_file_is_read_from_what_the_planning_fetched() {
         let fs = FileSystem::new("memory", &StorageOptions::new()).unwrap();
         let root = format!("/held-{}", std::process::id());
         let files = [
@@ -477,7 +491,7 @@ mod tests {
 
     #[test]
     fn the_held_bytes_stop_at_their_budget() {
-        let held = HeldBytes::new();
+        let held = HeldBytes::new(HELD_FILE_BYTES);
         assert!(held.take(HeldBytes::BUDGET - 10));
         assert!(!held.take(11));
         assert!(held.take(10));

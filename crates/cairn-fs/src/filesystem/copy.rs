@@ -217,6 +217,11 @@ impl FileSystem {
                 .await
                 .map_err(|e| self.error(e, &from))?;
         } else {
+            // The size spares only a server-side copy its HEAD: a copy
+            // streamed between buckets or stores reads what it asks
+            // itself, so a wrong size can never cut it short.
+            let server_side = from.root == to.root && from.op.info().capability().copy;
+            let size = size.filter(|_| server_side);
             self.copy_file(&from.path, self, &to.path, size, None)
                 .await?;
             from.op
@@ -415,8 +420,10 @@ impl FileSystem {
     /// read without asking for it, and a server-side copy of a file no
     /// larger than `SIZED_COPY_MAX_BYTES` skip its HEAD (OpenDAL heads
     /// the source to choose between one copy and a multipart one, which a
-    /// file that small never needs: a wrong size could only make the
-    /// returned metadata wrong, which is not used).
+    /// file that small never needs, and copies on the ETag it read; with
+    /// the size given the copy is not pinned to that ETag and takes the
+    /// source as it is when the copy runs. A wrong size could only make
+    /// the returned metadata wrong, which is not used).
     pub(crate) async fn copy_file(
         &self,
         src: &str,

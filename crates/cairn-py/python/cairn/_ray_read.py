@@ -75,8 +75,9 @@ _FOOTER_THREADS = 16
 #: Bytes read from a file's end to find its footer in one request: the
 #: metadata of a few hundred row groups of a few columns fits.
 _FOOTER_GUESS = 16 << 10
-#: Files no larger than this are fetched whole by a read task: pyarrow's
-#: first read of a Parquet file (for its footer) takes its last 64 KiB.
+#: Files no larger than this are fetched whole by a read task whatever it
+#: reads: pyarrow's first read of a Parquet file (for its footer) takes its
+#: last 64 KiB.
 _WHOLE_FILE_BYTES = 64 << 10
 #: Files no larger than this are fetched whole by a read task that reads
 #: all of them (every row group and column, no filter): one GET where a
