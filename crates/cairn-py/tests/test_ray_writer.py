@@ -77,6 +77,38 @@ def test_a_unit_is_committed_by_one_move():
     assert not isinstance(plan_write_op.CheckpointWriter.create(ray_config), MovingCheckpointWriter)
 
 
+def test_a_table_sinks_record_is_moved_with_a_look_first():
+    """A table sink's pending record is written again with its ledger entry
+    before the unit's table commit, so the size its first write had is not
+    the record's: the writer gives it no size, and its move heads the
+    record first (the copy is made on what the HEAD saw). The record moved
+    is the rewritten one, entry and IDs."""
+    from cairn._ray_table import LEDGER_KEY, id_record
+
+    options = garage_options()
+    root = fresh(os.environ["CAIRN_TEST_GARAGE_BUCKET"])
+    with CountingProxy(options["endpoint_url"]) as proxy:
+        through = dict(options, endpoint_url=proxy.endpoint)
+        config = cairn.ray.checkpoint_config("uid", f"s3://{root}/ckpt", through)
+        writer = plan_write_op.CheckpointWriter.create(config)
+        assert isinstance(writer, MovingCheckpointWriter)
+        # As where Ray plans a write through a table sink.
+        writer._table_sink = True
+        ids = pa.array(range(10), pa.int64())
+        pending = writer.write_pending_checkpoint(ids, "unit-1")
+        assert getattr(pending, "size", None) is None
+        filesystem = config.filesystem
+        with filesystem.open_output_stream(pending.pending_path) as out:
+            out.write(id_record(ids, "uid", '{"snapshot": 7}'))
+        proxy.reset()
+        writer.commit_checkpoint(pending)
+        sent = [(method, copies) for method, _, copies in proxy.log]
+        assert sent == [("HEAD", False), ("PUT", True), ("DELETE", False)], proxy.log
+        committed = pq.read_table(pending.committed_path, filesystem=filesystem)
+        assert committed["uid"].to_pylist() == list(range(10))
+        assert committed.schema.metadata[LEDGER_KEY.encode()] == b'{"snapshot": 7}'
+
+
 def test_the_filesystem_helpers_examples_run():
     import cairn._ray_fs
 
