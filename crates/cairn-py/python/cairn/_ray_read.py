@@ -485,9 +485,11 @@ def _read_pieces(
     partitioning: Optional[Partitioning],
     filter_expr: Any,
     filter_columns: Optional[List[str]],
+    row_limit: Optional[int] = None,
 ) -> Iterator[pa.Table]:
     """A read task's blocks: each piece read through Ray's own batch reader,
-    its ``row_hash`` numbered from the piece's first row in its file."""
+    its ``row_hash`` numbered from the piece's first row in its file
+    (``row_limit``: the task's, which stops the read early)."""
 
     def batches(fragment: Any) -> Iterator[pa.Table]:
         return read_batches_from(
@@ -503,7 +505,8 @@ def _read_pieces(
             to_batches_kwargs=to_batches_kwargs,
         )
 
-    reads_everything = data_columns is None and filter_expr is None
+    # A task that stops after a few rows does not fetch a whole file.
+    reads_everything = data_columns is None and filter_expr is None and row_limit is None
     for piece in pieces:
         position = piece.first_row
         retried = DataContext.get_current().retried_io_errors
@@ -695,6 +698,7 @@ class SkippingParquetDatasource(ParquetDatasource):
             self._partitioning,
             filter_expr,
             filter_columns,
+            per_task_row_limit,
         )
         tasks = []
         for group in np.array_split(np.arange(len(pieces)), max(1, parallelism)):
