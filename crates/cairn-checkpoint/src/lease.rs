@@ -703,9 +703,15 @@ impl CheckpointDir {
 
     /// Gives the lease up at the end of a run: marks this generation
     /// released, so the next run starts at once. A lease another run took
-    /// meanwhile is left alone.
+    /// meanwhile is left alone. The check is one listing when it shows the
+    /// tag of one of this holder's own writes of its file (the fence's
+    /// check), not a listing and a read.
     pub async fn release_lease(&self, lease: Lease) -> Result<()> {
-        if self.check_lease(&lease.record).await.is_ok() {
+        if self
+            .check_lease_tagged(&lease.record, &lease.own_tags)
+            .await
+            .is_ok()
+        {
             let mut record = lease.record;
             record.released = true;
             self.rewrite_own_lease(&record).await?;

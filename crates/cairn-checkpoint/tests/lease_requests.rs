@@ -78,6 +78,31 @@ async fn fence_and_commit_cost(server: &str) {
     let state = dir.load(Default::default()).await.unwrap();
     assert_eq!(state.committed, vec![unit], "{server}");
     let _ = keeper.stop().await;
+
+    // A release (the end of a run, or a driver handing the checkpoint to
+    // Ray's writers) checks the lease in one listing, which shows the tag
+    // of this holder's write, and rewrites its file released.
+    let released_root = format!("{root}-released");
+    let released_dir = CheckpointDir::new(fs.clone(), &released_root, "id");
+    let lease = released_dir
+        .acquire_lease(&RunId::new(), Duration::from_secs(60))
+        .await
+        .unwrap();
+    let generation = lease.record().generation;
+    let before = request_counts();
+    released_dir.release_lease(lease).await.unwrap();
+    let sent = request_counts().since(&before);
+    assert_eq!(
+        (sent.get, sent.put, sent.total()),
+        (1, 1, 2),
+        "{server}: {sent:?}"
+    );
+    let body = fs
+        .cat(&format!("{released_root}/{}", lease_file(generation)))
+        .await
+        .unwrap();
+    let record: LeaseRecord = serde_json::from_slice(&body).unwrap();
+    assert!(record.released, "{server}");
 }
 
 #[tokio::test]
