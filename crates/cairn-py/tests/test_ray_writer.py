@@ -23,6 +23,16 @@ import cairn.ray  # noqa: E402
 from cairn._ray_writer import MovingCheckpointWriter  # noqa: E402
 
 
+def _moving_writer(options, proxy, root):
+    """The checkpoint config of ``root/ckpt`` through ``proxy`` and the
+    writer Ray's write planning makes for it (cairn's)."""
+    through = dict(options, endpoint_url=proxy.endpoint)
+    config = cairn.ray.checkpoint_config("uid", f"s3://{root}/ckpt", through)
+    writer = plan_write_op.CheckpointWriter.create(config)
+    assert isinstance(writer, MovingCheckpointWriter)
+    return config, writer
+
+
 def test_a_unit_is_committed_by_one_move():
     """The writer Ray's planning makes for cairn's manager moves a unit's
     pending record (the copy and the delete: the writer wrote the record
@@ -35,10 +45,7 @@ def test_a_unit_is_committed_by_one_move():
     options = garage_options()
     root = fresh(os.environ["CAIRN_TEST_GARAGE_BUCKET"])
     with CountingProxy(options["endpoint_url"]) as proxy:
-        through = dict(options, endpoint_url=proxy.endpoint)
-        config = cairn.ray.checkpoint_config("uid", f"s3://{root}/ckpt", through)
-        writer = plan_write_op.CheckpointWriter.create(config)
-        assert isinstance(writer, MovingCheckpointWriter)
+        config, writer = _moving_writer(options, proxy, root)
         ids = pa.array(range(10), pa.int64())
         pending = writer.write_pending_checkpoint(ids, "unit-1")
         proxy.reset()
@@ -88,10 +95,7 @@ def test_a_table_sinks_record_is_moved_with_a_look_first():
     options = garage_options()
     root = fresh(os.environ["CAIRN_TEST_GARAGE_BUCKET"])
     with CountingProxy(options["endpoint_url"]) as proxy:
-        through = dict(options, endpoint_url=proxy.endpoint)
-        config = cairn.ray.checkpoint_config("uid", f"s3://{root}/ckpt", through)
-        writer = plan_write_op.CheckpointWriter.create(config)
-        assert isinstance(writer, MovingCheckpointWriter)
+        config, writer = _moving_writer(options, proxy, root)
         # As where Ray plans a write through a table sink.
         writer._table_sink = True
         ids = pa.array(range(10), pa.int64())
