@@ -489,7 +489,8 @@ def _read_pieces(
 ) -> Iterator[pa.Table]:
     """A read task's blocks: each piece read through Ray's own batch reader,
     its ``row_hash`` numbered from the piece's first row in its file
-    (``row_limit``: the task's, which stops the read early)."""
+    (``row_limit``: the task's row limit, which Ray applies; with one, no
+    file is fetched whole past pyarrow's footer read)."""
 
     def batches(fragment: Any) -> Iterator[pa.Table]:
         return read_batches_from(
