@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use futures::{StreamExt, TryStreamExt, stream};
 
 use super::walk_options::TreeOptions;
-use super::{FileInfo, FileSystem};
+use super::{FileInfo, FileSystem, Location};
 use crate::error::{Error, ErrorKind, Result};
 use crate::options::StorageOptions;
 use crate::url::has_magic;
@@ -220,8 +220,7 @@ impl FileSystem {
             // The size spares only a server-side copy its HEAD: a copy
             // streamed between buckets or stores reads what it asks
             // itself, so a wrong size can never cut it short.
-            let server_side = from.root == to.root && from.op.info().capability().copy;
-            let size = size.filter(|_| server_side);
+            let size = size.filter(|_| self.copies_on_the_store(&from, self, &to));
             self.copy_file(&from.path, self, &to.path, size, None)
                 .await?;
             from.op
@@ -414,6 +413,17 @@ impl FileSystem {
         self.rm_with(src, options).await
     }
 
+    /// Whether [`FileSystem::copy_file`] copies `from` (on `self`) to `to`
+    /// on `dst_fs` on the store itself (one bucket of one store that can
+    /// copy), rather than streaming it through this process.
+    fn copies_on_the_store(&self, from: &Location, dst_fs: &FileSystem, to: &Location) -> bool {
+        std::ptr::eq(
+            std::sync::Arc::as_ptr(&self.inner),
+            std::sync::Arc::as_ptr(&dst_fs.inner),
+        ) && from.root == to.root
+            && from.op.info().capability().copy
+    }
+
     /// Copies one file from `src` (on `self`) to `dst` on `dst_fs`: server-side
     /// within one bucket when the store can, streamed otherwise.
     /// `size`, when a listing gave it, lets a copy between stores start its
@@ -434,11 +444,7 @@ impl FileSystem {
     ) -> Result<()> {
         let from = self.locate(src).await?;
         let to = dst_fs.locate(dst).await?;
-        let same_store = std::ptr::eq(
-            std::sync::Arc::as_ptr(&self.inner),
-            std::sync::Arc::as_ptr(&dst_fs.inner),
-        ) && from.root == to.root;
-        if same_store && from.op.info().capability().copy {
+        if self.copies_on_the_store(&from, dst_fs, &to) {
             let copy = from.op.copy_with(&from.key, &to.key);
             match size.filter(|&size| size <= SIZED_COPY_MAX_BYTES) {
                 Some(size) => copy.source_content_length_hint(size).await,

@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use futures::{StreamExt, TryStreamExt, stream};
 
+use super::info::is_not_found;
 use super::walk_options::TreeOptions;
 use super::{FileSystem, Location};
 use crate::error::{Error, ErrorKind, Result};
@@ -88,7 +89,7 @@ impl FileSystem {
         let dir_key = loc.dir_key();
         let mut lister = match loc.op.lister(&dir_key).await {
             Ok(lister) => lister,
-            Err(e) if e.kind() == opendal::ErrorKind::NotFound => return Ok(true),
+            Err(e) if is_not_found(&e) => return Ok(true),
             Err(e) => return Err(self.error(e, &loc)),
         };
         let mut marker = false;
@@ -97,7 +98,7 @@ impl FileSystem {
                 Ok(Some(entry)) if entry.path() == dir_key => marker = true,
                 Ok(Some(_)) => return Ok(false),
                 Ok(None) => break,
-                Err(e) if e.kind() == opendal::ErrorKind::NotFound => break,
+                Err(e) if is_not_found(&e) => break,
                 Err(e) => return Err(self.error(e, &loc)),
             }
         }

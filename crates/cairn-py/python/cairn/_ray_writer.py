@@ -57,7 +57,7 @@ class SizedPendingCheckpoint(PendingCheckpoint):
     """A pending record this writer wrote, with its size in bytes: its
     commit's copy then asks the store nothing first (on S3 no HEAD)."""
 
-    size: Optional[int] = None
+    size: int
 
 
 class MovingCheckpointWriter(BatchBasedCheckpointWriter):
@@ -91,7 +91,6 @@ class MovingCheckpointWriter(BatchBasedCheckpointWriter):
         base = os.path.join(self.checkpoint_path_unwrapped, checkpoint_id)
         pending_path = f"{base}{PENDING_CHECKPOINT_SUFFIX}.parquet"
         committed_path = f"{base}.parquet"
-        ctx = current_task_context()
         if not self._table_sink:
             if self._moving_fs is None:
                 return super().write_pending_checkpoint(id_column_data, checkpoint_id)
@@ -102,6 +101,7 @@ class MovingCheckpointWriter(BatchBasedCheckpointWriter):
             return SizedPendingCheckpoint(
                 pending_path=pending_path, committed_path=committed_path, size=len(record)
             )
+        ctx = current_task_context()
         if ctx is None or not retried_here(ctx):
             return super().write_pending_checkpoint(id_column_data, checkpoint_id)
 
