@@ -389,15 +389,30 @@ impl Lease {
         self.renewed_at + self.ttl * 3 / 4
     }
 
-    /// Remembers the tag the store gave a write of this holder's file.
+    /// Remembers the tag the store gave a write of this holder's file, when
+    /// it tells that write's bytes apart (see [`distinguishing_tag`]).
     fn wrote(&mut self, etag: Option<String>) {
-        if let Some(etag) = etag {
+        if let Some(etag) = etag.and_then(distinguishing_tag) {
             self.own_tags.push(etag);
             if self.own_tags.len() > OWN_TAGS_KEPT {
                 self.own_tags.remove(0);
             }
         }
     }
+}
+
+/// `etag` when it can stand for the bytes of one write: a strong tag with
+/// a value. A weak tag (`W/"..."`) may be shared by different bodies, and an
+/// empty one (`""`, or nothing), which a proxy or a store without tags may
+/// answer to every request, would make every holder's file look like this
+/// holder's own; with neither kept, the fence reads the file.
+fn distinguishing_tag(etag: String) -> Option<String> {
+    let value = etag.trim();
+    let unquoted = value.trim_matches('"');
+    if value.starts_with("W/") || unquoted.is_empty() {
+        return None;
+    }
+    Some(etag)
 }
 
 impl CheckpointDir {
@@ -990,6 +1005,28 @@ impl Drop for LeaseKeeper {
                 task.abort();
                 mark_abandoned(holder, Instant::now() + margin);
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::distinguishing_tag;
+
+    #[test]
+    fn only_strong_tags_with_a_value_stand_for_a_write() {
+        let kept = |tag: &str| distinguishing_tag(tag.to_string());
+        assert_eq!(
+            kept("\"9b2cf535f27731c974343645a3985328\""),
+            Some("\"9b2cf535f27731c974343645a3985328\"".into())
+        );
+        assert_eq!(
+            kept("abc"),
+            Some("abc".into()),
+            "a tag some stores leave unquoted"
+        );
+        for shared in ["", "\"\"", " ", "W/\"abc\"", "W/\"\""] {
+            assert_eq!(kept(shared), None, "{shared:?}");
         }
     }
 }
