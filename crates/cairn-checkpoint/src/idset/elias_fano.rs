@@ -301,8 +301,14 @@ impl EliasFano {
     }
 
     /// Number of chunks (of [`CHUNK_KEYS`] keys, the last maybe fewer).
+    #[cfg(test)]
     pub(crate) fn chunk_count(&self) -> usize {
         self.chunks.len()
+    }
+
+    /// Each chunk's first key, in order.
+    pub(crate) fn chunk_firsts(&self) -> &[u64] {
+        &self.firsts
     }
 
     /// Appends the keys of chunk `c` to `out`, in order.
@@ -323,15 +329,27 @@ pub(crate) struct EliasFanoWriter {
     set: EliasFano,
     words: Vec<u64>,
     pending: Vec<u64>,
+    /// One chunk's encoding, made in this small zeroed vector (which stays
+    /// in the caches) and copied to `words`: the set's words are then
+    /// written once, where zeroing them first wrote them twice.
+    encoded: Vec<u64>,
 }
 
 impl EliasFanoWriter {
-    /// Adds `key`, larger than every key added before.
-    pub(crate) fn push(&mut self, key: u64) {
-        debug_assert!(self.pending.last().is_none_or(|&last| last < key));
-        self.pending.push(key);
-        if self.pending.len() == CHUNK_KEYS {
-            self.flush();
+    /// Adds `keys`, sorted, distinct and larger than every key added before.
+    pub(crate) fn push_sorted(&mut self, mut keys: &[u64]) {
+        while !keys.is_empty() {
+            let room = CHUNK_KEYS - self.pending.len();
+            let (now, rest) = keys.split_at(room.min(keys.len()));
+            debug_assert!(
+                self.pending.last().is_none_or(|&last| last < now[0]),
+                "keys arrive in order"
+            );
+            self.pending.extend_from_slice(now);
+            if self.pending.len() == CHUNK_KEYS {
+                self.flush();
+            }
+            keys = rest;
         }
     }
 
@@ -340,7 +358,14 @@ impl EliasFanoWriter {
             return;
         }
         let base = self.words.len();
-        let chunk = append_chunk(&self.pending, base, &mut self.words, &mut self.set.samples);
+        self.encoded.clear();
+        let chunk = append_chunk(
+            &self.pending,
+            base,
+            &mut self.encoded,
+            &mut self.set.samples,
+        );
+        self.words.extend_from_slice(&self.encoded);
         self.set.len += self.pending.len();
         self.set.firsts.push(chunk.first);
         self.set.chunks.push(chunk);
@@ -669,8 +694,16 @@ mod tests {
     fn the_writer_builds_what_from_sorted_builds() {
         for n in [0, 1, CHUNK_KEYS - 1, CHUNK_KEYS, 3 * CHUNK_KEYS + 17] {
             let keys = sorted((0..n as u64).map(mix).collect());
+            // Pushed in slices of drawn lengths, across chunk boundaries.
             let mut writer = EliasFanoWriter::default();
-            keys.iter().for_each(|&k| writer.push(k));
+            let mut rest = &keys[..];
+            let mut step = 1;
+            while !rest.is_empty() {
+                let (now, later) = rest.split_at(step.min(rest.len()));
+                writer.push_sorted(now);
+                rest = later;
+                step = step * 7 % 100_003 + 1;
+            }
             let written = writer.finish();
             assert_eq!(written, EliasFano::from_sorted(keys.clone()), "{n} keys");
             let mut decoded = Vec::new();

@@ -8,7 +8,7 @@
 //! `u64::MAX` are the same ID; a job's ID column has one type, so they never meet.
 
 use super::elias_fano::{EliasFano, EliasFanoWriter};
-use super::sealed::{SealedRun, merge_runs};
+use super::sealed::{RANGE_KEYS, SealedRun, build_by_key_range};
 use super::sort::{sort_keys, threads};
 use super::wire::{Reader, Writer, corrupt};
 use crate::error::Result;
@@ -19,6 +19,9 @@ const BLOCK_SHIFT: u32 = 16;
 const BITMAP_WORDS: usize = 1 << (BLOCK_SHIFT - 6);
 /// Bytes of a block's bitmap.
 const BITMAP_BYTES: usize = BITMAP_WORDS * 8;
+/// A block of the key space (the key shifted by `BLOCK_SHIFT`) and the
+/// bitmap of its keys.
+type Bitmap = (u64, Box<[u64; BITMAP_WORDS]>);
 
 /// An immutable, exact set of integer IDs.
 ///
@@ -34,7 +37,7 @@ pub struct IntIdSet {
     /// Inclusive runs, sorted, disjoint, not adjacent.
     ranges: Vec<(u64, u64)>,
     /// (block, bitmap), sorted by block.
-    bitmaps: Vec<(u64, Box<[u64; BITMAP_WORDS]>)>,
+    bitmaps: Vec<Bitmap>,
     /// The keys of sparse blocks (none of them in a range or a bitmap).
     singles: EliasFano,
     len: u64,
@@ -62,33 +65,7 @@ impl IntIdSet {
             .iter()
             .map(|r| (r.1 - r.0).saturating_add(1))
             .fold(keys.len() as u64, u64::saturating_add);
-        let mut from_keys: Vec<(u64, u64)> = Vec::new();
-        let mut bitmaps = Vec::new();
-        let mut kept = 0;
-        let mut start = 0;
-        while start < keys.len() {
-            let block = keys[start] >> BLOCK_SHIFT;
-            // A scan, not a binary search of the rest: blocks of random keys
-            // hold one key, and the group is walked below anyway.
-            let end = start
-                + keys[start..]
-                    .iter()
-                    .take_while(|&&k| k >> BLOCK_SHIFT == block)
-                    .count();
-            let group = &keys[start..end];
-            match Form::of(group) {
-                Form::Runs => group
-                    .iter()
-                    .for_each(|&key| push_range(&mut from_keys, (key, key))),
-                Form::Bitmap => bitmaps.push(bitmap_of(group)),
-                Form::Singles => {
-                    keys.copy_within(start..end, kept);
-                    kept += end - start;
-                }
-            }
-            start = end;
-        }
-        keys.truncate(kept);
+        let (from_keys, mut bitmaps) = split_blocks(&mut keys);
         if !from_keys.is_empty() {
             ranges = merge_ranges(ranges, from_keys);
         }
@@ -103,41 +80,49 @@ impl IntIdSet {
     }
 
     /// Builds the set from inclusive runs (any order, may overlap) and
-    /// sealed runs of keys, streamed in order through the set's writer:
-    /// each sealed segment is dropped once read, so the peak is the sealed
-    /// runs plus what is built, never the keys one by one.
+    /// sealed runs of keys, one key range at a time on every core (see
+    /// [`build_by_key_range`]): each sealed segment is dropped once the
+    /// ranges reading it are done, so the peak is the sealed runs plus what
+    /// is built, never the keys one by one.
     pub(crate) fn from_sealed(runs: Vec<(u64, u64)>, sealed: Vec<SealedRun>) -> Self {
-        let mut writer = IntSetWriter::new(runs);
-        if threads() < 2 {
-            merge_runs(sealed, 1, |batch| {
-                writer.push_sorted(&batch);
-                batch
-            });
-            return writer.finish();
+        let given = sorted_ranges(runs);
+        let mut from_keys: Vec<(u64, u64)> = Vec::new();
+        let mut bitmaps = Vec::new();
+        let mut singles = EliasFanoWriter::default();
+        let mut kept = 0u64;
+        build_by_key_range(
+            sealed,
+            threads(),
+            1 << BLOCK_SHIFT,
+            RANGE_KEYS,
+            |mut keys| {
+                drop_covered(&mut keys, &given);
+                let count = keys.len() as u64;
+                let (runs, maps) = split_blocks(&mut keys);
+                (count, runs, maps, keys)
+            },
+            |(count, runs, maps, keys)| {
+                kept += count;
+                runs.into_iter()
+                    .for_each(|run| push_range(&mut from_keys, run));
+                bitmaps.extend(maps);
+                singles.push_sorted(&keys);
+                Some(keys)
+            },
+        );
+        let len = given
+            .iter()
+            .map(|r| (r.1 - r.0).saturating_add(1))
+            .fold(kept, u64::saturating_add);
+        let mut ranges = merge_ranges(given, from_keys);
+        ranges.shrink_to_fit();
+        bitmaps.shrink_to_fit();
+        Self {
+            ranges,
+            bitmaps,
+            singles: singles.finish(),
+            len,
         }
-        // The writer takes the merged batches on a thread of its own (and
-        // gives them back to be reused) while the runs are merged, in
-        // groups side by side when there are enough of them.
-        let (to_writer, batches) = std::sync::mpsc::sync_channel::<Vec<u64>>(4);
-        let (to_merger, spares) = std::sync::mpsc::channel::<Vec<u64>>();
-        std::thread::scope(|scope| {
-            let written = scope.spawn(move || {
-                for batch in batches {
-                    writer.push_sorted(&batch);
-                    // The merger may be done and gone: the batch is dropped.
-                    let _ = to_merger.send(batch);
-                }
-                writer.finish()
-            });
-            merge_runs(sealed, threads(), |batch| {
-                to_writer
-                    .send(batch)
-                    .expect("the writer takes batches until they stop");
-                spares.try_recv().unwrap_or_default()
-            });
-            drop(to_writer);
-            written.join().expect("the set's writer does not panic")
-        })
     }
 
     /// Whether `key` is in the set.
@@ -254,7 +239,7 @@ impl Form {
 }
 
 /// The bitmap of `group`, the keys of one block.
-fn bitmap_of(group: &[u64]) -> (u64, Box<[u64; BITMAP_WORDS]>) {
+fn bitmap_of(group: &[u64]) -> Bitmap {
     let mut bits = Box::new([0u64; BITMAP_WORDS]);
     for key in group {
         let offset = (key & ((1 << BLOCK_SHIFT) - 1)) as usize;
@@ -274,89 +259,49 @@ fn sorted_ranges(mut runs: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
     ranges
 }
 
-/// Builds an [`IntIdSet`] from sorted, distinct keys that arrive in order,
-/// block by block: it holds the set being built and one block's keys.
-struct IntSetWriter {
-    /// The given runs, sorted and disjoint; keys inside them are dropped.
-    ranges: Vec<(u64, u64)>,
-    /// The first range that may still hold a key to come.
-    next_range: usize,
-    /// Blocks whose keys are cheapest as runs.
-    from_keys: Vec<(u64, u64)>,
-    bitmaps: Vec<(u64, Box<[u64; BITMAP_WORDS]>)>,
-    singles: EliasFanoWriter,
-    /// The keys of the current block.
-    group: Vec<u64>,
-    /// Keys kept outside the given ranges.
-    keys: u64,
-}
-
-impl IntSetWriter {
-    fn new(runs: Vec<(u64, u64)>) -> Self {
-        IntSetWriter {
-            ranges: sorted_ranges(runs),
-            next_range: 0,
-            from_keys: Vec::new(),
-            bitmaps: Vec::new(),
-            singles: EliasFanoWriter::default(),
-            group: Vec::new(),
-            keys: 0,
+/// Splits sorted, distinct `keys` by block into the form each block takes
+/// (see [`Form`]): returns the runs and bitmaps, and leaves in `keys` the
+/// singles, in order, in the same memory.
+fn split_blocks(keys: &mut Vec<u64>) -> (Vec<(u64, u64)>, Vec<Bitmap>) {
+    let mut from_keys: Vec<(u64, u64)> = Vec::new();
+    let mut bitmaps = Vec::new();
+    let mut kept = 0;
+    let mut start = 0;
+    while start < keys.len() {
+        let block = keys[start] >> BLOCK_SHIFT;
+        // Random keys hold one key a block: such a key is a single with
+        // no more asked (one key costs less as a single than as a run).
+        if keys
+            .get(start + 1)
+            .is_none_or(|&next| next >> BLOCK_SHIFT != block)
+        {
+            keys[kept] = keys[start];
+            kept += 1;
+            start += 1;
+            continue;
         }
-    }
-
-    /// Adds `keys`: sorted, distinct, each larger than every key before.
-    fn push_sorted(&mut self, keys: &[u64]) {
-        for &key in keys {
-            while self.ranges.get(self.next_range).is_some_and(|r| r.1 < key) {
-                self.next_range += 1;
-            }
-            if self.ranges.get(self.next_range).is_some_and(|r| r.0 <= key) {
-                continue;
-            }
-            if self
-                .group
-                .first()
-                .is_some_and(|first| first >> BLOCK_SHIFT != key >> BLOCK_SHIFT)
-            {
-                self.flush_block();
-            }
-            self.group.push(key);
-        }
-    }
-
-    fn flush_block(&mut self) {
-        let group = &self.group;
-        if group.is_empty() {
-            return;
-        }
-        self.keys += group.len() as u64;
+        // A scan, not a binary search of the rest: blocks hold few keys,
+        // and the group is walked below anyway.
+        let end = start
+            + keys[start..]
+                .iter()
+                .take_while(|&&k| k >> BLOCK_SHIFT == block)
+                .count();
+        let group = &keys[start..end];
         match Form::of(group) {
             Form::Runs => group
                 .iter()
-                .for_each(|&key| push_range(&mut self.from_keys, (key, key))),
-            Form::Bitmap => self.bitmaps.push(bitmap_of(group)),
-            Form::Singles => group.iter().for_each(|&key| self.singles.push(key)),
+                .for_each(|&key| push_range(&mut from_keys, (key, key))),
+            Form::Bitmap => bitmaps.push(bitmap_of(group)),
+            Form::Singles => {
+                keys.copy_within(start..end, kept);
+                kept += end - start;
+            }
         }
-        self.group.clear();
+        start = end;
     }
-
-    fn finish(mut self) -> IntIdSet {
-        self.flush_block();
-        let len = self
-            .ranges
-            .iter()
-            .map(|r| (r.1 - r.0).saturating_add(1))
-            .fold(self.keys, u64::saturating_add);
-        let mut ranges = merge_ranges(self.ranges, self.from_keys);
-        ranges.shrink_to_fit();
-        self.bitmaps.shrink_to_fit();
-        IntIdSet {
-            ranges,
-            bitmaps: self.bitmaps,
-            singles: self.singles.finish(),
-            len,
-        }
-    }
+    keys.truncate(kept);
+    (from_keys, bitmaps)
 }
 
 /// Appends the inclusive run `run` to `ranges` (sorted by start, runs
@@ -389,10 +334,13 @@ fn merge_ranges(a: Vec<(u64, u64)>, b: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
 
 /// Removes from sorted `keys` those inside the sorted, disjoint `ranges`.
 fn drop_covered(keys: &mut Vec<u64>, ranges: &[(u64, u64)]) {
-    if ranges.is_empty() {
+    let Some(&first) = keys.first() else {
+        return;
+    };
+    let mut r = ranges.partition_point(|range| range.1 < first);
+    if r == ranges.len() {
         return;
     }
-    let mut r = 0;
     keys.retain(|&key| {
         while r < ranges.len() && ranges[r].1 < key {
             r += 1;

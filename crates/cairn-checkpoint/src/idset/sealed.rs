@@ -5,17 +5,19 @@
 //! [`SEAL_KEYS`]; each full buffer is sorted and sealed into a run of
 //! Elias–Fano segments, about `2 + log2(span / SEAL_KEYS)` bits a key (5.0
 //! bytes for random 64-bit keys, against 8 loose and 4.5 in the final set of
-//! 1B). Building the set merges the runs in order and streams the keys into
-//! the set's writer, dropping each segment once it is read: the peak is the
-//! runs plus one buffer, never the keys.
+//! 1B). Building the set takes the runs' keys one key range at a time, on
+//! every core ([`build_by_key_range`]), dropping each segment once the
+//! ranges reading it are done: the peak is the runs plus what is built,
+//! never the keys.
 //!
 //! Segments are large allocations of their own (tens of MiB), so the
 //! allocator hands each back to the system when it is dropped, rather than
 //! keeping it for later use as it may with small blocks.
 
 use std::collections::VecDeque;
+use std::sync::{Arc, Condvar, Mutex};
 
-use super::elias_fano::EliasFano;
+use super::elias_fano::{CHUNK_KEYS, EliasFano};
 use super::sort::sort_keys;
 
 /// Loose keys gathered before they are sealed into a run (512 MiB).
@@ -38,26 +40,6 @@ impl SealedRun {
         let segments = encode_segments(keys, threads);
         keys.clear();
         SealedRun { segments }
-    }
-
-    /// The run's keys, one decoded chunk at a time, in order; each segment
-    /// is dropped once its last chunk is decoded.
-    pub(crate) fn into_chunks(self) -> impl Iterator<Item = Vec<u64>> + Send {
-        let mut segments = self.segments;
-        let mut chunk = 0;
-        std::iter::from_fn(move || {
-            while let Some(segment) = segments.front() {
-                if chunk < segment.chunk_count() {
-                    let mut keys = Vec::new();
-                    segment.append_chunk(chunk, &mut keys);
-                    chunk += 1;
-                    return Some(keys);
-                }
-                segments.pop_front();
-                chunk = 0;
-            }
-            None
-        })
     }
 
     /// Number of keys.
@@ -101,106 +83,294 @@ fn encode_segments(keys: &[u64], threads: usize) -> VecDeque<EliasFano> {
     encoded.into_iter().map(|(_, segment)| segment).collect()
 }
 
-/// One source being merged: its current chunk, from `at` on not yet taken.
-struct Cursor<S> {
-    source: S,
+/// Keys a key range of [`build_by_key_range`] holds, about, for a set's
+/// build: 32 MiB of them sorted at once, in each of 16 runs about 4 chunks,
+/// so the chunk a range shares with the next (decoded twice) is one of 4.
+pub(crate) const RANGE_KEYS: usize = 1 << 20;
+
+/// Where one run's chunks lie: each chunk's first key, and where each
+/// segment's chunks start in that list.
+struct RunIndex {
+    firsts: Vec<u64>,
+    segment_starts: Vec<usize>,
+}
+
+impl RunIndex {
+    /// The segment holding chunk `g` of the run, and the chunk's index in it.
+    fn locate(&self, g: usize) -> (usize, usize) {
+        let segment = self.segment_starts.partition_point(|&start| start <= g) - 1;
+        (segment, g - self.segment_starts[segment])
+    }
+}
+
+/// A range a thread of [`build_by_key_range`] took.
+struct Taken {
+    /// Its index, in key order.
+    index: usize,
+    /// The segments it reads: for each run, from the one holding its first
+    /// chunk to the one holding its last.
+    segments: Vec<Vec<Arc<EliasFano>>>,
+    /// A vector for its keys.
     keys: Vec<u64>,
-    at: usize,
 }
 
-impl<S: Iterator<Item = Vec<u64>>> Cursor<S> {
-    /// Takes the source's next non-empty chunk once the current one is
-    /// taken; false when the source is done.
-    fn fill(&mut self) -> bool {
-        while self.at >= self.keys.len() {
-            match self.source.next() {
-                Some(keys) => (self.keys, self.at) = (keys, 0),
-                None => return false,
-            }
-        }
-        true
-    }
+/// What the threads of [`build_by_key_range`] share.
+struct Shared {
+    /// The next range to take.
+    next: usize,
+    /// Ranges handed to `take` so far, in order.
+    emitted: usize,
+    /// Set when a thread stops early: the others stop too.
+    stopped: bool,
+    /// Each run's segments; a segment no range still to be taken reads is
+    /// dropped here (and freed once the ranges reading it are done).
+    segments: Vec<Vec<Option<Arc<EliasFano>>>>,
+    /// Vectors given back by `take`, for the next ranges' keys.
+    spares: Vec<Vec<u64>>,
 }
 
-/// Merges `sources`, each a stream of chunks of keys sorted and distinct
-/// across its chunks (a sealed run's, or another merge's batches): hands
-/// `emit` batches of their keys, sorted and distinct across all batches,
-/// in increasing order; `emit` gives back a vector for the next batch (the
-/// one it was handed, or any other).
-pub(crate) fn merge<S: Iterator<Item = Vec<u64>>>(
-    sources: Vec<S>,
-    mut emit: impl FnMut(Vec<u64>) -> Vec<u64>,
-) {
-    let mut cursors: Vec<Cursor<S>> = sources
-        .into_iter()
-        .map(|source| Cursor {
-            source,
-            keys: Vec::new(),
-            at: 0,
-        })
-        .collect();
-    let mut batch = Vec::new();
-    loop {
-        cursors.retain_mut(Cursor::fill);
-        // Every key up to the smallest of the chunks' last keys is at hand
-        // now, in some cursor; no key after them can be smaller.
-        let Some(bound) = cursors.iter().map(|c| c.keys[c.keys.len() - 1]).min() else {
-            break;
-        };
-        batch.clear();
-        for cursor in &mut cursors {
-            let rest = &cursor.keys[cursor.at..];
-            let take = rest.partition_point(|&k| k <= bound);
-            batch.extend_from_slice(&rest[..take]);
-            cursor.at += take;
-        }
-        // The batch is one sorted stretch per source: the stable sort finds
-        // and merges them (n log sources), rather than sorting from scratch.
-        batch.sort();
-        batch.dedup();
-        batch = emit(batch);
-    }
-}
-
-/// Merges `runs` as [`merge`] does, on up to `threads` threads: with
-/// enough runs, they are split into groups merged on threads of their own,
-/// and the groups' batches are merged on the calling thread. A merge of k
-/// sources costs about log2(k) per key, so each group's thread does less
-/// than one merge of all would, and the groups run side by side.
-pub(crate) fn merge_runs(
+/// Builds from the keys of `runs`, merged, sorted and distinct, one part
+/// per key range: `build` gets each range's keys (on up to `threads`
+/// threads of their own, each taking the next range) and makes its part;
+/// `take` gets the parts in increasing key order on the calling thread and
+/// may give a vector back for reuse. Ranges start on multiples of `align`
+/// (a power of two), so an aligned block's keys are all in one range.
+///
+/// The ranges are cut where the runs' chunks start (their first keys are a
+/// sample of every run's keys), so each holds about `range_keys` keys (at
+/// least a chunk's worth) of whatever spread. Each range's keys are
+/// decoded from the chunks of every run that overlap it and sorted there:
+/// a radix sort of a range that fits in the caches, where a merge of every
+/// run compared the keys one by one. A run's segment is dropped once the
+/// ranges reading it are done, so the peak stays the runs plus the parts
+/// built, as with a merge; at most `threads + 1` parts wait to be taken.
+pub(crate) fn build_by_key_range<P: Send>(
     runs: Vec<SealedRun>,
     threads: usize,
-    emit: impl FnMut(Vec<u64>) -> Vec<u64>,
+    align: u64,
+    range_keys: usize,
+    build: impl Fn(Vec<u64>) -> P + Sync,
+    mut take: impl FnMut(P) -> Option<Vec<u64>>,
 ) {
-    const MIN_GROUP_RUNS: usize = 2;
-    let groups = threads.min(runs.len() / MIN_GROUP_RUNS);
-    if groups < 2 {
-        let sources = runs.into_iter().map(SealedRun::into_chunks).collect();
-        return merge(sources, emit);
-    }
-    // Runs dealt round-robin: the groups get about as many keys each.
-    let mut dealt: Vec<Vec<SealedRun>> = (0..groups).map(|_| Vec::new()).collect();
-    for (i, run) in runs.into_iter().enumerate() {
-        dealt[i % groups].push(run);
-    }
-    std::thread::scope(|scope| {
-        let mut streams = Vec::with_capacity(groups);
-        for group in dealt {
-            // A few batches of read-ahead per group keep both sides busy.
-            let (to_final, batches) = std::sync::mpsc::sync_channel::<Vec<u64>>(4);
-            scope.spawn(move || {
-                let sources = group.into_iter().map(SealedRun::into_chunks).collect();
-                merge(sources, |batch| {
-                    // The final merge stops taking batches only by
-                    // panicking, which the scope passes on.
-                    let _ = to_final.send(batch);
-                    Vec::new()
-                });
-            });
-            streams.push(batches.into_iter());
+    debug_assert!(align.is_power_of_two());
+    let mut indexes = Vec::with_capacity(runs.len());
+    let mut segments = Vec::with_capacity(runs.len());
+    for run in runs {
+        let mut index = RunIndex {
+            firsts: Vec::new(),
+            segment_starts: Vec::new(),
+        };
+        let mut held = Vec::with_capacity(run.segments.len());
+        for segment in run.segments {
+            index.segment_starts.push(index.firsts.len());
+            index.firsts.extend_from_slice(segment.chunk_firsts());
+            held.push(Some(Arc::new(segment)));
         }
-        merge(streams, emit);
+        indexes.push(index);
+        segments.push(held);
+    }
+    let starts = range_starts(&indexes, align, range_keys);
+    // spans[i][r]: the chunks of run r that range i reads.
+    let spans: Vec<Vec<(usize, usize)>> = (0..starts.len())
+        .map(|i| {
+            let (lo, hi) = (starts[i], starts.get(i + 1).copied());
+            indexes
+                .iter()
+                .map(|index| {
+                    let from = index.firsts.partition_point(|&f| f <= lo).saturating_sub(1);
+                    let to = hi.map_or(index.firsts.len(), |hi| {
+                        index.firsts.partition_point(|&f| f < hi)
+                    });
+                    (from, to.max(from))
+                })
+                .collect()
+        })
+        .collect();
+    let window = threads.max(1) + 1;
+    let shared = Mutex::new(Shared {
+        next: 0,
+        emitted: 0,
+        stopped: false,
+        segments,
+        spares: Vec::new(),
     });
+    let turn = Condvar::new();
+    let (to_caller, parts) = std::sync::mpsc::channel::<(usize, P)>();
+    std::thread::scope(|scope| {
+        for _ in 0..threads.max(1) {
+            let to_caller = to_caller.clone();
+            let (indexes, spans, starts, build) = (&indexes, &spans, &starts, &build);
+            let stop = StopOnPanic {
+                shared: &shared,
+                turn: &turn,
+            };
+            scope.spawn(move || {
+                let mut chunk = Vec::new();
+                while let Some(taken) = stop.next_range(indexes, spans, window) {
+                    let Taken {
+                        index: i,
+                        segments: held,
+                        mut keys,
+                    } = taken;
+                    let (lo, hi) = (starts[i], starts.get(i + 1).copied());
+                    keys.clear();
+                    let readers = spans[i].iter().zip(indexes).zip(&held);
+                    for ((&(from, to), index), segments) in readers {
+                        if from >= to {
+                            continue;
+                        }
+                        let (first_segment, _) = index.locate(from);
+                        let mark = keys.len();
+                        for g in from..to {
+                            let (segment, c) = index.locate(g);
+                            let segment = &segments[segment - first_segment];
+                            if g == from {
+                                // The first chunk may begin before the range.
+                                chunk.clear();
+                                segment.append_chunk(c, &mut chunk);
+                                let skip = chunk.partition_point(|&k| k < lo);
+                                keys.extend_from_slice(&chunk[skip..]);
+                            } else {
+                                segment.append_chunk(c, &mut keys);
+                            }
+                        }
+                        if let Some(hi) = hi {
+                            // The last chunk may reach past the range.
+                            let keep = keys[mark..].partition_point(|&k| k < hi);
+                            keys.truncate(mark + keep);
+                        }
+                    }
+                    drop(held);
+                    sort_keys(&mut keys, 1);
+                    keys.dedup();
+                    if to_caller.send((i, build(keys))).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+        drop(to_caller);
+        // A panic of `take` stops the threads too.
+        let stop = StopOnPanic {
+            shared: &shared,
+            turn: &turn,
+        };
+        let mut waiting = std::collections::BTreeMap::new();
+        let mut next = 0;
+        for (i, part) in parts {
+            waiting.insert(i, part);
+            while let Some(part) = waiting.remove(&next) {
+                let spare = take(part);
+                next += 1;
+                stop.emitted(next, spare);
+            }
+        }
+    });
+}
+
+/// Where the ranges of [`build_by_key_range`] start: the first at 0, then
+/// every `range_keys`' worth of chunk starts of all runs together, rounded
+/// down to `align`.
+fn range_starts(indexes: &[RunIndex], align: u64, range_keys: usize) -> Vec<u64> {
+    let mut firsts: Vec<u64> = indexes
+        .iter()
+        .flat_map(|index| index.firsts.iter().copied())
+        .collect();
+    firsts.sort_unstable();
+    let every = (range_keys / CHUNK_KEYS).max(1);
+    let mut starts = vec![0u64];
+    for &first in firsts.iter().skip(every).step_by(every) {
+        let start = first & !(align - 1);
+        if start > starts[starts.len() - 1] {
+            starts.push(start);
+        }
+    }
+    starts
+}
+
+/// One thread's hold on what the threads of [`build_by_key_range`] share;
+/// a panic of the thread stops the others, which would otherwise wait for
+/// its range for ever.
+struct StopOnPanic<'a> {
+    shared: &'a Mutex<Shared>,
+    turn: &'a Condvar,
+}
+
+impl StopOnPanic<'_> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Shared> {
+        // A panic never leaves the state half changed.
+        self.shared
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The next range to build, once fewer than `window` parts wait to be
+    /// taken; None when every range is taken or a thread stopped. Segments
+    /// no later range reads are dropped.
+    fn next_range(
+        &self,
+        indexes: &[RunIndex],
+        spans: &[Vec<(usize, usize)>],
+        window: usize,
+    ) -> Option<Taken> {
+        let mut state = self.lock();
+        while !state.stopped && state.next < spans.len() && state.next >= state.emitted + window {
+            state = self
+                .turn
+                .wait(state)
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+        }
+        if state.stopped || state.next >= spans.len() {
+            return None;
+        }
+        let i = state.next;
+        state.next += 1;
+        let mut held = Vec::with_capacity(indexes.len());
+        for (r, (index, &(from, to))) in indexes.iter().zip(&spans[i]).enumerate() {
+            let mut reads = Vec::new();
+            if !index.firsts.is_empty() {
+                // Later ranges start at or after this one's first chunk:
+                // the segments before it are done with.
+                let (first_segment, _) = index.locate(from.min(index.firsts.len() - 1));
+                state.segments[r][..first_segment]
+                    .iter_mut()
+                    .for_each(|segment| drop(segment.take()));
+                if from < to {
+                    let (last_segment, _) = index.locate(to - 1);
+                    reads = state.segments[r][first_segment..=last_segment]
+                        .iter()
+                        .map(|s| Arc::clone(s.as_ref().expect("a segment to be read is held")))
+                        .collect();
+                }
+            }
+            held.push(reads);
+        }
+        let keys = state.spares.pop().unwrap_or_default();
+        Some(Taken {
+            index: i,
+            segments: held,
+            keys,
+        })
+    }
+
+    /// Records that `emitted` parts are taken, keeping `spare` for a
+    /// later range's keys.
+    fn emitted(&self, emitted: usize, spare: Option<Vec<u64>>) {
+        let mut state = self.lock();
+        state.emitted = emitted;
+        state.spares.extend(spare);
+        drop(state);
+        self.turn.notify_all();
+    }
+}
+
+impl Drop for StopOnPanic<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.lock().stopped = true;
+            self.turn.notify_all();
+        }
+    }
 }
 
 #[cfg(test)]
@@ -208,33 +378,82 @@ mod tests {
     use super::*;
     use crate::idset::tests::mix;
 
+    /// Every key of `parts`, sealed as runs, as `build_by_key_range` hands
+    /// them to `build` with `threads` and `align`: one vector a range.
+    fn ranges_of(parts: &[Vec<u64>], threads: usize, align: u64) -> Vec<Vec<u64>> {
+        let runs: Vec<SealedRun> = parts
+            .iter()
+            .map(|p| SealedRun::seal(&mut p.clone(), 2))
+            .collect();
+        let mut ranges = Vec::new();
+        // A chunk's worth a range: many ranges, chunks shared by two.
+        build_by_key_range(
+            runs,
+            threads,
+            align,
+            CHUNK_KEYS,
+            |keys| keys,
+            |keys| {
+                ranges.push(keys);
+                None
+            },
+        );
+        ranges
+    }
+
     #[test]
-    fn merged_runs_give_every_key_once_in_order() {
-        // Overlapping runs with keys in common, one empty, one of a
-        // single key at the top.
+    fn ranges_give_every_key_once_in_order() {
+        // Overlapping runs with keys in common, one empty, a dense one,
+        // one of a single key at the top.
         let parts: Vec<Vec<u64>> = vec![
             (0..300_000).map(mix).collect(),
             (200_000..450_000).map(mix).collect(),
             vec![],
             (0..100_000).map(|i| i * 7).collect(),
+            (0..200_000).map(|i| (1 << 40) + i * 3).collect(),
             vec![u64::MAX],
         ];
         let mut model: Vec<u64> = parts.iter().flatten().copied().collect();
         model.sort_unstable();
         model.dedup();
-        // One merge of all five runs, and two groups merged side by side.
-        for threads in [1, 2] {
-            let runs: Vec<SealedRun> = parts
-                .iter()
-                .map(|p| SealedRun::seal(&mut p.clone(), 2))
-                .collect();
-            let mut merged = Vec::new();
-            merge_runs(runs, threads, |batch| {
-                merged.extend_from_slice(&batch);
-                batch
-            });
-            assert_eq!(merged, model, "{threads} threads");
+        for (threads, align) in [(1, 1), (2, 1 << 16), (3, 1 << 20)] {
+            let ranges = ranges_of(&parts, threads, align);
+            assert!(ranges.len() > 10, "{} ranges", ranges.len());
+            assert_eq!(ranges.concat(), model, "{threads} threads");
+            // No aligned block is split between two ranges.
+            let mut ends = ranges.iter().filter(|keys| !keys.is_empty());
+            let mut before = ends.next().expect("a range with keys");
+            for range in ends {
+                let (last, first) = (before[before.len() - 1], range[0]);
+                assert!(
+                    last / align < first / align,
+                    "{last} and {first} share a block"
+                );
+                before = range;
+            }
         }
+        assert!(ranges_of(&[vec![], vec![]], 2, 1).concat().is_empty());
+        assert_eq!(ranges_of(&[vec![5]], 2, 1 << 16).concat(), vec![5]);
+    }
+
+    #[test]
+    fn a_panicking_build_reaches_the_caller_and_nothing_waits() {
+        let mut keys: Vec<u64> = (0..500_000).map(mix).collect();
+        let runs = vec![SealedRun::seal(&mut keys, 2)];
+        let built = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            build_by_key_range(
+                runs,
+                2,
+                1,
+                CHUNK_KEYS,
+                |keys| {
+                    assert!(keys[0] < u64::MAX / 2, "a build that fails half way");
+                    keys
+                },
+                |_| None,
+            )
+        }));
+        assert!(built.is_err());
     }
 
     #[test]
