@@ -22,8 +22,9 @@
 //! ([`CheckpointDir::commit_fenced`]): a run that lost its lease, and whose
 //! pending unit the new holder's recovery rolled back, cannot commit. (The
 //! file is read only when the listing does not show the entity tag of one
-//! of the holder's own writes of it.) What remains is a commit request that leaves before the
-//! deadline and lands more than a quarter of the lifetime later (or clocks
+//! of the holder's own writes of it; weak and empty tags never count, as
+//! they may stand for other bytes.) What remains is a commit request that
+//! leaves before the deadline and lands more than a quarter of the lifetime later (or clocks
 //! of the two hosts apart by as much): the protocol bounds it, the store
 //! cannot fence it, and docs/checkpoint-protocol.md says so.
 //!
@@ -1011,7 +1012,7 @@ impl Drop for LeaseKeeper {
 
 #[cfg(test)]
 mod tests {
-    use super::distinguishing_tag;
+    use super::{Duration, Instant, Lease, LeaseRecord, distinguishing_tag};
 
     #[test]
     fn only_strong_tags_with_a_value_stand_for_a_write() {
@@ -1023,10 +1024,29 @@ mod tests {
         assert_eq!(
             kept("abc"),
             Some("abc".into()),
-            "a tag some stores leave unquoted"
+            "cairn-fs strips the quotes"
         );
-        for shared in ["", "\"\"", " ", "W/\"abc\"", "W/\"\""] {
+        for shared in ["", "\"\"", " ", "W/\"abc\"", "W/\"abc", "W/\"\""] {
             assert_eq!(kept(shared), None, "{shared:?}");
         }
+    }
+
+    #[test]
+    fn a_holder_remembers_only_its_writes_distinguishing_tags() {
+        let record: LeaseRecord = serde_json::from_value(serde_json::json!({
+            "host": "h", "pid": 1, "run": "r", "expires_at": 0
+        }))
+        .expect("a lease record");
+        let mut lease = Lease {
+            record,
+            ttl: Duration::from_secs(60),
+            race_free: true,
+            renewed_at: Instant::now(),
+            own_tags: Vec::new(),
+        };
+        for tag in [Some("\"\""), Some("W/\"x"), None, Some("9b2c"), Some("")] {
+            lease.wrote(tag.map(str::to_string));
+        }
+        assert_eq!(lease.own_tags, vec!["9b2c".to_string()]);
     }
 }

@@ -117,8 +117,8 @@ proptest! {
         }
     }
 
-    /// Loose keys sealed into many small runs (merged in groups side by
-    /// side when there are enough) build the same set as keys never sealed.
+    /// Loose keys sealed into many small runs (built range by range, many
+    /// runs to a range) build the same set as keys never sealed.
     #[test]
     fn sealed_runs_build_the_set_of_unsealed_keys(
         ids in int_ids(),

@@ -31,7 +31,8 @@ pub(crate) struct IntKeys {
 
 impl IntKeys {
     /// Seals loose keys every `keys` of them instead of every
-    /// [`SEAL_KEYS`]: less memory while collecting, more runs to merge.
+    /// [`SEAL_KEYS`]: less memory while collecting, more runs for each key
+    /// range of the build to read.
     pub(crate) fn seal_every(&mut self, keys: usize) {
         self.seal_every = keys.max(1);
     }
@@ -129,8 +130,9 @@ impl IntKeys {
             return IntIdSet::from_parts(self.runs, self.loose);
         }
         self.seal_when_full(1);
+        let loose_keys = self.seal_limit();
         drop(self.loose);
-        IntIdSet::from_sealed(self.runs, self.sealed)
+        IntIdSet::from_sealed(self.runs, self.sealed, loose_keys)
     }
 
     /// Loose keys sealed into runs.

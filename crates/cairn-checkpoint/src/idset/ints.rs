@@ -7,7 +7,7 @@
 //! Keys are the 64-bit two's-complement patterns of the IDs, so `-1_i64` and
 //! `u64::MAX` are the same ID; a job's ID column has one type, so they never meet.
 
-use super::elias_fano::{EliasFano, EliasFanoWriter};
+use super::elias_fano::{CHUNK_KEYS, EliasFano, EliasFanoWriter};
 use super::sealed::{RANGE_KEYS, SealedRun, build_by_key_range};
 use super::sort::{sort_keys, threads};
 use super::wire::{Reader, Writer, corrupt};
@@ -83,18 +83,32 @@ impl IntIdSet {
     /// sealed runs of keys, one key range at a time on every core (see
     /// [`build_by_key_range`]): each sealed segment is dropped once the
     /// ranges reading it are done, so the peak is the sealed runs plus what
-    /// is built, never the keys one by one.
-    pub(crate) fn from_sealed(runs: Vec<(u64, u64)>, sealed: Vec<SealedRun>) -> Self {
+    /// is built, never the keys one by one. The ranges' keys in memory at
+    /// once (a range being read and one waiting on each thread, one being
+    /// taken) stay within about `loose_keys`, the loose keys the builder
+    /// held before sealing them.
+    pub(crate) fn from_sealed(
+        runs: Vec<(u64, u64)>,
+        sealed: Vec<SealedRun>,
+        loose_keys: usize,
+    ) -> Self {
         let given = sorted_ranges(runs);
         let mut from_keys: Vec<(u64, u64)> = Vec::new();
         let mut bitmaps = Vec::new();
         let mut singles = EliasFanoWriter::default();
         let mut kept = 0u64;
+        // Each run's chunk at a range's start is decoded by two ranges: with
+        // two chunks of every run a range at least, that costs at most half
+        // again, however many runs there are, unless the builder's memory
+        // budget (a shard's) asks for smaller ranges.
+        let range_keys = RANGE_KEYS
+            .max(2 * sealed.len() * CHUNK_KEYS)
+            .min(loose_keys / (2 * threads() + 1));
         build_by_key_range(
             sealed,
             threads(),
             1 << BLOCK_SHIFT,
-            RANGE_KEYS,
+            range_keys,
             |mut keys| {
                 drop_covered(&mut keys, &given);
                 let count = keys.len() as u64;

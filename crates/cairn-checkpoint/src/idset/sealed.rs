@@ -29,17 +29,25 @@ const SEGMENT_KEYS: usize = 1 << 23;
 #[derive(Debug, Default)]
 pub(crate) struct SealedRun {
     segments: VecDeque<EliasFano>,
+    /// The largest key, if any.
+    last: Option<u64>,
 }
 
 impl SealedRun {
     /// Sorts `keys`, drops their duplicates and compresses them, then
     /// empties `keys`, keeping its memory for the next run's keys.
     pub(crate) fn seal(keys: &mut Vec<u64>, threads: usize) -> Self {
+        Self::seal_in_segments(keys, threads, SEGMENT_KEYS)
+    }
+
+    /// [`SealedRun::seal`] into segments of `segment_keys`.
+    fn seal_in_segments(keys: &mut Vec<u64>, threads: usize, segment_keys: usize) -> Self {
         sort_keys(keys, threads);
         keys.dedup();
-        let segments = encode_segments(keys, threads);
+        let segments = encode_segments(keys, threads, segment_keys);
+        let last = keys.last().copied();
         keys.clear();
-        SealedRun { segments }
+        SealedRun { segments, last }
     }
 
     /// Number of keys.
@@ -55,10 +63,10 @@ impl SealedRun {
     }
 }
 
-/// Sorted, distinct `keys` as segments of [`SEGMENT_KEYS`], encoded on up
-/// to `threads` threads (segments are independent of each other).
-fn encode_segments(keys: &[u64], threads: usize) -> VecDeque<EliasFano> {
-    let segments: Vec<&[u64]> = keys.chunks(SEGMENT_KEYS).collect();
+/// Sorted, distinct `keys` as segments of `segment_keys`, encoded on up to
+/// `threads` threads (segments are independent of each other).
+fn encode_segments(keys: &[u64], threads: usize, segment_keys: usize) -> VecDeque<EliasFano> {
+    let segments: Vec<&[u64]> = keys.chunks(segment_keys).collect();
     let threads = threads.max(1);
     let mut encoded: Vec<(usize, EliasFano)> = std::thread::scope(|scope| {
         // Thread t encodes segments t, t + threads, ...: a seal's short
@@ -84,15 +92,19 @@ fn encode_segments(keys: &[u64], threads: usize) -> VecDeque<EliasFano> {
 }
 
 /// Keys a key range of [`build_by_key_range`] holds, about, for a set's
-/// build: 32 MiB of them sorted at once, in each of 16 runs about 4 chunks,
-/// so the chunk a range shares with the next (decoded twice) is one of 4.
-pub(crate) const RANGE_KEYS: usize = 1 << 20;
+/// build: 16 MiB of them sorted at once by each thread. A set's build asks
+/// for at least two chunks of each run a range (see `IntIdSet::from_sealed`),
+/// as the chunk a range shares with the next is decoded by both.
+pub(crate) const RANGE_KEYS: usize = 1 << 21;
 
 /// Where one run's chunks lie: each chunk's first key, and where each
 /// segment's chunks start in that list.
 struct RunIndex {
     firsts: Vec<u64>,
     segment_starts: Vec<usize>,
+    /// The run's largest key, if any: a range above it reads nothing of
+    /// the run, and the run's segments are dropped.
+    last: Option<u64>,
 }
 
 impl RunIndex {
@@ -159,6 +171,7 @@ pub(crate) fn build_by_key_range<P: Send>(
         let mut index = RunIndex {
             firsts: Vec::new(),
             segment_starts: Vec::new(),
+            last: run.last,
         };
         let mut held = Vec::with_capacity(run.segments.len());
         for segment in run.segments {
@@ -177,6 +190,10 @@ pub(crate) fn build_by_key_range<P: Send>(
             indexes
                 .iter()
                 .map(|index| {
+                    if index.last.is_none_or(|last| last < lo) {
+                        // Done with (or empty): past its last chunk.
+                        return (index.firsts.len(), index.firsts.len());
+                    }
                     let from = index.firsts.partition_point(|&f| f <= lo).saturating_sub(1);
                     let to = hi.map_or(index.firsts.len(), |hi| {
                         index.firsts.partition_point(|&f| f < hi)
@@ -197,6 +214,12 @@ pub(crate) fn build_by_key_range<P: Send>(
     let turn = Condvar::new();
     let (to_caller, parts) = std::sync::mpsc::channel::<(usize, P)>();
     std::thread::scope(|scope| {
+        // A panic of this thread (a thread that could not be started, or
+        // `take`) stops the threads too.
+        let stop = StopOnPanic {
+            shared: &shared,
+            turn: &turn,
+        };
         for _ in 0..threads.max(1) {
             let to_caller = to_caller.clone();
             let (indexes, spans, starts, build) = (&indexes, &spans, &starts, &build);
@@ -250,11 +273,6 @@ pub(crate) fn build_by_key_range<P: Send>(
             });
         }
         drop(to_caller);
-        // A panic of `take` stops the threads too.
-        let stop = StopOnPanic {
-            shared: &shared,
-            turn: &turn,
-        };
         let mut waiting = std::collections::BTreeMap::new();
         let mut next = 0;
         for (i, part) in parts {
@@ -328,10 +346,15 @@ impl StopOnPanic<'_> {
         let mut held = Vec::with_capacity(indexes.len());
         for (r, (index, &(from, to))) in indexes.iter().zip(&spans[i]).enumerate() {
             let mut reads = Vec::new();
-            if !index.firsts.is_empty() {
+            if from >= index.firsts.len() {
+                // No range from this one on reads the run.
+                state.segments[r]
+                    .iter_mut()
+                    .for_each(|segment| drop(segment.take()));
+            } else {
                 // Later ranges start at or after this one's first chunk:
                 // the segments before it are done with.
-                let (first_segment, _) = index.locate(from.min(index.firsts.len() - 1));
+                let (first_segment, _) = index.locate(from);
                 state.segments[r][..first_segment]
                     .iter_mut()
                     .for_each(|segment| drop(segment.take()));
@@ -375,20 +398,27 @@ impl Drop for StopOnPanic<'_> {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
     use super::*;
     use crate::idset::tests::mix;
+
+    /// `parts` sealed as runs of segments of two chunks (so ranges read
+    /// across segments, and drop them).
+    fn sealed(parts: &[Vec<u64>]) -> Vec<SealedRun> {
+        parts
+            .iter()
+            .map(|p| SealedRun::seal_in_segments(&mut p.clone(), 2, 2 * CHUNK_KEYS))
+            .collect()
+    }
 
     /// Every key of `parts`, sealed as runs, as `build_by_key_range` hands
     /// them to `build` with `threads` and `align`: one vector a range.
     fn ranges_of(parts: &[Vec<u64>], threads: usize, align: u64) -> Vec<Vec<u64>> {
-        let runs: Vec<SealedRun> = parts
-            .iter()
-            .map(|p| SealedRun::seal(&mut p.clone(), 2))
-            .collect();
         let mut ranges = Vec::new();
         // A chunk's worth a range: many ranges, chunks shared by two.
         build_by_key_range(
-            runs,
+            sealed(parts),
             threads,
             align,
             CHUNK_KEYS,
@@ -403,8 +433,9 @@ mod tests {
 
     #[test]
     fn ranges_give_every_key_once_in_order() {
-        // Overlapping runs with keys in common, one empty, a dense one,
-        // one of a single key at the top.
+        // Overlapping runs with keys in common, one empty, dense ones (one
+        // below every other key, done with early), one of a single key at
+        // the top.
         let parts: Vec<Vec<u64>> = vec![
             (0..300_000).map(mix).collect(),
             (200_000..450_000).map(mix).collect(),
@@ -432,28 +463,54 @@ mod tests {
                 before = range;
             }
         }
+        // Runs one after the other in the key space (time-ordered IDs).
+        let disjoint: Vec<Vec<u64>> = (0..4u64)
+            .map(|r| (0..150_000).map(|i| (r << 50) + i * 5).collect())
+            .collect();
+        assert_eq!(ranges_of(&disjoint, 2, 1 << 16).concat(), disjoint.concat());
         assert!(ranges_of(&[vec![], vec![]], 2, 1).concat().is_empty());
         assert_eq!(ranges_of(&[vec![5]], 2, 1 << 16).concat(), vec![5]);
     }
 
-    #[test]
-    fn a_panicking_build_reaches_the_caller_and_nothing_waits() {
-        let mut keys: Vec<u64> = (0..500_000).map(mix).collect();
-        let runs = vec![SealedRun::seal(&mut keys, 2)];
-        let built = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+    /// `build_by_key_range` over 1M random keys in ranges of a chunk's
+    /// worth, with `build` or `take` panicking at their `at`-th call.
+    fn panicking(build_at: usize, take_at: usize) -> std::thread::Result<()> {
+        let keys: Vec<u64> = (0..1_000_000).map(mix).collect();
+        let runs = sealed(&[keys]);
+        let (built, taken) = (AtomicUsize::new(0), AtomicUsize::new(0));
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             build_by_key_range(
                 runs,
                 2,
                 1,
                 CHUNK_KEYS,
                 |keys| {
-                    assert!(keys[0] < u64::MAX / 2, "a build that fails half way");
+                    assert_ne!(
+                        built.fetch_add(1, Ordering::SeqCst),
+                        build_at,
+                        "a failed build"
+                    );
                     keys
                 },
-                |_| None,
+                |_| {
+                    assert_ne!(
+                        taken.fetch_add(1, Ordering::SeqCst),
+                        take_at,
+                        "a failed take"
+                    );
+                    None
+                },
             )
-        }));
-        assert!(built.is_err());
+        }))
+    }
+
+    #[test]
+    fn a_panic_reaches_the_caller_and_nothing_waits() {
+        // One range of about 15 fails: the other thread, waiting for the
+        // failed range's turn, must stop rather than wait for ever.
+        assert!(panicking(3, usize::MAX).is_err());
+        assert!(panicking(usize::MAX, 2).is_err());
+        assert!(panicking(usize::MAX, usize::MAX).is_ok());
     }
 
     #[test]
