@@ -84,9 +84,9 @@ impl IntIdSet {
     /// [`build_by_key_range`]): each sealed segment is dropped once the
     /// ranges reading it are done, so the peak is the sealed runs plus what
     /// is built, never the keys one by one. The ranges' keys in memory at
-    /// once (a range being read and one waiting on each thread, one being
-    /// taken) stay within about `loose_keys`, the loose keys the builder
-    /// held before sealing them.
+    /// once (on each thread a range being read, its sorting scratch and one
+    /// waiting to be taken, and one being taken) stay within about
+    /// `loose_keys`, the loose keys the builder held before sealing them.
     pub(crate) fn from_sealed(
         runs: Vec<(u64, u64)>,
         sealed: Vec<SealedRun>,
@@ -103,7 +103,7 @@ impl IntIdSet {
         // budget (a shard's) asks for smaller ranges.
         let range_keys = RANGE_KEYS
             .max(2 * sealed.len() * CHUNK_KEYS)
-            .min(loose_keys / (2 * threads() + 1));
+            .min(loose_keys / (3 * threads() + 1));
         build_by_key_range(
             sealed,
             threads(),

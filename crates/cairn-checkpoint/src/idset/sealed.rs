@@ -18,7 +18,7 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex};
 
 use super::elias_fano::{CHUNK_KEYS, EliasFano};
-use super::sort::sort_keys;
+use super::sort::{sort_keys, sort_stretches};
 
 /// Loose keys gathered before they are sealed into a run (512 MiB).
 pub(crate) const SEAL_KEYS: usize = 1 << 26;
@@ -92,7 +92,8 @@ fn encode_segments(keys: &[u64], threads: usize, segment_keys: usize) -> VecDequ
 }
 
 /// Keys a key range of [`build_by_key_range`] holds, about, for a set's
-/// build: 16 MiB of them sorted at once by each thread. A set's build asks
+/// build: 16 MiB of them sorted at once by each thread (and as much of
+/// scratch). A set's build asks
 /// for at least two chunks of each run a range (see `IntIdSet::from_sealed`),
 /// as the chunk a range shares with the next is decoded by both.
 pub(crate) const RANGE_KEYS: usize = 1 << 21;
@@ -151,9 +152,10 @@ struct Shared {
 /// The ranges are cut where the runs' chunks start (their first keys are a
 /// sample of every run's keys), so each holds about `range_keys` keys (at
 /// least a chunk's worth) of whatever spread. Each range's keys are
-/// decoded from the chunks of every run that overlap it and sorted there:
-/// a radix sort of a range that fits in the caches, where a merge of every
-/// run compared the keys one by one. A run's segment is dropped once the
+/// decoded from the chunks of every run that overlap it, one sorted
+/// stretch a run, and sorted there ([`sort_stretches`]: a streamed split
+/// by the top digit, then radix passes in the caches), where a merge of
+/// every run compared the keys one by one. A run's segment is dropped once the
 /// ranges reading it are done, so the peak stays the runs plus the parts
 /// built, as with a merge; at most `threads + 1` parts wait to be taken.
 pub(crate) fn build_by_key_range<P: Send>(
@@ -228,7 +230,8 @@ pub(crate) fn build_by_key_range<P: Send>(
                 turn: &turn,
             };
             scope.spawn(move || {
-                let mut chunk = Vec::new();
+                let (mut chunk, mut ends, mut scratch) = (Vec::new(), Vec::new(), Vec::new());
+                let mut low = (Vec::new(), Vec::new());
                 while let Some(taken) = stop.next_range(indexes, spans, window) {
                     let Taken {
                         index: i,
@@ -237,6 +240,7 @@ pub(crate) fn build_by_key_range<P: Send>(
                     } = taken;
                     let (lo, hi) = (starts[i], starts.get(i + 1).copied());
                     keys.clear();
+                    ends.clear();
                     let readers = spans[i].iter().zip(indexes).zip(&held);
                     for ((&(from, to), index), segments) in readers {
                         if from >= to {
@@ -262,9 +266,12 @@ pub(crate) fn build_by_key_range<P: Send>(
                             let keep = keys[mark..].partition_point(|&k| k < hi);
                             keys.truncate(mark + keep);
                         }
+                        ends.push(keys.len());
                     }
                     drop(held);
-                    sort_keys(&mut keys, 1);
+                    // One sorted stretch a run.
+                    ends.push(keys.len());
+                    sort_stretches(&mut keys, &ends, &mut scratch, &mut low);
                     keys.dedup();
                     if to_caller.send((i, build(keys))).is_err() {
                         return;

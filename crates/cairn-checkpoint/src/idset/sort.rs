@@ -109,6 +109,93 @@ fn sort_with_limit<P: Copy + Default + Send>(
     });
 }
 
+/// Sorts `keys`, made of sorted stretches ending at `ends` (increasing, the
+/// last `keys.len()`), on this thread, with `scratch` as large as `keys`
+/// (kept for the next call). The stretches are split by the top digit of
+/// the bits the keys do not share with a binary search in each, and the
+/// pieces copied to their parts in `scratch` whole, which then becomes
+/// `keys`: the first pass of [`sort_keys`] streams instead of carrying one
+/// key at a time to its part. Each part, one sorted piece per stretch, is
+/// then sorted on the low bits in the caches.
+pub(crate) fn sort_stretches(
+    keys: &mut Vec<u64>,
+    ends: &[usize],
+    scratch: &mut Vec<u64>,
+    low: &mut (Vec<u64>, Vec<()>),
+) {
+    debug_assert_eq!(ends.last().copied().unwrap_or(0), keys.len());
+    let stretches: Vec<(usize, usize)> = ends
+        .iter()
+        .scan(0, |start, &end| {
+            let stretch = (*start, end);
+            *start = end;
+            Some(stretch)
+        })
+        .filter(|(start, end)| start < end)
+        .collect();
+    let Some(min) = stretches.iter().map(|&(start, _)| keys[start]).min() else {
+        return;
+    };
+    let max = stretches
+        .iter()
+        .map(|&(_, end)| keys[end - 1])
+        .max()
+        .expect("a stretch");
+    if stretches.len() == 1 || keys.len() < RADIX_MIN {
+        if stretches.len() > 1 {
+            keys.sort_unstable();
+        }
+        return;
+    }
+    // Keys share every bit above `bits`; the digit is the 8 bits below.
+    let bits = 64 - (min ^ max).leading_zeros();
+    let shift = bits.saturating_sub(8);
+    let digit = |k: u64| ((k >> shift) & 0xFF) as usize;
+    // pieces[s][d]: where digit d's keys of stretch s end.
+    let mut counts = [0usize; 256];
+    let pieces: Vec<[usize; 256]> = stretches
+        .iter()
+        .map(|&(start, end)| {
+            let stretch = &keys[start..end];
+            let mut piece_ends = [0usize; 256];
+            let mut at = 0;
+            for (d, piece_end) in piece_ends.iter_mut().enumerate() {
+                at += stretch[at..].partition_point(|&k| digit(k) <= d);
+                *piece_end = start + at;
+            }
+            let mut piece_start = start;
+            for (count, &piece_end) in counts.iter_mut().zip(&piece_ends) {
+                *count += piece_end - piece_start;
+                piece_start = piece_end;
+            }
+            piece_ends
+        })
+        .collect();
+    let mut next = [0usize; 256];
+    let mut part_starts = [0usize; 257];
+    for d in 0..256 {
+        part_starts[d + 1] = part_starts[d] + counts[d];
+        next[d] = part_starts[d];
+    }
+    // Every slot of the scratch is written below before it is read.
+    scratch.resize(keys.len(), 0);
+    for (&(start, _), piece_ends) in stretches.iter().zip(&pieces) {
+        let mut piece_start = start;
+        for (d, &piece_end) in piece_ends.iter().enumerate() {
+            let len = piece_end - piece_start;
+            scratch[next[d]..next[d] + len].copy_from_slice(&keys[piece_start..piece_end]);
+            next[d] += len;
+            piece_start = piece_end;
+        }
+    }
+    std::mem::swap(keys, scratch);
+    let mut none = vec![(); keys.len()];
+    for d in 0..256 {
+        let (start, end) = (part_starts[d], part_starts[d + 1]);
+        sort_low_bits(&mut keys[start..end], &mut none[start..end], shift, low);
+    }
+}
+
 /// The smallest and largest key.
 fn min_max(keys: &[u64]) -> (u64, u64) {
     keys.iter()
@@ -380,6 +467,46 @@ mod tests {
         for keys in [random, upper, narrow] {
             check(keys, 2);
         }
+    }
+
+    #[test]
+    fn sorted_stretches_sort_like_the_standard_sort() {
+        let mut next = lcg(11);
+        // Stretches of drawn lengths (some empty, one long) from random
+        // keys, a narrow range with repeats across stretches, keys sharing
+        // their top bits, and a single stretch.
+        let shapes: [(usize, &dyn Fn(u64) -> u64); 3] = [
+            (40, &|k| k),
+            (16, &|k| 77_000 + k % 9_000),
+            (9, &|k| (5 << 60) | (k >> 20)),
+        ];
+        let (mut scratch, mut low) = (Vec::new(), (Vec::new(), Vec::new()));
+        for (stretch_count, shape) in shapes {
+            let mut keys = Vec::new();
+            let mut ends = Vec::new();
+            for s in 0..stretch_count {
+                let len = match s % 4 {
+                    0 => 0,
+                    1 => (next() % 3_000) as usize,
+                    2 => 70_000,
+                    _ => 1,
+                };
+                let mut stretch: Vec<u64> = (0..len).map(|_| shape(next())).collect();
+                stretch.sort_unstable();
+                keys.extend(stretch);
+                ends.push(keys.len());
+            }
+            let mut expected = keys.clone();
+            expected.sort_unstable();
+            sort_stretches(&mut keys, &ends, &mut scratch, &mut low);
+            assert_eq!(keys, expected, "{stretch_count} stretches");
+        }
+        let mut one: Vec<u64> = (0..10_000).collect();
+        sort_stretches(&mut one, &[10_000], &mut scratch, &mut low);
+        assert_eq!(one, (0..10_000).collect::<Vec<u64>>());
+        let mut none: Vec<u64> = Vec::new();
+        sort_stretches(&mut none, &[0, 0], &mut scratch, &mut low);
+        assert!(none.is_empty());
     }
 
     #[test]
