@@ -130,9 +130,8 @@ impl IntKeys {
             return IntIdSet::from_parts(self.runs, self.loose);
         }
         self.seal_when_full(1);
-        let loose_keys = self.seal_limit();
         drop(self.loose);
-        IntIdSet::from_sealed(self.runs, self.sealed, loose_keys)
+        IntIdSet::from_sealed(self.runs, self.sealed)
     }
 
     /// Loose keys sealed into runs.

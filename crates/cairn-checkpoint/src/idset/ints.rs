@@ -83,15 +83,11 @@ impl IntIdSet {
     /// sealed runs of keys, one key range at a time on every core (see
     /// [`build_by_key_range`]): each sealed segment is dropped once the
     /// ranges reading it are done, so the peak is the sealed runs plus what
-    /// is built, never the keys one by one. The ranges' keys in memory at
-    /// once (on each thread a range being read, its sorting scratch and one
-    /// waiting to be taken, and one being taken) stay within about
-    /// `loose_keys`, the loose keys the builder held before sealing them.
-    pub(crate) fn from_sealed(
-        runs: Vec<(u64, u64)>,
-        sealed: Vec<SealedRun>,
-        loose_keys: usize,
-    ) -> Self {
+    /// is built, never the keys one by one. Besides, each thread holds a
+    /// range being read and its sorting scratch, and a few ranges wait to
+    /// be taken: ranges of 2M keys (16 MiB), or two chunks of every run
+    /// when there are more than 16 runs.
+    pub(crate) fn from_sealed(runs: Vec<(u64, u64)>, sealed: Vec<SealedRun>) -> Self {
         let given = sorted_ranges(runs);
         let mut from_keys: Vec<(u64, u64)> = Vec::new();
         let mut bitmaps = Vec::new();
@@ -99,11 +95,10 @@ impl IntIdSet {
         let mut kept = 0u64;
         // Each run's chunk at a range's start is decoded by two ranges: with
         // two chunks of every run a range at least, that costs at most half
-        // again, however many runs there are, unless the builder's memory
-        // budget (a shard's) asks for smaller ranges.
-        let range_keys = RANGE_KEYS
-            .max(2 * sealed.len() * CHUNK_KEYS)
-            .min(loose_keys / (3 * threads() + 1));
+        // again, however many runs there are, and the ranges (each listing
+        // its chunks of every run) number at most the runs' chunks over
+        // twice the runs.
+        let range_keys = RANGE_KEYS.max(2 * sealed.len() * CHUNK_KEYS);
         build_by_key_range(
             sealed,
             threads(),

@@ -93,9 +93,9 @@ fn encode_segments(keys: &[u64], threads: usize, segment_keys: usize) -> VecDequ
 
 /// Keys a key range of [`build_by_key_range`] holds, about, for a set's
 /// build: 16 MiB of them sorted at once by each thread (and as much of
-/// scratch). A set's build asks
-/// for at least two chunks of each run a range (see `IntIdSet::from_sealed`),
-/// as the chunk a range shares with the next is decoded by both.
+/// scratch). With more than 16 runs a set's build asks for two chunks of
+/// each run a range (see `IntIdSet::from_sealed`), as the chunk a range
+/// shares with the next is decoded by both.
 pub(crate) const RANGE_KEYS: usize = 1 << 21;
 
 /// Where one run's chunks lie: each chunk's first key, and where each

@@ -5,7 +5,10 @@
 //! by the highest byte in which they differ, then each part is sorted on
 //! the bits below it by a least-significant-digit radix sort, the parts
 //! spread over the cores. Memory: the keys, plus one part's worth of
-//! scratch per core (a part of random keys is 1/256 of them). A payload can
+//! scratch per core (a part of random keys is 1/256 of them). Keys made of
+//! sorted stretches (a set's key range, one stretch a sealed run) are split
+//! into the parts by copying whole pieces, with a scratch as large as the
+//! keys ([`sort_stretches`]). A payload can
 //! travel with each key (the low bits of a string's fingerprint); integer
 //! keys carry none (`()`, which costs nothing).
 
@@ -124,6 +127,16 @@ pub(crate) fn sort_stretches(
     low: &mut (Vec<u64>, Vec<()>),
 ) {
     debug_assert_eq!(ends.last().copied().unwrap_or(0), keys.len());
+    debug_assert!(
+        ends.iter()
+            .scan(0, |start, &end| {
+                let sorted = keys[*start..end].is_sorted();
+                *start = end;
+                Some(sorted)
+            })
+            .all(|sorted| sorted),
+        "each stretch is sorted"
+    );
     let stretches: Vec<(usize, usize)> = ends
         .iter()
         .scan(0, |start, &end| {
@@ -500,6 +513,23 @@ mod tests {
             expected.sort_unstable();
             sort_stretches(&mut keys, &ends, &mut scratch, &mut low);
             assert_eq!(keys, expected, "{stretch_count} stretches");
+        }
+        // Keys differing in fewer than 8 bits (the digit's shift is 0), and
+        // keys all equal, over several stretches.
+        for shape in [|i: u64| 1_000 + i % 200, |_| 42] {
+            let stretch: Vec<u64> = (0..3_000u64).map(shape).collect::<Vec<_>>();
+            let mut keys = Vec::new();
+            let mut ends = Vec::new();
+            for s in 0..3 {
+                let mut part: Vec<u64> = stretch.iter().map(|&k| shape(k + s)).collect();
+                part.sort_unstable();
+                keys.extend(part);
+                ends.push(keys.len());
+            }
+            let mut expected = keys.clone();
+            expected.sort_unstable();
+            sort_stretches(&mut keys, &ends, &mut scratch, &mut low);
+            assert_eq!(keys, expected);
         }
         let mut one: Vec<u64> = (0..10_000).collect();
         sort_stretches(&mut one, &[10_000], &mut scratch, &mut low);
