@@ -57,26 +57,19 @@ impl IntIdSet {
     /// there: runs, a bitmap, or singles. `keys`' memory is reused for the
     /// singles.
     pub(crate) fn from_parts(runs: Vec<(u64, u64)>, mut keys: Vec<u64>) -> Self {
-        let mut ranges = sorted_ranges(runs);
+        let ranges = sorted_ranges(runs);
         sort_keys(&mut keys, threads());
         keys.dedup();
         drop_covered(&mut keys, &ranges);
-        let len = ranges
-            .iter()
-            .map(|r| (r.1 - r.0).saturating_add(1))
-            .fold(keys.len() as u64, u64::saturating_add);
-        let (from_keys, mut bitmaps) = split_blocks(&mut keys);
-        if !from_keys.is_empty() {
-            ranges = merge_ranges(ranges, from_keys);
-        }
-        ranges.shrink_to_fit();
-        bitmaps.shrink_to_fit();
-        Self {
+        let kept = keys.len() as u64;
+        let (from_keys, bitmaps) = split_blocks(&mut keys);
+        Self::assembled(
             ranges,
+            from_keys,
             bitmaps,
-            singles: EliasFano::from_sorted(keys),
-            len,
-        }
+            EliasFano::from_sorted(keys),
+            kept,
+        )
     }
 
     /// Builds the set from inclusive runs (any order, may overlap) and
@@ -119,17 +112,34 @@ impl IntIdSet {
                 Some(keys)
             },
         );
+        Self::assembled(given, from_keys, bitmaps, singles.finish(), kept)
+    }
+
+    /// The set of the sorted, disjoint `given` ranges and of `kept` keys
+    /// outside them, split by block into `from_keys` (runs, sorted),
+    /// `bitmaps` (by block) and `singles`.
+    fn assembled(
+        given: Vec<(u64, u64)>,
+        from_keys: Vec<(u64, u64)>,
+        mut bitmaps: Vec<Bitmap>,
+        singles: EliasFano,
+        kept: u64,
+    ) -> Self {
         let len = given
             .iter()
             .map(|r| (r.1 - r.0).saturating_add(1))
             .fold(kept, u64::saturating_add);
-        let mut ranges = merge_ranges(given, from_keys);
+        let mut ranges = if from_keys.is_empty() {
+            given
+        } else {
+            merge_ranges(given, from_keys)
+        };
         ranges.shrink_to_fit();
         bitmaps.shrink_to_fit();
         Self {
             ranges,
             bitmaps,
-            singles: singles.finish(),
+            singles,
             len,
         }
     }

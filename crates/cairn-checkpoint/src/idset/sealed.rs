@@ -266,11 +266,10 @@ pub(crate) fn build_by_key_range<P: Send>(
                             let keep = keys[mark..].partition_point(|&k| k < hi);
                             keys.truncate(mark + keep);
                         }
+                        // One sorted stretch a run.
                         ends.push(keys.len());
                     }
                     drop(held);
-                    // One sorted stretch a run.
-                    ends.push(keys.len());
                     sort_stretches(&mut keys, &ends, &mut scratch, &mut low);
                     keys.dedup();
                     if to_caller.send((i, build(keys))).is_err() {

@@ -127,16 +127,6 @@ pub(crate) fn sort_stretches(
     low: &mut (Vec<u64>, Vec<()>),
 ) {
     debug_assert_eq!(ends.last().copied().unwrap_or(0), keys.len());
-    debug_assert!(
-        ends.iter()
-            .scan(0, |start, &end| {
-                let sorted = keys[*start..end].is_sorted();
-                *start = end;
-                Some(sorted)
-            })
-            .all(|sorted| sorted),
-        "each stretch is sorted"
-    );
     let stretches: Vec<(usize, usize)> = ends
         .iter()
         .scan(0, |start, &end| {
@@ -146,20 +136,22 @@ pub(crate) fn sort_stretches(
         })
         .filter(|(start, end)| start < end)
         .collect();
-    let Some(min) = stretches.iter().map(|&(start, _)| keys[start]).min() else {
-        return;
-    };
-    let max = stretches
-        .iter()
-        .map(|&(_, end)| keys[end - 1])
-        .max()
-        .expect("a stretch");
-    if stretches.len() == 1 || keys.len() < RADIX_MIN {
-        if stretches.len() > 1 {
-            keys.sort_unstable();
-        }
+    debug_assert!(
+        stretches
+            .iter()
+            .all(|&(start, end)| keys[start..end].is_sorted()),
+        "each stretch is sorted"
+    );
+    if stretches.len() <= 1 {
         return;
     }
+    if keys.len() < RADIX_MIN {
+        keys.sort_unstable();
+        return;
+    }
+    let min = stretches.iter().map(|&(start, _)| keys[start]).min();
+    let max = stretches.iter().map(|&(_, end)| keys[end - 1]).max();
+    let (min, max) = min.zip(max).expect("two stretches or more");
     // Keys share every bit above `bits`; the digit is the 8 bits below.
     let bits = 64 - (min ^ max).leading_zeros();
     let shift = bits.saturating_sub(8);
@@ -482,6 +474,26 @@ mod tests {
         }
     }
 
+    /// `stretches`, each sorted, concatenated and sorted by
+    /// [`sort_stretches`], against the standard sort.
+    fn check_stretches(
+        stretches: Vec<Vec<u64>>,
+        scratch: &mut Vec<u64>,
+        low: &mut (Vec<u64>, Vec<()>),
+    ) {
+        let mut keys = Vec::new();
+        let mut ends = Vec::new();
+        for mut stretch in stretches {
+            stretch.sort_unstable();
+            keys.extend(stretch);
+            ends.push(keys.len());
+        }
+        let mut expected = keys.clone();
+        expected.sort_unstable();
+        sort_stretches(&mut keys, &ends, scratch, low);
+        assert_eq!(keys, expected, "{} stretches", ends.len());
+    }
+
     #[test]
     fn sorted_stretches_sort_like_the_standard_sort() {
         let mut next = lcg(11);
@@ -495,41 +507,26 @@ mod tests {
         ];
         let (mut scratch, mut low) = (Vec::new(), (Vec::new(), Vec::new()));
         for (stretch_count, shape) in shapes {
-            let mut keys = Vec::new();
-            let mut ends = Vec::new();
-            for s in 0..stretch_count {
-                let len = match s % 4 {
-                    0 => 0,
-                    1 => (next() % 3_000) as usize,
-                    2 => 70_000,
-                    _ => 1,
-                };
-                let mut stretch: Vec<u64> = (0..len).map(|_| shape(next())).collect();
-                stretch.sort_unstable();
-                keys.extend(stretch);
-                ends.push(keys.len());
-            }
-            let mut expected = keys.clone();
-            expected.sort_unstable();
-            sort_stretches(&mut keys, &ends, &mut scratch, &mut low);
-            assert_eq!(keys, expected, "{stretch_count} stretches");
+            let stretches: Vec<Vec<u64>> = (0..stretch_count)
+                .map(|s| {
+                    let len = match s % 4 {
+                        0 => 0,
+                        1 => (next() % 3_000) as usize,
+                        2 => 70_000,
+                        _ => 1,
+                    };
+                    (0..len).map(|_| shape(next())).collect()
+                })
+                .collect();
+            check_stretches(stretches, &mut scratch, &mut low);
         }
         // Keys differing in fewer than 8 bits (the digit's shift is 0), and
         // keys all equal, over several stretches.
         for shape in [|i: u64| 1_000 + i % 200, |_| 42] {
-            let stretch: Vec<u64> = (0..3_000u64).map(shape).collect::<Vec<_>>();
-            let mut keys = Vec::new();
-            let mut ends = Vec::new();
-            for s in 0..3 {
-                let mut part: Vec<u64> = stretch.iter().map(|&k| shape(k + s)).collect();
-                part.sort_unstable();
-                keys.extend(part);
-                ends.push(keys.len());
-            }
-            let mut expected = keys.clone();
-            expected.sort_unstable();
-            sort_stretches(&mut keys, &ends, &mut scratch, &mut low);
-            assert_eq!(keys, expected);
+            let stretches = (0..3)
+                .map(|s| (0..3_000u64).map(|k| shape(shape(k) + s)).collect())
+                .collect();
+            check_stretches(stretches, &mut scratch, &mut low);
         }
         let mut one: Vec<u64> = (0..10_000).collect();
         sort_stretches(&mut one, &[10_000], &mut scratch, &mut low);
