@@ -46,7 +46,8 @@ The sink "delta" appends to the Delta table at `output` through
 cairn.ray.DeltaDatasink (`delta_options`: deltalake's storage options;
 `write_concurrency`: write tasks at once); "iceberg" to the existing
 Iceberg table `iceberg_table` of the catalog `iceberg_catalog` (pyiceberg's
-load_catalog arguments) through cairn.ray.IcebergDatasink; "lance" to the
+load_catalog arguments) through cairn.ray.IcebergDatasink (`commit_interval`,
+`max_units_per_commit`: its group commits); "lance" to the
 Lance dataset at `output` through cairn.ray.LanceDatasink (`lance_options`:
 Lance's storage options). Paths without a
 scheme are on local disk (input, output and checkpoint alike).
@@ -229,7 +230,10 @@ def main() -> None:
     if sink == "iceberg":
         ds.write_datasink(
             cairn.ray.IcebergDatasink(
-                spec["iceberg_table"], spec["iceberg_catalog"], filesystem=table_fs
+                spec["iceberg_table"],
+                spec["iceberg_catalog"],
+                filesystem=table_fs,
+                **{k: spec[k] for k in ("commit_interval", "max_units_per_commit") if k in spec},
             ),
             concurrency=spec.get("write_concurrency"),
         )

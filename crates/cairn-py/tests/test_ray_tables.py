@@ -67,6 +67,8 @@ def local_job(tmp_path, table_format, **extra):
             location=f"file://{root}/table",
         )
         spec.update(iceberg_table="db.t", iceberg_catalog=iceberg_catalog_kwargs(root))
+        # Group commits of the units handed over within half a second.
+        spec.setdefault("commit_interval", 0.5)
     return spec, root
 
 
@@ -230,7 +232,15 @@ class Table:
             return self._delta().transaction_version(f"cairn:{unit}") is not None
         if self.format == "lance":
             return unit in self._lance_units().values()
-        return any(s.summary.get("cairn.unit") == unit for s in self._iceberg().snapshots())
+        return any(unit in iceberg_units(s.summary) for s in self._iceberg().snapshots())
+
+    def units_with(self, unit):
+        """The units the version that added `unit` records (Iceberg's group
+        commits carry several; Delta's and Lance's commits one)."""
+        if self.format != "iceberg":
+            return {unit}
+        (snapshot,) = [s for s in self._iceberg().snapshots() if unit in iceberg_units(s.summary)]
+        return iceberg_units(snapshot.summary)
 
     def versions_of(self, unit):
         """(the version that added `unit`, the one before it or None)."""
@@ -244,9 +254,21 @@ class Table:
             versions = [v for v, u in self._lance_units().items() if u == unit]
             assert len(versions) == 1, versions
             return versions[0], (versions[0] - 1 if versions[0] > 1 else None)
-        snapshots = [s for s in self._iceberg().snapshots() if s.summary.get("cairn.unit") == unit]
+        snapshots = [s for s in self._iceberg().snapshots() if unit in iceberg_units(s.summary)]
         assert len(snapshots) == 1, snapshots
         return snapshots[0].snapshot_id, snapshots[0].parent_snapshot_id
+
+
+def iceberg_units(summary):
+    """The units an Iceberg snapshot's summary records, read as the
+    summary is written: `cairn.unit` (one), `cairn.units` (a group
+    commit's JSON object of unit and write UUID)."""
+    import json
+
+    units = set(json.loads(summary.get("cairn.units") or "{}"))
+    if summary.get("cairn.unit"):
+        units.add(summary["cairn.unit"])
+    return units
 
 
 def assert_every_row_once(counts, outputs=()):
@@ -294,10 +316,14 @@ def test_a_driver_killed_inside_a_units_commit_resumes_exactly_once(tmp_path, ta
     flag = tmp_path / "held-unit"
     spec, root = local_job(tmp_path, table_format)
     held_at = HELD_AT[table_format]
-    env = {"CAIRN_PY_FAILPOINT": f"{held_at}:hang:{flag}"}
+    # Iceberg's committer reaches the failpoint once a group: the second
+    # group is held, the first committed.
+    passes = ":1" if table_format == "iceberg" else ""
+    env = {"CAIRN_PY_FAILPOINT": f"{held_at}:hang:{flag}{passes}"}
+    enough = 1 if table_format == "iceberg" else 3
 
     def held_and_some_committed():
-        return flag.exists() and committed_on_disk(f"{root}/ckpt") >= 3
+        return flag.exists() and committed_on_disk(f"{root}/ckpt") >= enough
 
     others = ray_processes()
     code, first = run_job(spec, kill_when=held_and_some_committed, env=env)
@@ -337,7 +363,8 @@ def test_a_driver_killed_inside_a_units_commit_resumes_exactly_once(tmp_path, ta
         added = set(table.uids(version)) - (
             set(table.uids(before)) if before is not None else set()
         )
-        assert added == units[held][1]
+        # A group commit adds the rows of every unit it records.
+        assert added == set().union(*(units[u][1] for u in table.units_with(held)))
 
     # The run again, where a worker dies right after its unit's table
     # commit: Ray runs the task again in the same driver, which finds the
@@ -351,6 +378,15 @@ def test_a_driver_killed_inside_a_units_commit_resumes_exactly_once(tmp_path, ta
         "CAIRN_ORPHAN_GRACE_SECONDS": "0",
     }
     code, out = run_job(spec, env=env)
+    outputs = [first, out]
+    if table_format == "iceberg" and code != 0:
+        # The failpoint killed the committer: the units it still held
+        # were lost with it, and the job's end kept the checkpoint. The
+        # run again writes them.
+        assert "handed to the table committer" in out, out[-5000:]
+        code, again = run_job(spec)
+        outputs.append(again)
+        out += again
     assert code == 0 and "JOB DONE" in out, out[-5000:]
     if held_in_table:
         assert "found in the table" in out and held in out, out[-5000:]
@@ -361,7 +397,7 @@ def test_a_driver_killed_inside_a_units_commit_resumes_exactly_once(tmp_path, ta
         n for n in os.listdir(f"{root}/ckpt") if n.endswith(".parquet")
     ]
     counts = table.uids()
-    assert_every_row_once(counts, (first, out))
+    assert_every_row_once(counts, outputs)
     left = {p for p in held_files if os.path.exists(p)}
     assert not left, f"the held unit's files were not deleted: {sorted(left)}\n{out[-3000:]}"
     # pyarrow over the Parquet files the table lists agrees with the
@@ -439,7 +475,10 @@ def test_table_maintenance_between_a_kill_and_the_resume_keeps_exactly_once(tmp_
     twice. Before, Iceberg and Lance refused the resume (their units'
     records expired or cleaned up)."""
     flag = tmp_path / "held-unit"
-    spec, root = local_job(tmp_path, table_format, write_concurrency=1, sleep=0.3)
+    # Iceberg: a group commit as soon as a unit is handed over.
+    spec, root = local_job(
+        tmp_path, table_format, write_concurrency=1, sleep=0.3, commit_interval=0
+    )
     env = {"CAIRN_PY_FAILPOINT": f"table-after-commit:hang:{flag}:4"}
     others = ray_processes()
     code, first = run_job(spec, kill_when=flag.exists, env=env)
@@ -447,7 +486,9 @@ def test_table_maintenance_between_a_kill_and_the_resume_keeps_exactly_once(tmp_
     held = flag.read_text()
     wait_for_no_ray_workers(others)
     units = checkpoint_units(f"{root}/ckpt")
-    assert sum(committed for committed, _ in units.values()) == 4, sorted(units)
+    committed = sum(committed for committed, _ in units.values())
+    # Iceberg's group commits pass the failpoint a group at a time.
+    assert committed == 4 or (table_format == "iceberg" and committed > 4), sorted(units)
     assert held in units and not units[held][0], f"{held} must be pending: {sorted(units)}"
     append_and_delete_a_row(table_format, root)
     clean_history(table_format, root)
@@ -670,7 +711,14 @@ def test_a_unit_the_table_lost_while_the_job_ran_stops_its_end(tmp_path, table_f
                     raise
                 time.sleep(0.2)
 
-    code, out = run_job(spec, meanwhile=(lambda: committed_on_disk(f"{root}/ckpt") >= 3, restore))
+    def units_to_lose():
+        if committed_on_disk(f"{root}/ckpt") < 3:
+            return False
+        # Iceberg's group commits: a restore to the second snapshot loses
+        # units once there is a third.
+        return table_format != "iceberg" or len(Table("iceberg", root)._iceberg().snapshots()) >= 3
+
+    code, out = run_job(spec, meanwhile=(units_to_lose, restore))
     assert code != 0 and "was not ended" in out, f"exit {code}:\n{out[-5000:]}"
     left = os.listdir(f"{root}/ckpt")
     assert ".cairn-complete" not in left, left
@@ -685,7 +733,11 @@ def make_sink(table_format, spec):
     import cairn.ray
 
     if table_format == "iceberg":
-        return cairn.ray.IcebergDatasink(spec["iceberg_table"], spec["iceberg_catalog"])
+        # Each task commits its own unit (a committer needs Ray's driver):
+        # the group commit's fence is test_a_group_commit_*'s.
+        return cairn.ray.IcebergDatasink(
+            spec["iceberg_table"], spec["iceberg_catalog"], max_units_per_commit=1
+        )
     if table_format == "lance":
         return cairn.ray.LanceDatasink(spec["output"])
     return cairn.ray.DeltaDatasink(spec["output"])
@@ -800,20 +852,55 @@ def test_a_first_attempt_reads_no_table_history(tmp_path):
 def test_a_retried_task_that_makes_other_rows_records_the_tables(tmp_path, table_format):
     """A transform that is not deterministic (it keeps a row by its uid and
     the task's attempt), a worker dying right after its unit's table
-    commit: Ray's retry makes other rows, finds its unit in the table and
-    commits nothing, and its checkpoint record must hold the IDs the table
-    holds, not the retry's. Checked with the checkpoint kept: the committed
-    records' IDs are the table's, each once (read by pyarrow and the
-    format's reader)."""
+    commit (Iceberg: each task committing its own unit): Ray's retry makes
+    other rows, finds its unit in the table and commits nothing, and its
+    checkpoint record must hold the IDs the table holds, not the retry's.
+    Checked with the checkpoint kept: the committed records' IDs are the
+    table's, each once (read by pyarrow and the format's reader)."""
     died = tmp_path / "dead-unit"
+    own = {"max_units_per_commit": 1} if table_format == "iceberg" else {}
     spec, root = local_job(
-        tmp_path, table_format, sleep=0, drop_by_attempt=True, delete_checkpoint_on_success=False
+        tmp_path,
+        table_format,
+        sleep=0,
+        drop_by_attempt=True,
+        delete_checkpoint_on_success=False,
+        **own,
     )
     env = {"CAIRN_PY_FAILPOINT": f"table-after-commit:exit:{died}"}
     code, out = run_job(spec, env=env)
     assert code == 0 and "JOB DONE" in out, out[-5000:]
     assert died.exists(), "no worker died at the failpoint"
-    retried = died.read_text()
+    assert_the_checkpoint_holds_the_tables_ids(table_format, root, died.read_text(), out)
+
+
+def test_a_task_retried_after_handing_its_unit_over_commits_it_once(tmp_path):
+    """Iceberg's group commits, a transform that is not deterministic, a
+    worker dying right after its task handed its unit to the job's
+    committer: Ray's retry makes other rows and hands the unit over again.
+    The committer commits one attempt's rows (the retry's while the first
+    attempt's wait, the first's once they are being committed, none again
+    once committed), and the checkpoint records the IDs the table holds,
+    each once."""
+    died = tmp_path / "dead-unit"
+    spec, root = local_job(
+        tmp_path,
+        "iceberg",
+        sleep=0,
+        drop_by_attempt=True,
+        delete_checkpoint_on_success=False,
+        commit_interval=2.0,
+    )
+    env = {"CAIRN_PY_FAILPOINT": f"table-after-handover:exit:{died}"}
+    code, out = run_job(spec, env=env)
+    assert code == 0 and "JOB DONE" in out, out[-5000:]
+    assert died.exists(), "no worker died at the failpoint"
+    assert_the_checkpoint_holds_the_tables_ids("iceberg", root, died.read_text(), out)
+
+
+def assert_the_checkpoint_holds_the_tables_ids(table_format, root, retried, out):
+    """Every unit of the kept checkpoint committed, the table's rows each
+    once, and the committed records' IDs exactly the table's."""
     units = checkpoint_units(f"{root}/ckpt")
     assert all(committed for committed, _ in units.values()), "a unit left pending"
     counts = Table(table_format, root).uids()
@@ -841,3 +928,75 @@ def test_a_task_run_again_inside_its_attempt_commits_once(tmp_path):
     table = Table("delta", root)
     assert table.records(raised.read_text())
     assert_every_row_once(table.uids(), (out,))
+
+
+def test_a_group_commit_fences_each_unit_and_commits_them_in_one_snapshot(tmp_path):
+    """The Iceberg sink's group commit, called as its committer actor calls
+    it (no Ray needed): three units staged by the sink, one of them whose
+    pending record a newer run's recovery dropped. That one is refused
+    (its staged files deleted, none of its rows in the table); the other
+    two are in one snapshot that records both, their committed records
+    hold their IDs and that snapshot's ledger entry, their pending records
+    are gone. The same units handed over again by later attempts (a
+    committer that died after its commit): committed from the table, their
+    new files deleted, no second snapshot. Judged by pyiceberg and pyarrow."""
+    import json
+
+    import cairn.ray
+    import pyarrow.fs as pafs
+    from cairn._ray_committer import COMMITTED, TAKEN_OVER, Submission
+    from cairn._ray_iceberg import _GroupCommit
+    from cairn._ray_table import UnitFence, id_record
+
+    spec, root = local_job(tmp_path, "iceberg")
+    sink = cairn.ray.IcebergDatasink(spec["iceberg_table"], spec["iceberg_catalog"])
+    local = pafs.LocalFileSystem()
+    ckpt = f"{root}/ckpt"
+    os.makedirs(ckpt)
+
+    def handed_over(unit, first):
+        rows = pa.table(
+            {"uid": pa.array(range(first, first + 100), pa.int64()), "text": ["x"] * 100}
+        )
+        pending, committed = f"{ckpt}/{unit}.pending.parquet", f"{ckpt}/{unit}.parquet"
+        with open(pending, "wb") as f:
+            f.write(id_record(rows["uid"], "uid"))  # Ray's pending record
+        fence = UnitFence(unit, "db.t", local, [pending], "uid", rows["uid"], [committed])
+        return Submission(unit, sink._stage(rows, fence))
+
+    def data_files(submission):
+        return [f.file_path.removeprefix("file://") for f in submission.payload.data_files]
+
+    group = _GroupCommit("db.t", spec["iceberg_catalog"], sink._location, {}, 5)
+    first = [handed_over("a", 0), handed_over("b", 100), handed_over("c", 200)]
+    assert all(os.path.exists(p) for s in first for p in data_files(s))
+    os.remove(f"{ckpt}/b.pending.parquet")  # a newer run's recovery dropped it
+    outcomes = group.commit_batch(first)
+    assert outcomes["a"] == outcomes["c"] == (COMMITTED, "")
+    assert outcomes["b"][0] == TAKEN_OVER and "pending checkpoint record" in outcomes["b"][1]
+    assert not any(os.path.exists(p) for p in data_files(first[1])), "b's files were kept"
+
+    table = Table("iceberg", root)
+    expected = collections.Counter(list(range(0, 100)) + list(range(200, 300)))
+    assert table.uids() == expected
+    snapshots = table._iceberg().snapshots()
+    assert [iceberg_units(s.summary) for s in snapshots] == [{"a", "c"}]
+    for unit, first_uid in (("a", 0), ("c", 200)):
+        assert not os.path.exists(f"{ckpt}/{unit}.pending.parquet")
+        record = pq.read_table(f"{ckpt}/{unit}.parquet")
+        assert sorted(record["uid"].to_pylist()) == list(range(first_uid, first_uid + 100))
+        entry = json.loads(record.schema.metadata[b"cairn.table_ledger"])
+        assert entry["snapshot"] == snapshots[0].snapshot_id
+
+    # Later attempts hand the same units over again (their committer died
+    # after the commit, before it answered): not committed twice.
+    again = [handed_over("a", 0), handed_over("c", 200)]
+    outcomes = group.commit_batch(again)
+    assert outcomes == {"a": (COMMITTED, ""), "c": (COMMITTED, "")}
+    assert not any(os.path.exists(p) for s in again for p in data_files(s))
+    assert table.uids() == expected
+    assert len(table._iceberg().snapshots()) == 1
+    for unit, first_uid in (("a", 0), ("c", 200)):
+        assert not os.path.exists(f"{ckpt}/{unit}.pending.parquet")
+        uids = pq.read_table(f"{ckpt}/{unit}.parquet")["uid"].to_pylist()
+        assert sorted(uids) == list(range(first_uid, first_uid + 100))

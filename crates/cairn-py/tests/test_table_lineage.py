@@ -35,7 +35,9 @@ from cairn._ray_lance import LanceDatasink, LanceUnitLog  # noqa: E402
 
 ROWS_PER_UNIT = 3
 
-#: One step of a table's history: a unit appended, a unit's commit begun
+#: One step of a table's history: a unit appended, two units appended
+#: together (Iceberg: one snapshot of the sink's group commit; the other
+#: formats: one after the other), a unit's commit begun
 #: and never landed (its files written, its entry given to the fence,
 #: which refuses: a kill there), the table restored to
 #: the version drawn (an index into the versions before the current one),
@@ -43,6 +45,7 @@ ROWS_PER_UNIT = 3
 #: to the current version.
 STEPS = st.one_of(
     st.just(("append",)),
+    st.just(("group",)),
     st.just(("begin",)),
     st.tuples(st.just("restore"), st.integers(min_value=0, max_value=1000)),
     st.just(("overwrite",)),
@@ -140,7 +143,26 @@ class Iceberg:
     def append(self, table, unit):
         """The sink's own commit of a unit; its ledger entry, as the sink
         wrote it before the commit."""
-        return sink_append(IcebergDatasink("db.t", self.kwargs), table, unit)
+        return sink_append(
+            IcebergDatasink("db.t", self.kwargs, max_units_per_commit=1), table, unit
+        )
+
+    def append_group(self, tables, units):
+        """The sink's group commit of ``units`` (each with its rows) in one
+        snapshot, as its committer makes it; their ledger entry."""
+        from cairn._ray_committer import COMMITTED, Submission
+        from cairn._ray_iceberg import _GroupCommit
+
+        sink = IcebergDatasink("db.t", self.kwargs, max_units_per_commit=1)
+        entries = []
+        group = [
+            Submission(unit, sink._stage(table, LetThrough(entries)))
+            for table, unit in zip(tables, units)
+        ]
+        outcomes = _GroupCommit("db.t", self.kwargs, self.location, {}, 5).commit_batch(group)
+        assert set(outcomes.values()) == {(COMMITTED, "")}, outcomes
+        assert entries and len(set(entries)) == 1, entries
+        return entries[-1]
 
     def overwrite(self, table):
         self._table().overwrite(table)
@@ -172,7 +194,7 @@ class Iceberg:
         return set(self._table().scan(selected_fields=("uid",)).to_arrow()["uid"].to_pylist())
 
     def sink(self):
-        return IcebergDatasink("db.t", self.kwargs)
+        return IcebergDatasink("db.t", self.kwargs, max_units_per_commit=1)
 
     def versions(self):
         """The uids of every snapshot the table keeps, by snapshot."""
@@ -250,6 +272,23 @@ class Lance:
         return LanceUnitLog(self.uri, filesystem=pafs.LocalFileSystem(), path=self.uri)
 
 
+class LetThrough:
+    """A unit's fence, as a group commit calls it, that lets the commit
+    through: the ledger entries it is given, in ``entries``; no checkpoint
+    record to commit."""
+
+    id_column = "uid"
+
+    def __init__(self, entries):
+        self.entries = entries
+
+    def __call__(self, entry, landed=False):
+        self.entries.append(entry)
+
+    def commit_record(self, entry, record=None):
+        pass
+
+
 def sink_append(sink, table, unit):
     """``sink.append`` of ``table`` as ``unit``, with a fence that lets
     every commit through: the last ledger entry it was given."""
@@ -315,9 +354,29 @@ def test_a_unit_is_recorded_exactly_when_the_table_holds_its_rows(table_format, 
         wrote = {}
         compacted = False
         # The first step writes a unit, so every format has a table.
+        # Two units together are one snapshot of Iceberg's group commit;
+        # the other formats append them one after the other.
+        expanded = []
         for step in [("append",)] + steps:
+            if step[0] == "group" and table_format != "iceberg":
+                expanded += [("append",), ("append",)]
+            else:
+                expanded.append(step)
+        for step in expanded:
             kind = step[0]
-            if kind == "append":
+            if kind == "group":
+                pair = [f"u{len(units)}", f"u{len(units) + 1}"]
+                for unit in pair:
+                    first = len(units) * ROWS_PER_UNIT
+                    units[unit] = set(range(first, first + ROWS_PER_UNIT))
+                before = files_under(table.dir)
+                entry = table.append_group([rows(sorted(units[u])) for u in pair], pair)
+                for unit in pair:
+                    wrote[unit] = files_under(table.dir) - before
+                    since_clean.add(unit)
+                    entries[unit] = entry
+                    assert table.log().ledger_of(unit) == entry, (unit, steps)
+            elif kind == "append":
                 unit = f"u{len(units)}"
                 first = len(units) * ROWS_PER_UNIT
                 units[unit] = set(range(first, first + ROWS_PER_UNIT))
@@ -475,7 +534,7 @@ def test_a_commit_that_never_landed_on_a_table_cleaned_before_is_absent(table_fo
         table.append(rows([3, 4, 5]), "u1")
         table.clean()
         sink = (
-            IcebergDatasink("db.t", table.kwargs)
+            IcebergDatasink("db.t", table.kwargs, max_units_per_commit=1)
             if table_format == "iceberg"
             else LanceDatasink(table.uri)
         )

@@ -1,20 +1,46 @@
-"""cairn's Apache Iceberg sink for Ray Data: each unit appended in one
-Iceberg snapshot whose summary records it (``cairn.unit``), the snapshot's
-ID its ledger entry; see :mod:`cairn._ray_table`."""
+"""cairn's Apache Iceberg sink for Ray Data: the units waiting for their
+commit at the same time appended in one Iceberg snapshot whose summary
+records them (``cairn.units``: each unit and the write UUID that names its
+data files; a snapshot of a single unit, as cairn made them before, names
+it in ``cairn.unit``), the snapshot's ID their ledger entry; see
+:mod:`cairn._ray_table` and :mod:`cairn._ray_committer`."""
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import time
+import uuid
+from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Mapping, Optional, Set, Tuple
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ._ray_committer import (
+    COMMITTED,
+    DEFAULT_COMMIT_TIMEOUT_SECONDS,
+    DEFAULT_MAX_UNITS_PER_COMMIT,
+    FAILED,
+    LANDED_BEFORE,
+    DEFAULT_COMMIT_INTERVAL_SECONDS,
+    QUEUED,
+    TAKEN_OVER,
+    Submission,
+    committer_name,
+    fence_all,
+    flush_committers,
+    start_committer,
+    stop_committer,
+    submit_to,
+)
 from ._ray_table import (
+    HANDED_OVER,
     TableDatasink,
+    UnitFence,
     UnitIds,
+    UnitTakenOver,
     crash_point,
     delete_orphans,
     joined,
@@ -25,8 +51,13 @@ from ._ray_table import (
 
 logger = logging.getLogger(__name__)
 
-#: The snapshot-summary key that names a snapshot's unit.
+#: The snapshot-summary key that names a snapshot's unit (a snapshot of
+#: one unit, as cairn made them with ``max_units_per_commit=1``).
 UNIT_PROPERTY = "cairn.unit"
+
+#: The snapshot-summary key of a group commit's units: a JSON object of
+#: each unit and the write UUID in its data files' names.
+UNITS_PROPERTY = "cairn.units"
 
 #: Commits that lose the race to another unit's (the catalog's
 #: compare-and-swap of the metadata pointer) are retried this many times
@@ -70,17 +101,33 @@ def _catalog(catalog_kwargs: Mapping[str, Any]) -> Any:
     return load_catalog(kwargs.pop("name", "default"), **kwargs)
 
 
+def _units_of(summary: Any) -> Dict[str, Optional[str]]:
+    """The units a snapshot's summary records, each with the write UUID
+    in its data files' names (None: the snapshot's files are all the
+    unit's)."""
+    if summary is None:
+        return {}
+    unit = summary.get(UNIT_PROPERTY)
+    units: Dict[str, Optional[str]] = {unit: None} if unit else {}
+    grouped = summary.get(UNITS_PROPERTY)
+    if grouped:
+        try:
+            parsed = json.loads(grouped)
+        except ValueError:
+            parsed = None
+        if not isinstance(parsed, dict):
+            raise ValueError(
+                f"an Iceberg snapshot summary's {UNITS_PROPERTY!r} is not the JSON object cairn "
+                f"writes: {grouped[:200]!r}"
+            )
+        units.update({str(u): str(w) for u, w in parsed.items()})
+    return units
+
+
 def _snapshot_of(metadata: Any, unit: str) -> Any:
     """The snapshot of the table's metadata whose summary names ``unit``,
     or None."""
-    return next(
-        (
-            s
-            for s in metadata.snapshots
-            if s.summary is not None and s.summary.get(UNIT_PROPERTY) == unit
-        ),
-        None,
-    )
+    return next((s for s in metadata.snapshots if unit in _units_of(s.summary)), None)
 
 
 class IcebergUnitLog(UnitIds):
@@ -104,16 +151,21 @@ class IcebergUnitLog(UnitIds):
 
     def unit_ids(self, unit: str, id_column: str) -> Optional[pa.Array]:
         """``id_column`` of the data files the snapshot recording ``unit``
-        added (its manifest entries of status ADDED)."""
+        added (its manifest entries of status ADDED; of a group commit,
+        those whose names carry the unit's write UUID)."""
         table = _catalog(self._catalog_kwargs).load_table(self._identifier)
         snapshot = _snapshot_of(table.metadata, unit)
         if snapshot is None:
             return None
+        write_uuid = _units_of(snapshot.summary)[unit]
         entries = table.inspect.entries(snapshot_id=snapshot.snapshot_id)
         added = [
             entry["data_file"]["file_path"]
             for entry in entries.select(["status", "snapshot_id", "data_file"]).to_pylist()
-            if entry["status"] == _ADDED and entry["snapshot_id"] == snapshot.snapshot_id
+            if entry["status"] == _ADDED
+            and entry["snapshot_id"] == snapshot.snapshot_id
+            # A group commit's files of this unit carry its write UUID.
+            and (write_uuid is None or write_uuid in entry["data_file"]["file_path"])
         ]
         chunks = []
         for path in added:
@@ -331,15 +383,11 @@ class IcebergUnitLog(UnitIds):
             snapshot = by_id[snapshot_id]
             summary = snapshot.summary
             if summary is not None:
-                unit = summary.get(UNIT_PROPERTY)
-                if unit:
-                    in_lineage.add(unit)
+                in_lineage.update(_units_of(summary))
                 # A cherry-pick's copy of a unit's commit holds its rows.
                 source = _source_of(snapshot)
                 if source is not None and source in by_id:
-                    picked = (by_id[source].summary or {}).get(UNIT_PROPERTY)
-                    if picked:
-                        in_lineage.add(picked)
+                    in_lineage.update(_units_of(by_id[source].summary))
                 emptied = _cut_by(summary)
                 if emptied is None:
                     raise ValueError(
@@ -450,15 +498,186 @@ def _cut_by(summary: Any) -> Optional[bool]:
     return False
 
 
+@dataclass
+class _Staged:
+    """A unit's data files, written by its task and not yet in a commit:
+    what the task hands the committer."""
+
+    #: The UUID in the files' names (``00000-<task>-<uuid>.parquet``).
+    write_uuid: str
+    data_files: List[Any]
+    fence: UnitFence
+
+
+@dataclass
+class _GroupCommit:
+    """The committer's side of the Iceberg sink: built in the committer's
+    process (:meth:`make`), it commits a group of staged units in one
+    snapshot, then their checkpoint records."""
+
+    table_identifier: str
+    catalog_kwargs: Dict[str, Any]
+    location: str
+    snapshot_properties: Dict[str, str]
+    max_commit_retries: int
+
+    def make(self) -> Tuple[Callable, Callable]:
+        """(commit_batch, discard) for :class:`cairn._ray_committer.GroupCommitter`."""
+        return self.commit_batch, self.discard
+
+    def _table(self) -> Any:
+        return _catalog(self.catalog_kwargs).load_table(self.table_identifier)
+
+    def discard(self, staged: _Staged) -> None:
+        """Deletes a unit's staged data files that no commit named (a
+        retry's, whose unit an earlier attempt committed or is committing;
+        one whose fence failed): a file already gone, or one that cannot be
+        deleted, is left with a warning."""
+        io = self._table().io
+        for data_file in staged.data_files:
+            try:
+                io.delete(data_file.file_path)
+            except FileNotFoundError:
+                continue
+            except OSError as e:
+                logger.warning(
+                    "cairn: the unreferenced file %s was left: %s", data_file.file_path, e
+                )
+
+    def commit_batch(self, batch: List[Submission]) -> Dict[str, Tuple[str, str]]:
+        """One snapshot adding every unit's files, its summary naming each
+        unit and its write UUID: the fences first (each unit's pending
+        record checked and its ledger entry, the snapshot's, written into
+        it), then the commit, then each unit's committed checkpoint record.
+        A commit that lost the race is retried on the table's new metadata
+        (a new snapshot, the entries written again). A unit the table
+        already records (an earlier submission's commit, made by a
+        committer that died before its records) is not committed again:
+        its checkpoint record is committed from the table."""
+        from pyiceberg.exceptions import CommitFailedException
+
+        outcomes: Dict[str, Tuple[str, str]] = {}
+        live = list(batch)
+        attempt = 0
+        entry = None
+        while live:
+            table = self._table()
+            live = self._not_recorded(table.metadata, live, outcomes)
+            if not live:
+                break
+            grouped = {s.unit: s.payload.write_uuid for s in live}
+            properties = {
+                **self.snapshot_properties,
+                UNITS_PROPERTY: json.dumps(grouped, sort_keys=True),
+            }
+            before = {snapshot.snapshot_id for snapshot in table.metadata.snapshots}
+            transaction = table.transaction()
+            with transaction._append_snapshot_producer(properties) as append_files:
+                for submission in live:
+                    for data_file in submission.payload.data_files:
+                        append_files.append_data_file(data_file)
+            staged = next(
+                snapshot
+                for snapshot in transaction.table_metadata.snapshots
+                if snapshot.snapshot_id not in before
+            )
+            entry = _ledger(staged)
+            errors = fence_all([functools.partial(s.payload.fence, entry) for s in live])
+            fenced = []
+            for submission, error in zip(live, errors):
+                if error is None:
+                    fenced.append(submission)
+                    continue
+                kind = TAKEN_OVER if isinstance(error, UnitTakenOver) else FAILED
+                outcomes[submission.unit] = (kind, str(error) or type(error).__name__)
+                self.discard(submission.payload)
+            if len(fenced) < len(live):
+                live = fenced  # staged again without the units refused
+                continue
+            crash_point("table-after-fence", live[0].unit)
+            try:
+                transaction.commit_transaction()
+            except CommitFailedException:
+                if attempt == self.max_commit_retries:
+                    raise
+                time.sleep(min(0.05 * 2**attempt, 2.0))
+                attempt += 1
+                continue
+            crash_point("table-after-commit", live[0].unit)
+            self._commit_records([(s, entry, None) for s in live], outcomes)
+            break
+        return outcomes
+
+    def _not_recorded(
+        self, metadata: Any, live: List[Submission], outcomes: Dict[str, Tuple[str, str]]
+    ) -> List[Submission]:
+        """The submissions whose unit no snapshot of ``metadata`` records.
+        The others' rows are in the table: a snapshot that names this
+        submission's write UUID is its own commit (an earlier try that
+        landed), committed with its IDs; one that names another is an
+        earlier submission's, whose committer died before the unit's
+        records: committed with the table's IDs, this submission's staged
+        files discarded."""
+        recorded: Dict[str, Tuple[Optional[str], Any]] = {}
+        for snapshot in metadata.snapshots:
+            for unit, write_uuid in _units_of(snapshot.summary).items():
+                recorded[unit] = (write_uuid, snapshot)
+        left, done = [], []
+        for submission in live:
+            if submission.unit not in recorded:
+                left.append(submission)
+                continue
+            write_uuid, snapshot = recorded[submission.unit]
+            if write_uuid == submission.payload.write_uuid:
+                done.append((submission, _ledger(snapshot), None))
+                continue
+            self.discard(submission.payload)
+            log = IcebergUnitLog(self.table_identifier, self.catalog_kwargs, self.location)
+            fence = submission.payload.fence
+            done.append((submission, None, log.committed_record(submission.unit, fence.id_column)))
+        self._commit_records(done, outcomes)
+        return left
+
+    @staticmethod
+    def _commit_records(
+        done: List[Tuple[Submission, Optional[str], Optional[bytes]]],
+        outcomes: Dict[str, Tuple[str, str]],
+    ) -> None:
+        """Commits the checkpoint records of units whose rows the table
+        holds (each with its ledger entry, or the record to write). One that
+        fails is left pending, with a warning: the job's end settles it by
+        the table's log."""
+        steps = [
+            functools.partial(s.payload.fence.commit_record, entry, record)
+            for s, entry, record in done
+        ]
+        for (submission, _, _), error in zip(done, fence_all(steps)):
+            if error is not None:
+                logger.warning(
+                    "cairn: unit %s is in the table, and its checkpoint record was left pending "
+                    "(the job's end settles it by the table's log): %s",
+                    submission.unit,
+                    error,
+                )
+            outcomes[submission.unit] = (COMMITTED, "")
+
+
 class IcebergDatasink(TableDatasink):
     """Appends a dataset to the existing Iceberg table ``table_identifier``
     of the catalog ``catalog_kwargs`` names (pyiceberg's ``load_catalog``
     arguments, ``name`` among them, as Ray's ``write_iceberg`` takes them),
-    one snapshot per write task, exactly once under
-    :func:`cairn.ray.checkpoint_config`::
+    exactly once under :func:`cairn.ray.checkpoint_config`::
 
         ds.write_datasink(cairn.ray.IcebergDatasink(
             "db.events", {"name": "prod", "type": "sql", "uri": "sqlite:///catalog.db"}))
+
+    Each write task (a unit) writes its data files and hands them to the
+    job's committer (a Ray actor on the driver's node), which commits the
+    units it holds in one snapshot once the oldest has waited
+    ``commit_interval`` seconds or ``max_units_per_commit`` wait, then
+    their checkpoint records; the job's end waits for the last commit, at
+    most ``commit_timeout`` seconds. ``max_units_per_commit=1``: each task
+    commits its own snapshot, as before group commits.
 
     ``filesystem`` is the pyarrow filesystem Ray and cairn's manager see the
     table's location through (``cairn.build_checkpoint_filesystem(location,
@@ -480,6 +699,9 @@ class IcebergDatasink(TableDatasink):
         filesystem: Any = None,
         snapshot_properties: Optional[Dict[str, str]] = None,
         max_commit_retries: int = DEFAULT_MAX_COMMIT_RETRIES,
+        max_units_per_commit: int = DEFAULT_MAX_UNITS_PER_COMMIT,
+        commit_interval: float = DEFAULT_COMMIT_INTERVAL_SECONDS,
+        commit_timeout: float = DEFAULT_COMMIT_TIMEOUT_SECONDS,
     ):
         from pyiceberg.exceptions import NoSuchTableError
 
@@ -495,15 +717,131 @@ class IcebergDatasink(TableDatasink):
         self.table_identifier = table_identifier
         self._catalog_kwargs = dict(catalog_kwargs)
         self._snapshot_properties = dict(snapshot_properties or {})
-        if UNIT_PROPERTY in self._snapshot_properties:
-            raise ValueError(f"snapshot_properties: {UNIT_PROPERTY!r} is cairn's; use another key")
+        for key in (UNIT_PROPERTY, UNITS_PROPERTY):
+            if key in self._snapshot_properties:
+                raise ValueError(f"snapshot_properties: {key!r} is cairn's; use another key")
         self._max_commit_retries = int(max_commit_retries)
+        if int(max_units_per_commit) < 1:
+            raise ValueError(f"max_units_per_commit={max_units_per_commit}: must be at least 1")
+        if float(commit_interval) < 0 or float(commit_timeout) <= 0:
+            raise ValueError(
+                f"commit_interval={commit_interval}, commit_timeout={commit_timeout}: the "
+                "interval must be 0 or more seconds, the timeout more than 0"
+            )
+        self._max_units_per_commit = int(max_units_per_commit)
+        self._commit_interval = float(commit_interval)
+        self._commit_timeout = float(commit_timeout)
 
     def unit_log(self) -> IcebergUnitLog:
         """What cairn's checkpoint manager asks about pending units."""
         return IcebergUnitLog(self.table_identifier, self._catalog_kwargs, self._location)
 
-    def append(self, rows: pa.Table, unit: str, fence: Callable[..., None]) -> None:
+    def _checkpoint_path(self) -> str:
+        from ray.data.context import DataContext
+
+        config = DataContext.get_current().checkpoint_config
+        return str(getattr(config, "checkpoint_path", ""))
+
+    def _committer_name(self) -> Optional[str]:
+        """The Ray actor name of the job's committer (of this table and the
+        job's checkpoint path, the same on the driver and in its tasks);
+        None when each task commits its own unit."""
+        if self._max_units_per_commit == 1:
+            return None
+        return committer_name(f"{self.table_identifier} {self._location}", self._checkpoint_path())
+
+    def on_write_start(self, schema: Any = None) -> None:
+        """Checks the job's checkpoint manager, then starts the job's
+        committer (unless each task commits its own unit)."""
+        super().on_write_start(schema)
+        name = self._committer_name()
+        if name is not None:
+            group = _GroupCommit(
+                self.table_identifier,
+                self._catalog_kwargs,
+                self._location,
+                self._snapshot_properties,
+                self._max_commit_retries,
+            )
+            start_committer(
+                name,
+                self._checkpoint_path(),
+                group.make,
+                self._commit_interval,
+                self._max_units_per_commit,
+            )
+
+    def end_commits(self) -> None:
+        """Waits (at most ``commit_timeout``) for the committer to commit
+        the units it holds; raises when some were not committed."""
+        if self._committer_name() is not None:
+            flush_committers(self._checkpoint_path(), self._commit_timeout)
+            self.check_none_lost()
+
+    def on_write_complete(self, write_result: Any) -> None:
+        """The table check of every sink (the committer flushed first),
+        then the committer stopped."""
+        try:
+            super().on_write_complete(write_result)
+        finally:
+            self._stop_committer()
+
+    def on_write_failed(self, error: Exception) -> None:
+        """Stops the committer: the units it holds are not committed, and
+        the checkpoint keeps them pending for the resume to settle."""
+        self._stop_committer()
+        super().on_write_failed(error)
+
+    def _stop_committer(self) -> None:
+        name = self._committer_name()
+        if name is not None:
+            stop_committer(name)
+
+    def append(self, rows: pa.Table, unit: str, fence: UnitFence) -> Any:
+        """The unit's data files written, then handed to the job's
+        committer (:class:`_GroupCommit`; ``HANDED_OVER``), or committed
+        here (``max_units_per_commit=1``: pyiceberg's ``Table.append`` in
+        two steps, the fence between them). Returns True when the
+        committer holds the unit committed by an earlier attempt of the
+        task (this attempt's files were deleted)."""
+        name = self._committer_name()
+        if name is None:
+            self._append_alone(rows, unit, fence)
+            return None
+        staged = self._stage(rows, fence)
+        table = self.unit_log().table
+        kind, message = submit_to(name, table, unit, staged, self._commit_timeout)
+        if kind == QUEUED:
+            return HANDED_OVER
+        if kind == LANDED_BEFORE:
+            return True
+        raise RuntimeError(f"cairn: unit {unit} was not taken for {table}: {kind}: {message}")
+
+    def _stage(self, rows: pa.Table, fence: UnitFence) -> _Staged:
+        """Writes the unit's data files (pyiceberg's writer, as its
+        ``append`` does, after its schema check), named by a new write
+        UUID."""
+        from pyiceberg.io.pyarrow import _check_pyarrow_schema_compatible, _dataframe_to_data_files
+        from pyiceberg.table import DOWNCAST_NS_TIMESTAMP_TO_US_ON_WRITE
+        from pyiceberg.utils.config import Config
+
+        table = _catalog(self._catalog_kwargs).load_table(self.table_identifier)
+        _check_pyarrow_schema_compatible(
+            table.metadata.schema(),
+            provided_schema=rows.schema,
+            downcast_ns_timestamp_to_us=Config().get_bool(DOWNCAST_NS_TIMESTAMP_TO_US_ON_WRITE)
+            or False,
+            format_version=table.metadata.format_version,
+        )
+        write_uuid = uuid.uuid4()
+        data_files = list(
+            _dataframe_to_data_files(
+                table_metadata=table.metadata, write_uuid=write_uuid, df=rows, io=table.io
+            )
+        )
+        return _Staged(str(write_uuid), data_files, fence)
+
+    def _append_alone(self, rows: pa.Table, unit: str, fence: UnitFence) -> None:
         """One snapshot adding ``rows``, its summary naming ``unit``: the
         data files written, then ``fence`` with the snapshot's ID (chosen
         by the writer before the commit) as the ledger entry, then the

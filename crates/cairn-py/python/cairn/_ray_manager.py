@@ -413,7 +413,11 @@ class CheckpointManager(RayCheckpointManager):
         )
         if self._config.delete_checkpoint_on_success:
             self._clean_up_on_success(
-                checkpoint_fs, checkpoint_url, output_fs, output_dir, unit_log
+                checkpoint_fs,
+                checkpoint_url,
+                output_fs,
+                output_dir,
+                sink if isinstance(sink, TableDatasink) else None,
             )
         if report.get("finished"):
             logger.warning(
@@ -497,7 +501,7 @@ class CheckpointManager(RayCheckpointManager):
         checkpoint_url: str,
         output_fs: CairnFileSystem,
         output_dir: str,
-        unit_log: Any,
+        table_sink: Optional[TableDatasink],
     ) -> None:
         """Has Ray's ``delete_checkpoint_on_success`` (a ``delete_dir`` of
         the checkpoint through its filesystem, on this driver, once the job
@@ -509,6 +513,7 @@ class CheckpointManager(RayCheckpointManager):
         lease_ttl = self._lease_ttl
         id_column = self.id_column
         checkpoint_path = self.checkpoint_path
+        unit_log = table_sink.unit_log() if table_sink is not None else None
 
         def clean_up() -> bool:
             if not called_on_rays_success():
@@ -516,6 +521,10 @@ class CheckpointManager(RayCheckpointManager):
                 # say): a plain delete, and no marker saying it finished.
                 return False
             try:
+                if table_sink is not None:
+                    # Units handed to the job's committer are committed (or
+                    # the checkpoint kept) before it is ended.
+                    table_sink.end_commits()
                 report = finish_checkpoint(
                     checkpoint_fs._native,
                     checkpoint_url,

@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from typing import Any, Callable, Dict, Iterable, List, Optional, Protocol, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Protocol, Tuple
 from urllib.parse import urlsplit, urlunsplit
 
 import pyarrow as pa
@@ -314,6 +314,112 @@ def without_secrets(uri: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
+class UnitFence:
+    """What stands between a unit and its table commit: the check that
+    Ray's pending record of the unit is still there, and the write of its
+    ledger entry into that record. Pickled with what it needs (the
+    checkpoint's filesystem, the record's paths, the unit's IDs), so a
+    committer in another process can run it."""
+
+    def __init__(
+        self,
+        unit: str,
+        table: str,
+        filesystem: Any,
+        pending_paths: List[str],
+        id_column: Optional[str],
+        ids: Any,
+        committed_paths: Optional[List[str]] = None,
+    ):
+        self.unit = unit
+        self.table = table
+        self._filesystem = filesystem
+        self._pending_paths = pending_paths
+        self._id_column = id_column
+        self._ids = ids
+        self._committed_paths = committed_paths or []
+
+    @property
+    def id_column(self) -> Optional[str]:
+        """The checkpoint's ID column (None: no checkpoint)."""
+        return self._id_column
+
+    def __call__(self, ledger: Optional[str], landed: bool = False) -> None:
+        """Before a commit: :meth:`require_pending`, then the entry
+        written; after one (``landed``): the entry written."""
+        if not landed:
+            self.require_pending()
+        if ledger is not None:
+            self.write_ledger(ledger)
+
+    def require_pending(self) -> None:
+        """Raises :class:`UnitTakenOver` when Ray's pending record of the
+        unit is gone. Recovery drops a pending unit the table does not hold
+        before a new run writes its rows again, so a task that outlived its
+        killed driver stops here instead of committing them a second time
+        (one request, a HEAD; a commit already past this check when the
+        recovery ran can still land: see docs/python.md)."""
+        if self._filesystem is None or not self._pending_paths:
+            return
+        for info in self._filesystem.get_file_info(self._pending_paths):
+            if info.type == pafs.FileType.NotFound:
+                raise UnitTakenOver(
+                    f"cairn: unit {self.unit} was not committed to {self.table}: its pending "
+                    f"checkpoint record {info.path} is gone, so a newer run of this job "
+                    "recovered the checkpoint and writes these rows itself (this task outlived "
+                    "its driver)"
+                )
+
+    def write_ledger(self, ledger: str) -> None:
+        """Rewrites the unit's pending record (Ray's, of its rows' IDs)
+        with its ledger entry (one PUT). A task with more than one pending
+        record keeps them as Ray wrote them: which IDs belong to which
+        cannot be told here, and a unit without an entry is settled by the
+        table's history alone."""
+        # A second pass of the task's chain inside its attempt lists the
+        # same record again.
+        paths = set(self._pending_paths)
+        if self._filesystem is None or self._ids is None or len(paths) != 1:
+            return
+        record = id_record(self._ids, self._id_column, ledger)
+        with self._filesystem.open_output_stream(paths.pop()) as out:
+            out.write(record)
+
+    def commit_record(self, ledger: Optional[str], record: Optional[bytes] = None) -> None:
+        """The unit's checkpoint commit, by a committer that committed its
+        rows to the table: its committed record written (``record``, else
+        its IDs with ``ledger``), then its pending record deleted. A task
+        with more than one pending record has each moved, as Ray commits
+        them."""
+        if self._filesystem is None:
+            return
+        pairs = sorted(set(zip(self._pending_paths, self._committed_paths)))
+        if len(pairs) != 1 or self._ids is None:
+            for pending, committed in pairs:
+                self._filesystem.move(pending, committed)
+            return
+        pending, committed = pairs[0]
+        if record is None:
+            record = id_record(self._ids, self._id_column, ledger)
+        with self._filesystem.open_output_stream(committed) as out:
+            out.write(record)
+        try:
+            self._filesystem.delete_file(pending)
+        except FileNotFoundError:
+            pass
+
+
+#: What :meth:`TableDatasink.append` returns when it handed the unit to the
+#: job's committer, which commits it to the table and then in the
+#: checkpoint (Ray's commit of its checkpoint record is skipped).
+HANDED_OVER = "handed-over"
+
+#: Set in a write task's context when its unit was handed to the job's
+#: committer: cairn's checkpoint writer then leaves its pending record to
+#: the committer.
+HANDED_OVER_KEY = "_cairn_unit_handed_over"
+
+
 class TableDatasink(FileDatasink):
     """A Ray datasink that commits each write task's rows to a table, once:
     subclasses give :meth:`unit_log` and :meth:`append` (one table
@@ -323,7 +429,7 @@ class TableDatasink(FileDatasink):
         """What cairn's checkpoint manager asks about pending units."""
         raise NotImplementedError
 
-    def append(self, rows: pa.Table, unit: str, fence: Callable[..., None]) -> None:
+    def append(self, rows: pa.Table, unit: str, fence: "UnitFence") -> Any:
         """Commits ``rows`` to the table in one transaction that records
         ``unit``, calling ``fence`` just before the commit with the unit's
         ledger entry (where the commit puts its rows; None for a format
@@ -331,7 +437,12 @@ class TableDatasink(FileDatasink):
         when the unit must not be committed, else writes the entry into
         the unit's pending record. ``fence(entry, landed=True)`` after the
         commit only rewrites the entry (for a commit whose files are known
-        only once it is made)."""
+        only once it is made). ``fence`` can be pickled: a committer that
+        commits several tasks' units together runs it. Returns True when
+        the unit was found committed by an earlier attempt of the task
+        (this attempt's rows not committed), :data:`HANDED_OVER` when the
+        job's committer took the unit (it commits the unit to the table and
+        then in the checkpoint), else None."""
         raise NotImplementedError
 
     def on_write_start(self, schema: Any = None) -> None:
@@ -389,16 +500,41 @@ class TableDatasink(FileDatasink):
                 self._record_the_tables_ids(ctx, unit, log, rows)
                 return unit
         ctx.kwargs[_COMMIT_TRIED] = True
-
-        def fence(ledger: Optional[str], landed: bool = False) -> None:
-            if not landed:
-                self._require_pending(ctx, unit, log.table)
-            if ledger is not None:
-                self._write_ledger(ctx, rows, ledger)
-
-        self.append(rows, unit, fence)
+        fence = self._fence_of(ctx, unit, rows, log.table)
+        try:
+            landed_earlier = self.append(rows, unit, fence)
+        except UnitTakenOver as e:
+            # A second pass of the task's chain in this attempt is refused too.
+            ctx.kwargs[TAKEN_OVER] = str(e)
+            raise
+        if landed_earlier == HANDED_OVER:
+            ctx.kwargs[HANDED_OVER_KEY] = True
+            crash_point("table-after-handover", unit)
+            return unit
+        if landed_earlier:
+            # The committer found an earlier attempt's commit of the unit.
+            logger.info("cairn: unit %s is already in %s", unit, log.table)
+            self._record_the_tables_ids(ctx, unit, log, rows)
+            return unit
         crash_point("table-after-commit", unit)
         return unit
+
+    def _fence_of(self, ctx: Any, unit: str, rows: pa.Table, table: str) -> "UnitFence":
+        """The fence of this task's unit (its pending records, the IDs of
+        its rows), for :meth:`append`."""
+        config = DataContext.get_current().checkpoint_config
+        if config is None:
+            return UnitFence(unit, table, None, [], None, None)
+        id_column = config.id_column
+        return UnitFence(
+            unit,
+            table,
+            config.filesystem,
+            [p.pending_path for p in pending_records(ctx)],
+            id_column,
+            rows[id_column] if id_column in rows.column_names else None,
+            [p.committed_path for p in pending_records(ctx)],
+        )
 
     def _landed_before(self, ctx: Any, unit: str, log: Any) -> bool:
         """Whether an earlier attempt's table commit of ``unit`` landed:
@@ -478,7 +614,7 @@ class TableDatasink(FileDatasink):
             # Ray's record of this attempt's rows stands, with the entry the
             # history gives where the record does not carry it already.
             if ledger is not None and ledger != carried:
-                self._write_ledger(ctx, rows, ledger)
+                self._fence_of(ctx, unit, rows, log.table).write_ledger(ledger)
             return
         logger.warning(
             "cairn: unit %s of %s was retried and its rows differ from those its earlier "
@@ -494,43 +630,44 @@ class TableDatasink(FileDatasink):
             with filesystem.open_output_stream(pending.pending_path) as out:
                 out.write(record)
 
-    def _write_ledger(self, ctx: Any, rows: pa.Table, ledger: str) -> None:
-        """Rewrites the task's pending record (Ray's, of ``rows``' IDs)
-        with the unit's ledger entry (one PUT). A task with more
-        than one pending record keeps them as Ray wrote them: which IDs
-        belong to which cannot be told here, and a unit without an entry
-        is settled by the table's history alone."""
-        config = DataContext.get_current().checkpoint_config
-        # A second pass of the task's chain inside its attempt lists the
-        # same record again.
-        paths = {p.pending_path for p in pending_records(ctx)}
-        if config is None or len(paths) != 1:
-            return
-        id_column = config.id_column
-        record = id_record(rows[id_column], id_column, ledger)
-        with config.filesystem.open_output_stream(paths.pop()) as out:
-            out.write(record)
+    def end_commits(self) -> None:
+        """Has the units this job handed to its committer committed, on the
+        driver, before the job's checkpoint is ended; raises when some were
+        not. Nothing to do for a sink whose tasks commit their own units."""
 
-    def _require_pending(self, ctx: Any, unit: str, table: str) -> None:
-        """Raises :class:`UnitTakenOver` when Ray's pending record of the
-        unit is gone. Recovery drops a pending unit the table does not hold
-        before a new run writes its rows again, so a task that outlived its
-        killed driver stops here instead of committing them a second time
-        (one request, a HEAD; a commit already past this check when the
-        recovery ran can still land: see docs/python.md)."""
+    def check_none_lost(self) -> None:
+        """Raises when a unit of the checkpoint is pending and the table
+        does not record it: after the committer was flushed, such a unit
+        was handed to a committer that died before its table commit, and
+        ending the checkpoint would roll it back with its rows never
+        written. A pending unit the table records is settled as committed
+        by the checkpoint's end."""
         config = DataContext.get_current().checkpoint_config
-        paths = [p.pending_path for p in pending_records(ctx)]
-        if config is None or not paths:
+        if config is None:
             return
-        for info in config.filesystem.get_file_info(paths):
-            if info.type == pafs.FileType.NotFound:
-                refused = (
-                    f"cairn: unit {unit} was not committed to {table}: its pending checkpoint "
-                    f"record {info.path} is gone, so a newer run of this job recovered the "
-                    "checkpoint and writes these rows itself (this task outlived its driver)"
-                )
-                ctx.kwargs[TAKEN_OVER] = refused
-                raise UnitTakenOver(refused)
+        directory = unwrap_protocol(config.checkpoint_path)
+        try:
+            infos = config.filesystem.get_file_info(pafs.FileSelector(directory))
+        except FileNotFoundError:
+            return
+        suffix = ".pending.parquet"
+        pending = sorted(
+            os.path.basename(info.path)[: -len(suffix)]
+            for info in infos
+            if info.path.endswith(suffix)
+        )
+        if not pending:
+            return
+        log = self.unit_log()
+        found = set(log.lineage(pending)[0] if hasattr(log, "lineage") else log.recorded(pending))
+        lost = [u for u in pending if u not in found]
+        if lost:
+            raise RuntimeError(
+                f"cairn: {len(lost)} unit(s) were handed to the table committer of "
+                f"{log.table} and are not in the table (e.g. {', '.join(lost[:3])}): the "
+                "committer died or failed before their commit. The checkpoint is kept; run the "
+                "job again: the resume writes their rows"
+            )
 
     def on_write_complete(self, write_result: Any) -> None:
         """Fails the job, on the driver, when its units are not all in the
@@ -552,6 +689,9 @@ class TableDatasink(FileDatasink):
                     f"checkpoint {path} was not ended: {error}"
                 ) from error
             return
+        # No clean-up ran (the checkpoint is kept): the committer's units
+        # are committed before the table is checked.
+        self.end_commits()
         units = [u for u in write_result.write_returns if u]
         if not units:
             return
@@ -584,7 +724,10 @@ class TableDatasink(FileDatasink):
 
 def crash_point(name: str, unit: str) -> None:
     """A failpoint for the tests (``table-after-commit``: a unit's rows in
-    the table, its checkpoint commit to come; ``table-before-commit``, in
+    the table, its checkpoint commit to come (in a group committer: a
+    group's, named by its first unit); ``table-after-handover``: a unit
+    handed to the job's committer, its task still to end;
+    ``table-before-commit``, in
     the Lance sink: its data files written, its table commit to come;
     ``table-after-fence``, in the Iceberg and Lance sinks: its files
     written and named by its ledger entry, its table commit to come): with

@@ -23,7 +23,10 @@ earlier attempt wrote into it (or into its committed record) before its
 table commit: Ray's writer would write the record again without it, and a
 unit whose commit may have landed would then look like one whose commit
 never began (the records' footers read, on retries of table sinks
-only)."""
+only).
+
+A unit a table sink handed to the job's committer is not committed here:
+the committer commits it to the table, then its checkpoint record."""
 
 from __future__ import annotations
 
@@ -44,6 +47,7 @@ from ._ray_compat import (
 from ._ray_fs import cairn_of
 from ._ray_table import (
     CARRIED_ENTRY,
+    HANDED_OVER_KEY,
     TAKEN_OVER,
     TableDatasink,
     id_record,
@@ -132,6 +136,11 @@ class MovingCheckpointWriter(BatchBasedCheckpointWriter):
         )
 
     def commit_checkpoint(self, pending: PendingCheckpoint) -> None:
+        ctx = current_task_context()
+        if ctx is not None and ctx.kwargs.get(HANDED_OVER_KEY):
+            # The job's committer commits the unit to the table, then this
+            # record.
+            return
         cairn_fs = self._moving_fs
         if cairn_fs is None:
             super().commit_checkpoint(pending)

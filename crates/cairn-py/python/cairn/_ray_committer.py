@@ -1,0 +1,441 @@
+"""Group commits of table units: the units whose data files their write
+tasks wrote are committed together, one table transaction per interval
+that records each of them, and then each unit's checkpoint record.
+
+A write task stages its unit's data files and hands them, with its unit's
+IDs, to the job's committer (a Ray actor on the driver's node, owned by
+the driver), then ends: its pending checkpoint record stays. The committer
+commits the units waiting when ``interval`` seconds passed since the
+oldest of them arrived, or ``max_units`` wait: first each unit's fence (its
+pending record still there, its ledger entry written into it), then one
+table transaction, then each unit's committed record (its IDs and entry)
+and the removal of its pending one. A unit's checkpoint commit follows its
+table commit, as in a task that commits its own unit, so recovery settles
+what a kill leaves pending by the table's log, unchanged.
+
+A unit is never in two transactions: the committer holds each unit it has
+queued or committed, so a retried task's submission of a unit an earlier
+attempt submitted replaces that submission while it waits (its staged files
+deleted: no transaction named them), is dropped while it is being committed
+(the earlier one decides), and is answered "landed before" once it is
+committed. The driver flushes the committer before the job's checkpoint is
+ended; a committer that died (its node lost) lost the units it held: the
+job's end finds their pending records and keeps the checkpoint.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+logger = logging.getLogger(__name__)
+
+#: A unit the committer took: it commits the unit later.
+QUEUED = "queued"
+#: The outcome of a unit committed by the transaction its submission was in.
+COMMITTED = "committed"
+#: The answer to a unit an earlier submission (an earlier attempt of its
+#: task) committed in this job: this submission's staged files were deleted.
+LANDED_BEFORE = "landed-before"
+#: The outcome of a unit whose pending checkpoint record was gone at the
+#: fence (a newer run took the job over): its message is the refusal.
+TAKEN_OVER = "taken-over"
+#: The outcome of a unit whose transaction failed: its message says why.
+FAILED = "failed"
+
+#: How long the driver waits for the committer to commit what it holds, and
+#: a task for room in its queue, by default (seconds): pyiceberg retries a
+#: commit for up to 30 minutes by default.
+DEFAULT_COMMIT_TIMEOUT_SECONDS = 3600.0
+
+#: The most units one transaction carries, by default.
+DEFAULT_MAX_UNITS_PER_COMMIT = 1000
+
+#: How long the oldest unit waits for others before a transaction, by
+#: default (seconds).
+DEFAULT_COMMIT_INTERVAL_SECONDS = 5.0
+
+#: Threads a committer runs its units' fences and record writes on.
+_IO_THREADS = 8
+
+
+@dataclass
+class Submission:
+    """A unit handed to a committer: its name and what its format commits
+    (its staged data files and its fence)."""
+
+    unit: str
+    payload: Any
+    #: When it arrived (``time.monotonic()``).
+    arrived: float = 0.0
+    #: (kind, message) once decided.
+    outcome: Optional[Tuple[str, str]] = None
+
+
+@dataclass
+class GroupCommitter:
+    """Commits the units submitted to it in groups, on a thread of its
+    own: each group one call of ``commit_batch`` (which returns each unit's
+    (kind, message) outcome, and may raise: every unit of the group then
+    fails with its message). ``discard`` deletes a payload that never
+    reached a transaction. A group is taken when its oldest unit has waited
+    ``interval`` seconds, when ``max_units`` wait, or on :meth:`flush`. At
+    most ``max_queued`` units wait: a submission beyond them waits for room
+    (the IDs it carries are held in memory). Used inside a Ray actor; plain
+    Python otherwise::
+
+        committer = GroupCommitter(lambda batch: {s.unit: ("committed", "") for s in batch})
+        assert committer.submit("u1", None, timeout=5)[0] == "queued"
+        assert committer.flush(timeout=5)["failed"] == {}
+    """
+
+    commit_batch: Callable[[List[Submission]], Dict[str, Tuple[str, str]]]
+    discard: Callable[[Any], None] = lambda payload: None
+    interval: float = DEFAULT_COMMIT_INTERVAL_SECONDS
+    max_units: int = DEFAULT_MAX_UNITS_PER_COMMIT
+    max_queued: int = 0
+    _queue: List[Submission] = field(default_factory=list)
+    _in_flight: Dict[str, Submission] = field(default_factory=dict)
+    _committed: set = field(default_factory=set)
+    _failed: Dict[str, str] = field(default_factory=dict)
+    _flushing: int = 0
+    _cv: threading.Condition = field(default_factory=threading.Condition)
+    #: Transactions made, and units committed (for the job's report).
+    transactions: int = 0
+    units: int = 0
+
+    def __post_init__(self) -> None:
+        if self.max_units < 1:
+            raise ValueError(f"max_units_per_commit={self.max_units}: must be at least 1")
+        if self.interval < 0:
+            raise ValueError(f"commit_interval={self.interval}: must be 0 or more seconds")
+        if self.max_queued < self.max_units:
+            self.max_queued = 2 * self.max_units
+        threading.Thread(target=self._run, name="cairn-committer", daemon=True).start()
+
+    def submit(self, unit: str, payload: Any, timeout: float) -> Tuple[str, str]:
+        """Takes ``unit`` for a coming transaction: :data:`QUEUED`. A unit
+        committed already answers :data:`LANDED_BEFORE` (``payload``
+        discarded); one waiting replaces its earlier submission (whose
+        payload is discarded: the newest attempt's rows are committed); one
+        being committed keeps the submission in the transaction and drops
+        this one. Waits at most ``timeout`` seconds for room in the queue,
+        then raises ``TimeoutError``."""
+        dropped = None
+        deadline = time.monotonic() + timeout
+        with self._cv:
+            while True:
+                if unit in self._committed:
+                    dropped, answer = (
+                        payload,
+                        (
+                            LANDED_BEFORE,
+                            f"unit {unit} was committed by an earlier attempt of its task",
+                        ),
+                    )
+                    break
+                if unit in self._in_flight:
+                    dropped, answer = payload, (QUEUED, "an earlier attempt's submission decides")
+                    break
+                waiting = next((s for s in self._queue if s.unit == unit), None)
+                if waiting is not None:
+                    dropped, waiting.payload = waiting.payload, payload
+                    answer = (QUEUED, "")
+                    break
+                if len(self._queue) < self.max_queued:
+                    self._failed.pop(unit, None)
+                    self._queue.append(Submission(unit, payload, arrived=time.monotonic()))
+                    self._cv.notify_all()
+                    answer = (QUEUED, "")
+                    break
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError(
+                        f"the committer's queue stayed full ({self.max_queued} units) for "
+                        f"{timeout:.0f} s"
+                    )
+                self._cv.wait(left)
+        if dropped is not None:
+            self.discard(dropped)
+        return answer
+
+    def flush(self, timeout: float) -> Dict[str, Any]:
+        """Commits every unit waiting now, and waits (at most ``timeout``
+        seconds, then raises ``TimeoutError``) until none waits or is being
+        committed. Returns the units that failed since the last flush (unit:
+        message) and the transactions and units committed so far."""
+        deadline = time.monotonic() + timeout
+        with self._cv:
+            self._flushing += 1
+            self._cv.notify_all()
+            try:
+                while self._queue or self._in_flight:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        raise TimeoutError(
+                            f"{len(self._queue) + len(self._in_flight)} unit(s) were still not "
+                            f"committed after {timeout:.0f} s"
+                        )
+                    self._cv.wait(left)
+                failed, self._failed = self._failed, {}
+                return {"failed": failed, "transactions": self.transactions, "units": self.units}
+            finally:
+                self._flushing -= 1
+
+    def commit(self, unit: str, payload: Any, timeout: float = 60.0) -> Tuple[str, str]:
+        """:meth:`submit`, then the unit's outcome once committed, the
+        interval not waited (for callers that wait, and the tests)."""
+        kind, message = self.submit(unit, payload, timeout)
+        if kind != QUEUED:
+            return kind, message
+        deadline = time.monotonic() + timeout
+        with self._cv:
+            self._flushing += 1
+            self._cv.notify_all()
+            try:
+                while unit not in self._committed and unit not in self._failed:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        raise TimeoutError(f"unit {unit} was not committed in {timeout:.0f} s")
+                    self._cv.wait(left)
+            finally:
+                self._flushing -= 1
+            if unit in self._committed:
+                return COMMITTED, ""
+            return FAILED, self._failed[unit]
+
+    def _take(self) -> List[Submission]:
+        """The next group, once it is due."""
+        with self._cv:
+            while True:
+                if self._queue:
+                    due = self._queue[0].arrived + self.interval
+                    if (
+                        len(self._queue) >= self.max_units
+                        or self._flushing
+                        or time.monotonic() >= due
+                    ):
+                        batch = self._queue[: self.max_units]
+                        del self._queue[: self.max_units]
+                        for submission in batch:
+                            self._in_flight[submission.unit] = submission
+                        self._cv.notify_all()
+                        return batch
+                    self._cv.wait(max(0.0, due - time.monotonic()))
+                else:
+                    self._cv.wait()
+
+    def _run(self) -> None:
+        while True:
+            batch = self._take()
+            self._publish(batch, self._outcomes(batch))
+
+    def _outcomes(self, batch: List[Submission]) -> Dict[str, Tuple[str, str]]:
+        try:
+            outcomes = self.commit_batch(batch)
+        except BaseException as e:  # noqa: BLE001 - each unit of the group gets the error
+            logger.warning("cairn: a table commit of %d unit(s) failed: %s", len(batch), e)
+            return {s.unit: (FAILED, f"{type(e).__name__}: {e}") for s in batch}
+        missing = (FAILED, "the committer gave this unit no outcome")
+        return {s.unit: outcomes.get(s.unit, missing) for s in batch}
+
+    def _publish(self, batch: List[Submission], outcomes: Dict[str, Tuple[str, str]]) -> None:
+        with self._cv:
+            self.transactions += 1
+            for submission in batch:
+                submission.outcome = outcomes[submission.unit]
+                del self._in_flight[submission.unit]
+                kind, message = submission.outcome
+                if kind in (COMMITTED, LANDED_BEFORE):
+                    self._committed.add(submission.unit)
+                    self.units += kind == COMMITTED
+                else:
+                    self._failed[submission.unit] = f"{kind}: {message}"
+            self._cv.notify_all()
+
+
+def fence_all(fences: Sequence[Callable[[], None]]) -> List[Optional[BaseException]]:
+    """Runs each unit's step (its fence: a HEAD of its pending record, a
+    PUT of its ledger entry; its records' commit) on a few threads;
+    returns each one's error or None."""
+
+    def run(fence: Callable[[], None]) -> Optional[BaseException]:
+        try:
+            fence()
+            return None
+        except BaseException as e:  # noqa: BLE001 - returned to the caller
+            return e
+
+    if len(fences) <= 1:
+        return [run(fence) for fence in fences]
+    with ThreadPoolExecutor(min(_IO_THREADS, len(fences))) as pool:
+        return list(pool.map(run, fences))
+
+
+def committer_name(table: str, checkpoint_path: str) -> str:
+    """The Ray actor name of the committer of a job writing ``table`` with
+    its checkpoint at ``checkpoint_path`` (no secrets: a digest)."""
+    digest = hashlib.sha256(f"{table}\0{checkpoint_path}".encode()).hexdigest()[:24]
+    return f"cairn-table-committer-{digest}"
+
+
+#: Calls a committer actor serves at once: tasks waiting for room in its
+#: queue, and the driver's flush.
+_MAX_WAITING = 1000
+
+
+class _CommitterActor:
+    """The Ray actor around a :class:`GroupCommitter`: ``make`` (a
+    picklable callable) builds the format's ``(commit_batch, discard)``
+    inside the actor's process."""
+
+    def __init__(
+        self, make: Callable[[], Tuple[Callable, Callable]], interval: float, max_units: int
+    ):
+        commit_batch, discard = make()
+        self._committer = GroupCommitter(commit_batch, discard, interval, max_units)
+
+    def submit(self, unit: str, payload: Any, timeout: float) -> Tuple[str, str]:
+        return self._committer.submit(unit, payload, timeout)
+
+    def flush(self, timeout: float) -> Dict[str, Any]:
+        return self._committer.flush(timeout)
+
+
+#: The committers this driver started: name -> (handle, checkpoint path).
+#: The handle is kept because Ray ends an actor once the handle that
+#: created it is dropped, a named one too.
+_STARTED: Dict[str, Tuple[Any, str]] = {}
+
+
+def start_committer(
+    name: str,
+    checkpoint_path: str,
+    make: Callable[[], Tuple[Callable, Callable]],
+    interval: float,
+    max_units: int,
+) -> Any:
+    """Starts the committer actor ``name`` of the job whose checkpoint is
+    at ``checkpoint_path`` (or returns the one this driver started) on the
+    driver's node, owned by the driver: it ends with the driver, and Ray
+    restarts it when it dies while the driver lives (what it held is
+    lost: the job's end finds those units pending)."""
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    if name in _STARTED:
+        # Ray Data starts a write twice (before its plan runs, and at its
+        # first block): the handle that made the actor is the one kept.
+        return _STARTED[name][0]
+    actor = ray.remote(_CommitterActor).options(
+        name=name,
+        get_if_exists=True,
+        num_cpus=0,
+        max_concurrency=_MAX_WAITING,
+        max_restarts=-1,
+        scheduling_strategy=NodeAffinitySchedulingStrategy(
+            ray.get_runtime_context().get_node_id(), soft=True
+        ),
+    )
+    handle = actor.remote(make, interval, max_units)
+    _STARTED[name] = (handle, checkpoint_path)
+    return handle
+
+
+def stop_committer(name: str) -> None:
+    """Stops the committer actor ``name`` if this driver started it (the
+    job's write is over: flushed, or failed)."""
+    import ray
+
+    started = _STARTED.pop(name, None)
+    if started is not None:
+        ray.kill(started[0], no_restart=True)
+
+
+def flush_committers(checkpoint_path: str, timeout: float) -> None:
+    """Has every committer this driver started for the checkpoint at
+    ``checkpoint_path`` commit what it holds, waiting at most ``timeout``
+    seconds each. Raises a ``RuntimeError`` naming the units that failed,
+    or saying the committer died or did not finish in time: the job's
+    checkpoint must then be kept (a resume settles those units)."""
+    import ray
+    from ray.exceptions import GetTimeoutError, RayActorError
+
+    for name, (handle, path) in list(_STARTED.items()):
+        if path != checkpoint_path:
+            continue
+        try:
+            report = ray.get(handle.flush.remote(timeout), timeout=timeout + 60)
+        except (GetTimeoutError, TimeoutError) as e:
+            raise RuntimeError(
+                f"cairn: the table committer of {checkpoint_path} did not commit the units it "
+                f"holds within {timeout:.0f} s (commit_timeout): {e}"
+            ) from None
+        except RayActorError as e:
+            raise RuntimeError(
+                f"cairn: the table committer of {checkpoint_path} died "
+                f"({e.__class__.__name__}): the units it held were not committed"
+            ) from None
+        failed = report["failed"]
+        if failed:
+            shown = "; ".join(f"{u}: {m}" for u, m in sorted(failed.items())[:3])
+            raise RuntimeError(
+                f"cairn: {len(failed)} unit(s) were not committed to the table ({shown})"
+            )
+        logger.info(
+            "cairn: %d unit(s) committed to the table in %d transaction(s)",
+            report["units"],
+            report["transactions"],
+        )
+
+
+def submit_to(name: str, table: str, unit: str, payload: Any, timeout: float) -> Tuple[str, str]:
+    """Hands ``unit`` to the committer ``name`` (waiting at most
+    ``timeout`` seconds, for room in its queue, or for Ray to restart it
+    when it died: a submission made again is taken once); returns its
+    answer. Raises a ``RuntimeError`` naming the table when the committer
+    is not running or does not answer in time: the task fails."""
+    import ray
+    from ray.exceptions import GetTimeoutError, RayActorError
+
+    deadline = time.monotonic() + timeout
+    pause = 0.1
+    while True:
+        try:
+            actor = ray.get_actor(name)
+        except ValueError:
+            raise RuntimeError(
+                f"cairn: the committer of {table} ({name}) is not running: the driver that "
+                "started the write ended, or the write was not started by Ray Data's "
+                "write_datasink. Run the job again; its checkpoint settles this unit"
+            ) from None
+        left = max(0.0, deadline - time.monotonic())
+        try:
+            return ray.get(actor.submit.remote(unit, payload, left), timeout=left + 60)
+        except (GetTimeoutError, TimeoutError) as e:
+            raise RuntimeError(
+                f"cairn: unit {unit} could not be handed to the committer of {table} in "
+                f"{timeout:.0f} s (commit_timeout): its catalog or store does not keep up ({e})"
+            ) from None
+        except RayActorError as e:
+            if time.monotonic() + pause > deadline:
+                raise RuntimeError(
+                    f"cairn: the committer of {table} was not back {timeout:.0f} s after it "
+                    f"died (commit_timeout; {e.__class__.__name__}): unit {unit} was not "
+                    "handed to it"
+                ) from None
+            # Ray restarts it (what it held is lost: the job's end says so).
+            logger.warning(
+                "cairn: the committer of %s died (%s); unit %s is handed to it again once "
+                "Ray restarted it",
+                table,
+                e.__class__.__name__,
+                unit,
+            )
+            time.sleep(pause)
+            pause = min(2 * pause, 5.0)
