@@ -4,7 +4,10 @@ output on local disk, in one run:
 - Parquet files with cairn's checkpoint (cairn.ray.checkpoint_config);
 - a Delta table, an Iceberg table (SQLite catalog) and a Lance dataset
   through cairn.ray's DeltaDatasink, IcebergDatasink and LanceDatasink with
-  cairn's checkpoint (one table commit per write task, exactly once);
+  cairn's checkpoint, exactly once (Delta and Lance: one table commit per
+  write task; Iceberg: group commits, one snapshot per interval, and
+  "iceberg-cairn-unit" with one snapshot per write task,
+  max_units_per_commit=1);
 - Ray's own write_delta, write_iceberg and write_lance without a
   checkpoint (one commit at the end; Ray 2.60 with a checkpoint loses rows
   there, so cairn refuses them);
@@ -134,6 +137,13 @@ def main():
             with_cairn(ckpt)
             ds.write_datasink(cairn.ray.IcebergDatasink("db.t", catalog))
 
+        def iceberg_cairn_unit(ds, out, ckpt):
+            catalog = iceberg_table(out)
+            with_cairn(ckpt)
+            ds.write_datasink(
+                cairn.ray.IcebergDatasink("db.t", catalog, max_units_per_commit=1)
+            )
+
         def iceberg_ray(ds, out, ckpt):
             ds.write_iceberg("db.t", catalog_kwargs=iceberg_table(out))
 
@@ -155,6 +165,7 @@ def main():
             ("delta-cairn", delta_cairn),
             ("delta-ray", delta_ray),
             ("iceberg-cairn", iceberg_cairn),
+            ("iceberg-cairn-unit", iceberg_cairn_unit),
             ("iceberg-ray", iceberg_ray),
             ("lance-cairn", lance_cairn),
             ("lance-ray", lance_ray),
@@ -168,7 +179,7 @@ def main():
                 Exception
             ) as e:  # a write Ray itself cannot do is reported, not fatal
                 DataContext.get_current().checkpoint_config = None
-                print(f"{name:15} failed: {str(e).strip().splitlines()[-1][:160]}")
+                print(f"{name:18} failed: {str(e).strip().splitlines()[-1][:160]}")
                 continue
             if name.startswith("delta"):
                 table = DeltaTable(out)
@@ -192,7 +203,7 @@ def main():
                 written = pq.read_table(out, columns=["uid"]).num_rows
                 commits = "-"
             print(
-                f"{name:15} {seconds:7.2f} s  {written} rows  table commits {commits}  "
+                f"{name:18} {seconds:7.2f} s  {written} rows  table commits {commits}  "
                 f"metadata {metadata_bytes(out) / 1e6:.2f} MB"
             )
     finally:

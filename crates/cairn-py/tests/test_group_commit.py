@@ -147,6 +147,23 @@ def test_nothing_waits_without_a_bound():
     assert committer.flush(timeout=10)["units"] == 3
 
 
+def test_the_ids_held_are_bounded_and_a_full_committer_commits_at_once():
+    table = Table()
+    committer = GroupCommitter(table.commit_batch, table.discard, interval=30, max_held_bytes=100)
+    # Alone, a unit over the budget is taken.
+    assert committer.submit("big", 0, timeout=5, size=500)[0] == QUEUED
+    committer.flush(timeout=10)
+    committer.submit("u0", 1, timeout=5, size=60)
+    # u1 does not fit beside u0: the committer commits u0 at once (not
+    # after its 30 s interval) and u1 gets its room.
+    started = time.monotonic()
+    assert committer.submit("u1", 2, timeout=5, size=60)[0] == QUEUED
+    assert time.monotonic() - started < 5
+    assert table.commits == [[("big", 0)], [("u0", 1)]]
+    committer.flush(timeout=10)
+    assert committer._held_bytes == 0
+
+
 def test_bad_bounds_are_refused():
     for kwargs in ({"max_units": 0}, {"interval": -1}):
         with pytest.raises(ValueError, match="must be"):

@@ -898,6 +898,31 @@ def test_a_task_retried_after_handing_its_unit_over_commits_it_once(tmp_path):
     assert_the_checkpoint_holds_the_tables_ids("iceberg", root, died.read_text(), out)
 
 
+def test_a_committer_that_dies_fails_the_jobs_end_and_the_run_again_writes_its_units(tmp_path):
+    """Iceberg's committer dies (a failpoint exits its process) with a
+    group fenced and not committed: Ray restarts it and the job's later
+    units are committed, but the group's units are lost with it. The job's
+    end finds them pending and not in the table: the job fails saying so,
+    the checkpoint is kept (no completion marker, their pending records
+    there), and the run again ends exactly once, judged by pyiceberg."""
+    died = tmp_path / "dead-committer"
+    spec, root = local_job(tmp_path, "iceberg", sleep=0.3)
+    env = {"CAIRN_PY_FAILPOINT": f"table-after-fence:exit:{died}:1"}
+    code, out = run_job(spec, env=env)
+    assert died.exists(), "the committer never reached the failpoint"
+    assert code != 0 and "handed to the table committer" in out, f"exit {code}:\n{out[-5000:]}"
+    left = os.listdir(f"{root}/ckpt")
+    assert ".cairn-complete" not in left, left
+    lost = died.read_text()
+    assert f"{lost}.pending.parquet" in left, sorted(left)
+    table = Table("iceberg", root)
+    assert not table.records(lost)
+    spec["sleep"] = 0
+    code, again = run_job(spec)
+    assert code == 0 and "JOB DONE" in again, again[-5000:]
+    assert_every_row_once(table.uids(), (out, again))
+
+
 def assert_the_checkpoint_holds_the_tables_ids(table_format, root, retried, out):
     """Every unit of the kept checkpoint committed, the table's rows each
     once, and the committed records' IDs exactly the table's."""
@@ -988,9 +1013,11 @@ def test_a_group_commit_fences_each_unit_and_commits_them_in_one_snapshot(tmp_pa
         entry = json.loads(record.schema.metadata[b"cairn.table_ledger"])
         assert entry["snapshot"] == snapshots[0].snapshot_id
 
-    # Later attempts hand the same units over again (their committer died
-    # after the commit, before it answered): not committed twice.
-    again = [handed_over("a", 0), handed_over("c", 200)]
+    # Later attempts hand the same units over again, with other rows (a
+    # transform that is not deterministic; their committer died after the
+    # commit, before it answered): not committed twice, and the committed
+    # records hold the table's IDs, not the later attempts'.
+    again = [handed_over("a", 1000), handed_over("c", 2000)]
     outcomes = group.commit_batch(again)
     assert outcomes == {"a": (COMMITTED, ""), "c": (COMMITTED, "")}
     assert not any(os.path.exists(p) for s in again for p in data_files(s))
@@ -998,5 +1025,7 @@ def test_a_group_commit_fences_each_unit_and_commits_them_in_one_snapshot(tmp_pa
     assert len(table._iceberg().snapshots()) == 1
     for unit, first_uid in (("a", 0), ("c", 200)):
         assert not os.path.exists(f"{ckpt}/{unit}.pending.parquet")
-        uids = pq.read_table(f"{ckpt}/{unit}.parquet")["uid"].to_pylist()
-        assert sorted(uids) == list(range(first_uid, first_uid + 100))
+        record = pq.read_table(f"{ckpt}/{unit}.parquet")
+        assert sorted(record["uid"].to_pylist()) == list(range(first_uid, first_uid + 100))
+        entry = json.loads(record.schema.metadata[b"cairn.table_ledger"])
+        assert entry["snapshot"] == snapshots[0].snapshot_id

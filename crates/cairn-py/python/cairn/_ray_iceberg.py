@@ -131,8 +131,9 @@ def _snapshot_of(metadata: Any, unit: str) -> Any:
 
 
 class IcebergUnitLog(UnitIds):
-    """The units an Iceberg table's snapshots record (``cairn.unit`` in
-    their summaries), for cairn's recovery."""
+    """The units an Iceberg table's snapshots record (``cairn.unit`` or a
+    group commit's ``cairn.units`` in their summaries), for cairn's
+    recovery."""
 
     def __init__(self, table_identifier: str, catalog_kwargs: Mapping[str, Any], location: str):
         self._identifier = table_identifier
@@ -533,13 +534,17 @@ class _GroupCommit:
         retry's, whose unit an earlier attempt committed or is committing;
         one whose fence failed): a file already gone, or one that cannot be
         deleted, is left with a warning."""
-        io = self._table().io
+        try:
+            io = self._table().io
+        except Exception as e:  # noqa: BLE001 - a file left is logged, never fatal
+            logger.warning("cairn: the staged files of a unit were left: %s", e)
+            return
         for data_file in staged.data_files:
             try:
                 io.delete(data_file.file_path)
             except FileNotFoundError:
                 continue
-            except OSError as e:
+            except Exception as e:  # noqa: BLE001 - as above
                 logger.warning(
                     "cairn: the unreferenced file %s was left: %s", data_file.file_path, e
                 )
@@ -634,7 +639,9 @@ class _GroupCommit:
             self.discard(submission.payload)
             log = IcebergUnitLog(self.table_identifier, self.catalog_kwargs, self.location)
             fence = submission.payload.fence
-            done.append((submission, None, log.committed_record(submission.unit, fence.id_column)))
+            record = log.committed_record(submission.unit, fence.id_column)
+            # Without the table's IDs (unreadable: warned), the submission's.
+            done.append((submission, _ledger(snapshot), record))
         self._commit_records(done, outcomes)
         return left
 
@@ -742,11 +749,16 @@ class IcebergDatasink(TableDatasink):
         config = DataContext.get_current().checkpoint_config
         return str(getattr(config, "checkpoint_path", ""))
 
+    def hands_units_over(self) -> bool:
+        """Whether tasks hand their units to the job's committer (unless
+        ``max_units_per_commit=1``)."""
+        return self._max_units_per_commit > 1
+
     def _committer_name(self) -> Optional[str]:
         """The Ray actor name of the job's committer (of this table and the
         job's checkpoint path, the same on the driver and in its tasks);
         None when each task commits its own unit."""
-        if self._max_units_per_commit == 1:
+        if not self.hands_units_over():
             return None
         return committer_name(f"{self.table_identifier} {self._location}", self._checkpoint_path())
 
@@ -787,8 +799,14 @@ class IcebergDatasink(TableDatasink):
             self._stop_committer()
 
     def on_write_failed(self, error: Exception) -> None:
-        """Stops the committer: the units it holds are not committed, and
-        the checkpoint keeps them pending for the resume to settle."""
+        """Has the committer commit the units it holds (at most
+        ``commit_timeout``, or 2 minutes), then stops it: units it could
+        not commit stay pending for the resume to settle."""
+        if self._committer_name() is not None:
+            try:
+                flush_committers(self._checkpoint_path(), min(self._commit_timeout, 120.0))
+            except Exception as e:  # noqa: BLE001 - the job's own error is the one raised
+                logger.warning("cairn: the failed job's committer did not commit all: %s", e)
         self._stop_committer()
         super().on_write_failed(error)
 
@@ -810,7 +828,9 @@ class IcebergDatasink(TableDatasink):
             return None
         staged = self._stage(rows, fence)
         table = self.unit_log().table
-        kind, message = submit_to(name, table, unit, staged, self._commit_timeout)
+        ids = fence.ids
+        size = ids.nbytes if ids is not None else 0
+        kind, message = submit_to(name, table, unit, staged, self._commit_timeout, size)
         if kind == QUEUED:
             return HANDED_OVER
         if kind == LANDED_BEFORE:

@@ -344,6 +344,11 @@ class UnitFence:
         """The checkpoint's ID column (None: no checkpoint)."""
         return self._id_column
 
+    @property
+    def ids(self) -> Any:
+        """The IDs of the unit's rows (None: no checkpoint)."""
+        return self._ids
+
     def __call__(self, ledger: Optional[str], landed: bool = False) -> None:
         """Before a commit: :meth:`require_pending`, then the entry
         written; after one (``landed``): the entry written."""
@@ -600,7 +605,10 @@ class TableDatasink(FileDatasink):
             # attempt's pending record goes, and the commit finds the unit
             # committed.
             for pending in pendings:
-                filesystem.delete_file(pending.pending_path)
+                try:
+                    filesystem.delete_file(pending.pending_path)
+                except FileNotFoundError:
+                    pass  # the job's committer deleted it after its commit
             return
         if not isinstance(log, UnitIds):
             return
@@ -629,6 +637,12 @@ class TableDatasink(FileDatasink):
         for pending in pendings:
             with filesystem.open_output_stream(pending.pending_path) as out:
                 out.write(record)
+
+    def hands_units_over(self) -> bool:
+        """Whether write tasks hand their units to the job's committer
+        (which commits them to the table, then in the checkpoint) instead
+        of committing each their own."""
+        return False
 
     def end_commits(self) -> None:
         """Has the units this job handed to its committer committed, on the

@@ -26,13 +26,17 @@ never began (the records' footers read, on retries of table sinks
 only).
 
 A unit a table sink handed to the job's committer is not committed here:
-the committer commits it to the table, then its checkpoint record."""
+the committer commits it to the table, then its checkpoint record; a
+retry of such a task keeps the pending record it finds (the committer may
+be writing the unit's ledger entry into it)."""
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Optional, Tuple
+
+import pyarrow.fs as pafs
 
 from ray.data.context import DataContext
 
@@ -82,7 +86,11 @@ class MovingCheckpointWriter(BatchBasedCheckpointWriter):
         )
         #: Whether the job writes through a table sink (whose pending
         #: records carry ledger entries), decided where Ray plans it.
-        self._table_sink = isinstance(datasink_being_planned(), TableDatasink)
+        sink = datasink_being_planned()
+        self._table_sink = isinstance(sink, TableDatasink)
+        #: Whether that sink hands its units to the job's committer, which
+        #: may be writing the unit's ledger entry into its pending record.
+        self._hands_over = self._table_sink and sink.hands_units_over()
 
     def write_pending_checkpoint(
         self, id_column_data: Any, checkpoint_id: str
@@ -108,6 +116,10 @@ class MovingCheckpointWriter(BatchBasedCheckpointWriter):
         ctx = current_task_context()
         if ctx is None or not retried_here(ctx):
             return super().write_pending_checkpoint(id_column_data, checkpoint_id)
+        if self._hands_over:
+            kept = self._keep_handed_over(ctx, pending_path)
+            if kept:
+                return PendingCheckpoint(pending_path=pending_path, committed_path=committed_path)
 
         def earlier_entry() -> Optional[str]:
             entry = ledger_entry(self.filesystem, pending_path)
@@ -123,6 +135,28 @@ class MovingCheckpointWriter(BatchBasedCheckpointWriter):
             return super().write_pending_checkpoint(id_column_data, checkpoint_id)
         self._write_record(pending_path, id_record(id_column_data, self.id_col, entry))
         return PendingCheckpoint(pending_path=pending_path, committed_path=committed_path)
+
+    def _keep_handed_over(self, ctx: Any, pending_path: str) -> bool:
+        """Whether a retried task's pending record is kept as it is (True
+        when it exists): an earlier attempt handed the unit to the job's
+        committer, which may be writing its ledger entry into it right now
+        (rewritten, the entry of a commit that lands could be lost). The
+        committer writes the committed record from the IDs of the attempt
+        it commits; the entry is carried for the task's own checks."""
+
+        def existing_entry() -> Tuple[bool, Optional[str]]:
+            if self.filesystem.get_file_info(pending_path).type != pafs.FileType.File:
+                return False, None
+            return True, ledger_entry(self.filesystem, pending_path)
+
+        exists, entry = call_with_retry(
+            existing_entry,
+            description=f"read the pending checkpoint {pending_path}",
+            match=DataContext.get_current().retried_io_errors,
+        )
+        if exists:
+            ctx.kwargs[CARRIED_ENTRY] = entry
+        return exists
 
     def _write_record(self, pending_path: str, record: bytes) -> None:
         def write() -> None:
