@@ -82,11 +82,16 @@ def run(name, root, write):
     out = f"{root}/{name}"
     ckpt = f"{root}/ckpt-{name}"
     started = time.monotonic()
-    write(
-        ray.data.read_parquet(f"{root}/in").map_batches(upper, batch_format="pandas"),
-        out,
-        ckpt,
-    )
+
+    def dataset():
+        # Built after the way set its checkpoint config: Ray Data takes
+        # the context a dataset is made in, and a config set later is not
+        # seen (the job then writes no checkpoint).
+        return ray.data.read_parquet(f"{root}/in").map_batches(
+            upper, batch_format="pandas"
+        )
+
+    write(dataset, out, ckpt)
     seconds = time.monotonic() - started
     DataContext.get_current().checkpoint_config = None
     return out, seconds
@@ -107,16 +112,16 @@ def main():
                 "uid", ckpt
             )
 
-        def parquet_cairn(ds, out, ckpt):
+        def parquet_cairn(dataset, out, ckpt):
             with_cairn(ckpt)
-            ds.write_parquet(out)
+            dataset().write_parquet(out)
 
-        def delta_cairn(ds, out, ckpt):
+        def delta_cairn(dataset, out, ckpt):
             with_cairn(ckpt)
-            ds.write_datasink(cairn.ray.DeltaDatasink(out))
+            dataset().write_datasink(cairn.ray.DeltaDatasink(out))
 
-        def delta_ray(ds, out, ckpt):
-            ds.write_delta(out)
+        def delta_ray(dataset, out, ckpt):
+            dataset().write_delta(out)
 
         def iceberg_table(out):
             """A fresh Iceberg table in a SQLite catalog under `out`: its
@@ -132,30 +137,30 @@ def main():
             )
             return iceberg_catalog(out)
 
-        def iceberg_cairn(ds, out, ckpt):
+        def iceberg_cairn(dataset, out, ckpt):
             catalog = iceberg_table(out)
             with_cairn(ckpt)
-            ds.write_datasink(cairn.ray.IcebergDatasink("db.t", catalog))
+            dataset().write_datasink(cairn.ray.IcebergDatasink("db.t", catalog))
 
-        def iceberg_cairn_unit(ds, out, ckpt):
+        def iceberg_cairn_unit(dataset, out, ckpt):
             catalog = iceberg_table(out)
             with_cairn(ckpt)
-            ds.write_datasink(
+            dataset().write_datasink(
                 cairn.ray.IcebergDatasink("db.t", catalog, max_units_per_commit=1)
             )
 
-        def iceberg_ray(ds, out, ckpt):
-            ds.write_iceberg("db.t", catalog_kwargs=iceberg_table(out))
+        def iceberg_ray(dataset, out, ckpt):
+            dataset().write_iceberg("db.t", catalog_kwargs=iceberg_table(out))
 
-        def lance_cairn(ds, out, ckpt):
+        def lance_cairn(dataset, out, ckpt):
             with_cairn(ckpt)
-            ds.write_datasink(cairn.ray.LanceDatasink(out))
+            dataset().write_datasink(cairn.ray.LanceDatasink(out))
 
-        def lance_ray(ds, out, ckpt):
-            ds.write_lance(out)
+        def lance_ray(dataset, out, ckpt):
+            dataset().write_lance(out)
 
-        def parquet_ray(ds, out, ckpt):
-            ds.write_parquet(out)
+        def parquet_ray(dataset, out, ckpt):
+            dataset().write_parquet(out)
 
         print(f"{rows} rows in {files} files, local disk, {os.cpu_count()} cores")
         run("warm-up", root, parquet_ray)
@@ -180,6 +185,8 @@ def main():
             ) as e:  # a write Ray itself cannot do is reported, not fatal
                 DataContext.get_current().checkpoint_config = None
                 print(f"{name:18} failed: {str(e).strip().splitlines()[-1][:160]}")
+                if os.environ.get("BENCH_TRACE"):
+                    print(str(e)[-4000:])
                 continue
             if name.startswith("delta"):
                 table = DeltaTable(out)

@@ -113,6 +113,53 @@ def test_a_table_sinks_record_is_moved_with_a_look_first():
         assert committed.schema.metadata[LEDGER_KEY.encode()] == b'{"snapshot": 7}'
 
 
+def test_a_retry_of_a_unit_handed_to_the_committer_keeps_its_pending_record():
+    """A table sink whose tasks hand their units to the job's committer
+    (Iceberg's group commits): a retried task's pending record, which the
+    committer may be writing the unit's ledger entry into, is kept as it is
+    (the entry carried to the task), and written only when there is none;
+    a unit handed over is not committed by the writer (no request: the
+    committer commits it after its table commit)."""
+    from cairn._ray_table import CARRIED_ENTRY, HANDED_OVER_KEY, LEDGER_KEY, id_record
+    from ray.data._internal.execution.interfaces.task_context import TaskContext
+
+    options = garage_options()
+    root = fresh(os.environ["CAIRN_TEST_GARAGE_BUCKET"])
+    with CountingProxy(options["endpoint_url"]) as proxy:
+        config, writer = _moving_writer(options, proxy, root)
+        # As where Ray plans a write through a sink that hands units over.
+        writer._table_sink = True
+        writer._hands_over = True
+        filesystem = config.filesystem
+        ctx = TaskContext(task_idx=0, op_name="Write")
+        TaskContext.set_current(ctx)
+        try:
+            # Outside a Ray task the attempt is unknown: a retry.
+            first = writer.write_pending_checkpoint(pa.array(range(10), pa.int64()), "unit-1")
+            with filesystem.open_output_stream(first.pending_path) as out:
+                out.write(id_record(pa.array(range(10), pa.int64()), "uid", '{"snapshot": 7}'))
+            again = writer.write_pending_checkpoint(pa.array(range(50, 55), pa.int64()), "unit-1")
+            assert again.pending_path == first.pending_path
+            assert ctx.kwargs[CARRIED_ENTRY] == '{"snapshot": 7}'
+            kept = pq.read_table(first.pending_path, filesystem=filesystem)
+            assert kept["uid"].to_pylist() == list(range(10))
+            assert kept.schema.metadata[LEDGER_KEY.encode()] == b'{"snapshot": 7}'
+
+            ctx.kwargs[HANDED_OVER_KEY] = True
+            proxy.reset()
+            writer.commit_checkpoint(again)
+            assert proxy.log == [], "the writer committed a unit handed over"
+            assert filesystem.get_file_info(first.pending_path).type == pa.fs.FileType.File
+
+            # None there (the committer committed it and deleted it): written.
+            filesystem.delete_file(first.pending_path)
+            written = writer.write_pending_checkpoint(pa.array(range(50, 55), pa.int64()), "unit-1")
+            read = pq.read_table(written.pending_path, filesystem=filesystem)
+            assert read["uid"].to_pylist() == list(range(50, 55))
+        finally:
+            TaskContext.reset_current()
+
+
 def test_the_filesystem_helpers_examples_run():
     import cairn._ray_fs
 

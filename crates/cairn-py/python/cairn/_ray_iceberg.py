@@ -738,6 +738,8 @@ class IcebergDatasink(TableDatasink):
         self._max_units_per_commit = int(max_units_per_commit)
         self._commit_interval = float(commit_interval)
         self._commit_timeout = float(commit_timeout)
+        #: The job's committer, named where the write starts.
+        self._committer: Optional[str] = None
 
     def unit_log(self) -> IcebergUnitLog:
         """What cairn's checkpoint manager asks about pending units."""
@@ -755,19 +757,26 @@ class IcebergDatasink(TableDatasink):
         return self._max_units_per_commit > 1
 
     def _committer_name(self) -> Optional[str]:
-        """The Ray actor name of the job's committer (of this table and the
-        job's checkpoint path, the same on the driver and in its tasks);
-        None when each task commits its own unit."""
+        """The Ray actor name of the job's committer: the one the driver
+        named where the write started (the sink reaches the tasks after
+        it), else of this table and the job's checkpoint path; None when
+        each task commits its own unit."""
         if not self.hands_units_over():
             return None
+        if self._committer is not None:
+            return self._committer
         return committer_name(f"{self.table_identifier} {self._location}", self._checkpoint_path())
 
     def on_write_start(self, schema: Any = None) -> None:
         """Checks the job's checkpoint manager, then starts the job's
         committer (unless each task commits its own unit)."""
         super().on_write_start(schema)
+        self._committer = None  # a sink used again names its new job's
         name = self._committer_name()
         if name is not None:
+            # Ray Data serializes the sink for its tasks after this call:
+            # they hand their units to this name, whatever context they see.
+            self._committer = name
             group = _GroupCommit(
                 self.table_identifier,
                 self._catalog_kwargs,
