@@ -587,6 +587,8 @@ def test_a_table_on_garage_resumes_exactly_once(tmp_path, table_format):
         spec.update(
             cluster=True,
             sleep=1.0,
+            # Each unit committed once handed over: the node goes once 3 are.
+            commit_interval=0,
             remove_node_after_units=3,
             replaced_flag=str(tmp_path / "r"),
             reader="cairn",

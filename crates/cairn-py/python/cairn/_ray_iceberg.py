@@ -499,6 +499,34 @@ def _cut_by(summary: Any) -> Optional[bool]:
     return False
 
 
+#: How long a write task's process reuses the table it loaded to stage a
+#: unit's files (its schema, partition spec and file IO), in seconds: a
+#: catalog load a unit (the metadata file read and parsed) cost a 2,000-unit
+#: job more than its commits.
+_STAGING_TABLE_SECONDS = 30.0
+
+#: The tables staging loaded in this process: (identifier, catalog) ->
+#: (when, table).
+_STAGING_TABLES: Dict[Tuple[str, str], Tuple[float, Any]] = {}
+
+
+def _staging_table(identifier: str, catalog_kwargs: Mapping[str, Any]) -> Any:
+    """The table ``identifier`` as staging sees it: loaded at most
+    :data:`_STAGING_TABLE_SECONDS` ago in this process. Only its schema,
+    partition spec and file IO are used (the commit loads the table
+    afresh): files are written with a schema at most that old, as Ray's own
+    Iceberg sink writes every task's files with the schema it loaded when
+    the job started (Iceberg reads them by field ID)."""
+    key = (identifier, json.dumps(catalog_kwargs, sort_keys=True, default=str))
+    now = time.monotonic()
+    cached = _STAGING_TABLES.get(key)
+    if cached is not None and now - cached[0] < _STAGING_TABLE_SECONDS:
+        return cached[1]
+    table = _catalog(catalog_kwargs).load_table(identifier)
+    _STAGING_TABLES[key] = (now, table)
+    return table
+
+
 @dataclass
 class _Staged:
     """A unit's data files, written by its task and not yet in a commit:
@@ -854,7 +882,7 @@ class IcebergDatasink(TableDatasink):
         from pyiceberg.table import DOWNCAST_NS_TIMESTAMP_TO_US_ON_WRITE
         from pyiceberg.utils.config import Config
 
-        table = _catalog(self._catalog_kwargs).load_table(self.table_identifier)
+        table = _staging_table(self.table_identifier, self._catalog_kwargs)
         _check_pyarrow_schema_compatible(
             table.metadata.schema(),
             provided_schema=rows.schema,
