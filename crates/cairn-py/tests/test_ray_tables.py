@@ -1008,12 +1008,18 @@ def test_a_group_commit_fences_each_unit_and_commits_them_in_one_snapshot(tmp_pa
     assert table.uids() == expected
     snapshots = table._iceberg().snapshots()
     assert [iceberg_units(s.summary) for s in snapshots] == [{"a", "c"}]
-    for unit, first_uid in (("a", 0), ("c", 200)):
-        assert not os.path.exists(f"{ckpt}/{unit}.pending.parquet")
-        record = pq.read_table(f"{ckpt}/{unit}.parquet")
-        assert sorted(record["uid"].to_pylist()) == list(range(first_uid, first_uid + 100))
-        entry = json.loads(record.schema.metadata[b"cairn.table_ledger"])
-        assert entry["snapshot"] == snapshots[0].snapshot_id
+
+    def committed_as_in_the_table():
+        """a's and c's committed records: the table's IDs and the entry of
+        the snapshot that holds them; their pending records gone."""
+        for unit, first_uid in (("a", 0), ("c", 200)):
+            assert not os.path.exists(f"{ckpt}/{unit}.pending.parquet")
+            record = pq.read_table(f"{ckpt}/{unit}.parquet")
+            assert sorted(record["uid"].to_pylist()) == list(range(first_uid, first_uid + 100))
+            entry = json.loads(record.schema.metadata[b"cairn.table_ledger"])
+            assert entry["snapshot"] == snapshots[0].snapshot_id
+
+    committed_as_in_the_table()
 
     # Later attempts hand the same units over again, with other rows (a
     # transform that is not deterministic; their committer died after the
@@ -1025,9 +1031,4 @@ def test_a_group_commit_fences_each_unit_and_commits_them_in_one_snapshot(tmp_pa
     assert not any(os.path.exists(p) for s in again for p in data_files(s))
     assert table.uids() == expected
     assert len(table._iceberg().snapshots()) == 1
-    for unit, first_uid in (("a", 0), ("c", 200)):
-        assert not os.path.exists(f"{ckpt}/{unit}.pending.parquet")
-        record = pq.read_table(f"{ckpt}/{unit}.parquet")
-        assert sorted(record["uid"].to_pylist()) == list(range(first_uid, first_uid + 100))
-        entry = json.loads(record.schema.metadata[b"cairn.table_ledger"])
-        assert entry["snapshot"] == snapshots[0].snapshot_id
+    committed_as_in_the_table()
