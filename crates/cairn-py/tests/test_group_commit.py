@@ -179,7 +179,9 @@ def test_a_unit_without_an_outcome_fails_rather_than_waits():
 @settings(max_examples=60, deadline=None)
 @given(
     st.lists(
-        st.tuples(st.integers(0, 7), st.sampled_from(["now", "pause", "flush"])),
+        st.tuples(
+            st.integers(0, 7), st.sampled_from(["now", "pause", "flush"]), st.integers(0, 60)
+        ),
         min_size=1,
         max_size=24,
     ),
@@ -190,29 +192,35 @@ def test_a_unit_without_an_outcome_fails_rather_than_waits():
 )
 def test_drawn_schedules_commit_each_unit_once(submissions, failing, max_units, interval, slow):
     """Drawn submissions on threads (units repeat, as retries do; some
-    after a pause, some followed by a flush) and drawn failing commits:
+    after a pause, some followed by a flush; drawn sizes against a budget
+    of 100 bytes) and drawn failing commits:
     judged against the table's own record. Every payload is committed,
     discarded or in a failed commit, exactly once; no unit is committed
     twice; a unit answered "landed before" was committed; each unit is
     committed unless its every commit failed."""
     table = Table(failing=failing, slow=slow)
     committer = GroupCommitter(
-        table.commit_batch, table.discard, interval=interval, max_units=max_units
+        table.commit_batch,
+        table.discard,
+        interval=interval,
+        max_units=max_units,
+        max_held_bytes=100,
     )
     answers = {}
     lock = threading.Lock()
 
-    def run(i, unit, how):
+    def run(i, unit, how, size):
         if how == "pause":
             time.sleep(0.01)
-        answer = committer.submit(f"u{unit}", i, timeout=30)
+        answer = committer.submit(f"u{unit}", i, timeout=30, size=size)
         if how == "flush":
             committer.flush(timeout=30)
         with lock:
             answers[i] = answer
 
     threads = [
-        threading.Thread(target=run, args=(i, u, how)) for i, (u, how) in enumerate(submissions)
+        threading.Thread(target=run, args=(i, u, how, size))
+        for i, (u, how, size) in enumerate(submissions)
     ]
     for t in threads:
         t.start()
@@ -228,11 +236,12 @@ def test_drawn_schedules_commit_each_unit_once(submissions, failing, max_units, 
     assert all(len(c) <= max_units for c in table.commits + table.failed)
     accounted = [p for _, p in committed] + [p for _, p in failed] + table.discarded
     assert sorted(accounted) == list(range(len(submissions))), "a payload lost or used twice"
-    for i, (unit, _) in enumerate(submissions):
+    for i, (unit, _, _) in enumerate(submissions):
         assert (f"u{unit}", i) in committed + failed or i in table.discarded
         if answers[i][0] == LANDED_BEFORE:
             assert f"u{unit}" in units
-    for unit in {u for u, _ in submissions}:
+    for unit in {u for u, _, _ in submissions}:
         # The last commit of a unit decides: committed, or it failed.
         assert f"u{unit}" in units or any(u == f"u{unit}" for u, _ in failed)
     assert committer._in_flight == {} and committer._queue == []
+    assert committer._held_bytes == 0, "the bytes held were not all given back"

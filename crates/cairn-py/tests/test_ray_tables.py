@@ -900,16 +900,21 @@ def test_a_task_retried_after_handing_its_unit_over_commits_it_once(tmp_path):
     assert_the_checkpoint_holds_the_tables_ids("iceberg", root, died.read_text(), out)
 
 
-def test_a_committer_that_dies_fails_the_jobs_end_and_the_run_again_writes_its_units(tmp_path):
-    """Iceberg's committer dies (a failpoint exits its process) with a
-    group fenced and not committed: Ray restarts it and the job's later
-    units are committed, but the group's units are lost with it. The job's
-    end finds them pending and not in the table: the job fails saying so,
-    the checkpoint is kept (no completion marker, their pending records
-    there), and the run again ends exactly once, judged by pyiceberg."""
+@pytest.mark.parametrize("action", ["exit", "raise"])
+def test_a_committer_that_dies_fails_the_jobs_end_and_the_run_again_writes_its_units(
+    tmp_path, action
+):
+    """Iceberg's committer dies (a failpoint exits its process: Ray
+    restarts it and the job's later units are committed) or its group
+    commit fails (the failpoint raises) with a group fenced and not
+    committed: the group's units are not in the table. The job's end finds
+    them (pending, or reported by the committer): the job fails saying
+    so, the checkpoint is kept (no completion marker, their pending
+    records there), and the run again ends exactly once, judged by
+    pyiceberg."""
     died = tmp_path / "dead-committer"
-    spec, root = local_job(tmp_path, "iceberg", sleep=0.3)
-    env = {"CAIRN_PY_FAILPOINT": f"table-after-fence:exit:{died}:1"}
+    spec, root = local_job(tmp_path, "iceberg", sleep=0.1)
+    env = {"CAIRN_PY_FAILPOINT": f"table-after-fence:{action}:{died}:1"}
     code, out = run_job(spec, env=env)
     assert died.exists(), "the committer never reached the failpoint"
     assert code != 0 and "handed to the table committer" in out, f"exit {code}:\n{out[-5000:]}"

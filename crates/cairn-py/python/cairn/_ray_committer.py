@@ -93,8 +93,8 @@ class GroupCommitter:
     ``interval`` seconds, when ``max_units`` wait, on :meth:`flush`, or
     when a submission waits for room: at most ``max_queued`` units and
     ``max_held_bytes`` of their sizes (the IDs they carry) are held, and a
-    submission beyond them waits (a lone unit larger than the budget is
-    taken when nothing else is held). Used inside a Ray actor; plain Python
+    submission beyond them waits (a unit is taken whatever its size when
+    none waits). Used inside a Ray actor; plain Python
     otherwise::
 
         committer = GroupCommitter(lambda batch: {s.unit: ("committed", "") for s in batch})
@@ -160,8 +160,10 @@ class GroupCommitter:
                     waiting.size = size
                     answer = (QUEUED, "")
                     break
-                held = len(self._queue) + len(self._in_flight)
-                if held == 0 or (
+                # Nothing waiting: taken whatever its size (the group being
+                # committed is bounded), so a unit over the budget is not
+                # starved by smaller ones getting in while groups commit.
+                if not self._queue or (
                     len(self._queue) < self.max_queued
                     and self._held_bytes + size <= self.max_held_bytes
                 ):
@@ -337,22 +339,20 @@ class _CommitterActor:
         return self._committer.flush(timeout)
 
 
-#: The committers this driver started: name -> (handle, checkpoint path).
-#: The handle is kept because Ray ends an actor once the handle that
-#: created it is dropped, a named one too.
-_STARTED: Dict[str, Tuple[Any, str]] = {}
+#: The committers this driver started: name -> handle. The handle is kept
+#: because Ray ends an actor once the handle that created it is dropped, a
+#: named one too.
+_STARTED: Dict[str, Any] = {}
 
 
 def start_committer(
     name: str,
-    checkpoint_path: str,
     make: Callable[[], Tuple[Callable, Callable]],
     interval: float,
     max_units: int,
 ) -> Any:
-    """Starts the committer actor ``name`` of the job whose checkpoint is
-    at ``checkpoint_path`` (or returns the one this driver started) on the
-    driver's node, owned by the driver: it ends with the driver, and Ray
+    """Starts the committer actor ``name`` (or returns the one this driver
+    started) on the driver's node, owned by the driver: it ends with the driver, and Ray
     restarts it when it dies while the driver lives (what it held is
     lost: the job's end finds those units pending)."""
     import ray
@@ -361,7 +361,7 @@ def start_committer(
     if name in _STARTED:
         # Ray Data starts a write twice (before its plan runs, and at its
         # first block): the handle that made the actor is the one kept.
-        return _STARTED[name][0]
+        return _STARTED[name]
     actor = ray.remote(_CommitterActor).options(
         name=name,
         get_if_exists=True,
@@ -373,7 +373,7 @@ def start_committer(
         ),
     )
     handle = actor.remote(make, interval, max_units)
-    _STARTED[name] = (handle, checkpoint_path)
+    _STARTED[name] = handle
     return handle
 
 
@@ -385,7 +385,7 @@ def stop_committer(name: str) -> None:
     started = _STARTED.pop(name, None)
     if started is None:
         return
-    ray.kill(started[0], no_restart=True)
+    ray.kill(started, no_restart=True)
     # The name is free once the actor is gone: a write started right after
     # must not find the dying one (at most 30 s).
     deadline = time.monotonic() + 30
@@ -397,44 +397,44 @@ def stop_committer(name: str) -> None:
         time.sleep(0.05)
 
 
-def flush_committers(checkpoint_path: str, timeout: float) -> None:
-    """Has every committer this driver started for the checkpoint at
-    ``checkpoint_path`` commit what it holds, waiting at most ``timeout``
-    seconds each. Raises a ``RuntimeError`` saying the committer died or
+def flush_committer(name: str, timeout: float) -> Dict[str, str]:
+    """Has the committer ``name`` this driver started commit what it
+    holds, waiting at most ``timeout`` seconds; returns the units whose
+    commit failed (unit: why), which are pending: the caller checks them
+    against the table. Raises a ``RuntimeError`` when the committer died or
     did not finish in time: the job's checkpoint must then be kept (a
-    resume settles its units). Units whose commit failed are logged: they
-    are pending, and the caller's check of the pending units against the
-    table decides (some may be in the table)."""
+    resume settles its units)."""
     import ray
     from ray.exceptions import GetTimeoutError, RayActorError
 
-    for name, (handle, path) in list(_STARTED.items()):
-        if path != checkpoint_path:
-            continue
-        try:
-            report = ray.get(handle.flush.remote(timeout), timeout=timeout + 60)
-        except (GetTimeoutError, TimeoutError) as e:
-            raise RuntimeError(
-                f"cairn: the table committer of {checkpoint_path} did not commit the units it "
-                f"holds within {timeout:.0f} s (commit_timeout): {e}"
-            ) from None
-        except RayActorError as e:
-            raise RuntimeError(
-                f"cairn: the table committer of {checkpoint_path} died "
-                f"({e.__class__.__name__}): the units it held were not committed"
-            ) from None
-        failed = report["failed"]
-        if failed:
-            logger.warning(
-                "cairn: %d unit(s) handed to the table committer were not committed (%s)",
-                len(failed),
-                "; ".join(f"{u}: {m}" for u, m in sorted(failed.items())[:3]),
-            )
-        logger.info(
-            "cairn: %d unit(s) committed to the table in %d transaction(s)",
-            report["units"],
-            report["transactions"],
+    handle = _STARTED.get(name)
+    if handle is None:
+        raise RuntimeError(f"cairn: the table committer {name} was not started by this driver")
+    try:
+        report = ray.get(handle.flush.remote(timeout), timeout=timeout + 60)
+    except (GetTimeoutError, TimeoutError) as e:
+        raise RuntimeError(
+            f"cairn: the table committer {name} did not commit the units it holds within "
+            f"{timeout:.0f} s (commit_timeout): {e}"
+        ) from None
+    except RayActorError as e:
+        raise RuntimeError(
+            f"cairn: the table committer {name} died ({e.__class__.__name__}): the units it "
+            "held were not committed"
+        ) from None
+    failed = report["failed"]
+    if failed:
+        logger.warning(
+            "cairn: %d unit(s) handed to the table committer were not committed (%s)",
+            len(failed),
+            "; ".join(f"{u}: {m}" for u, m in sorted(failed.items())[:3]),
         )
+    logger.info(
+        "cairn: %d unit(s) committed to the table in %d transaction(s)",
+        report["units"],
+        report["transactions"],
+    )
+    return failed
 
 
 def submit_to(

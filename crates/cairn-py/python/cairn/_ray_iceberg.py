@@ -30,7 +30,7 @@ from ._ray_committer import (
     Submission,
     committer_name,
     fence_all,
-    flush_committers,
+    flush_committer,
     start_committer,
     stop_committer,
     submit_to,
@@ -814,18 +814,19 @@ class IcebergDatasink(TableDatasink):
             )
             start_committer(
                 name,
-                self._checkpoint_path(),
                 group.make,
                 self._commit_interval,
                 self._max_units_per_commit,
             )
 
-    def end_commits(self) -> None:
+    def end_commits(self, config: Any = None) -> None:
         """Waits (at most ``commit_timeout``) for the committer to commit
-        the units it holds; raises when some were not committed."""
-        if self._committer_name() is not None:
-            flush_committers(self._checkpoint_path(), self._commit_timeout)
-            self.check_none_lost()
+        the units it holds; raises when a unit it failed, or a pending unit
+        of the checkpoint ``config`` names, is not in the table."""
+        name = self._committer_name()
+        if name is not None:
+            failed = flush_committer(name, self._commit_timeout)
+            self.check_none_lost(config, list(failed))
 
     def on_write_complete(self, write_result: Any) -> None:
         """The table check of every sink (the committer flushed first),
@@ -836,12 +837,13 @@ class IcebergDatasink(TableDatasink):
             self._stop_committer()
 
     def on_write_failed(self, error: Exception) -> None:
-        """Has the committer commit the units it holds (at most
-        ``commit_timeout``, or 2 minutes), then stops it: units it could
-        not commit stay pending for the resume to settle."""
+        """Has the committer commit the units it holds (waiting at most
+        ``commit_timeout`` or 2 minutes, and a minute more for an answer),
+        then stops it: units it could not commit stay pending for the
+        resume to settle."""
         if self._committer_name() is not None:
             try:
-                flush_committers(self._checkpoint_path(), min(self._commit_timeout, 120.0))
+                flush_committer(self._committer_name(), min(self._commit_timeout, 120.0))
             except Exception as e:  # noqa: BLE001 - the job's own error is the one raised
                 logger.warning("cairn: the failed job's committer did not commit all: %s", e)
         self._stop_committer()

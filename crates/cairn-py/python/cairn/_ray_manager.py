@@ -514,6 +514,9 @@ class CheckpointManager(RayCheckpointManager):
         id_column = self.id_column
         checkpoint_path = self.checkpoint_path
         unit_log = table_sink.unit_log() if table_sink is not None else None
+        # The checkpoint this manager ends (the driver's current context may
+        # name another: Ray Data takes the one the dataset was made in).
+        checkpoint_config = self._config
 
         def clean_up() -> bool:
             if not called_on_rays_success():
@@ -524,7 +527,7 @@ class CheckpointManager(RayCheckpointManager):
                 if table_sink is not None:
                     # Units handed to the job's committer are committed (or
                     # the checkpoint kept) before it is ended.
-                    table_sink.end_commits()
+                    table_sink.end_commits(checkpoint_config)
                 report = finish_checkpoint(
                     checkpoint_fs._native,
                     checkpoint_url,

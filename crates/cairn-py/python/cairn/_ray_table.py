@@ -644,34 +644,39 @@ class TableDatasink(FileDatasink):
         of committing each their own."""
         return False
 
-    def end_commits(self) -> None:
+    def end_commits(self, config: Any = None) -> None:
         """Has the units this job handed to its committer committed, on the
-        driver, before the job's checkpoint is ended; raises when some were
-        not. Nothing to do for a sink whose tasks commit their own units."""
+        driver, before the job's checkpoint (``config``'s: the one cairn's
+        manager ends; None: the current context's) is ended; raises when
+        some were not. Nothing to do for a sink whose tasks commit their
+        own units."""
 
-    def check_none_lost(self) -> None:
-        """Raises when a unit of the checkpoint is pending and the table
-        does not record it: after the committer was flushed, such a unit
-        was handed to a committer that died before its table commit, and
-        ending the checkpoint would roll it back with its rows never
-        written. A pending unit the table records is settled as committed
-        by the checkpoint's end."""
-        config = DataContext.get_current().checkpoint_config
+    def check_none_lost(self, config: Any = None, failed: Iterable[str] = ()) -> None:
+        """Raises when a unit of ``failed`` (the committer's failures) or a
+        pending unit of the checkpoint ``config`` names (None: the current
+        context's) is not recorded by the table: after the committer was
+        flushed, such a unit was handed to a committer that died or failed
+        before its table commit, and ending the checkpoint would roll it
+        back with its rows never written. A pending unit the table records
+        is settled as committed by the checkpoint's end."""
         if config is None:
-            return
-        directory = unwrap_protocol(config.checkpoint_path)
-        try:
-            infos = config.filesystem.get_file_info(pafs.FileSelector(directory))
-        except FileNotFoundError:
-            return
-        suffix = ".pending.parquet"
-        pending = sorted(
-            os.path.basename(info.path)[: -len(suffix)]
-            for info in infos
-            if info.path.endswith(suffix)
-        )
+            config = DataContext.get_current().checkpoint_config
+        pending = set(failed)
+        if config is not None:
+            directory = unwrap_protocol(config.checkpoint_path)
+            try:
+                infos = config.filesystem.get_file_info(pafs.FileSelector(directory))
+            except FileNotFoundError:
+                infos = []
+            suffix = ".pending.parquet"
+            pending.update(
+                os.path.basename(info.path)[: -len(suffix)]
+                for info in infos
+                if info.path.endswith(suffix)
+            )
         if not pending:
             return
+        pending = sorted(pending)
         log = self.unit_log()
         found = set(log.lineage(pending)[0] if hasattr(log, "lineage") else log.recorded(pending))
         lost = [u for u in pending if u not in found]
