@@ -159,8 +159,8 @@ def test_the_ids_held_are_bounded_and_a_full_committer_commits_at_once():
     started = time.monotonic()
     assert committer.submit("u1", 2, timeout=5, size=60)[0] == QUEUED
     assert time.monotonic() - started < 5
-    assert table.commits == [[("big", 0)], [("u0", 1)]]
     committer.flush(timeout=10)
+    assert table.commits == [[("big", 0)], [("u0", 1)], [("u1", 2)]]
     assert committer._held_bytes == 0
 
 
