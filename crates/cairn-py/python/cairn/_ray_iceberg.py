@@ -656,6 +656,7 @@ class _GroupCommit:
             for unit, write_uuid in _units_of(snapshot.summary).items():
                 recorded[unit] = (write_uuid, snapshot)
         left, done = [], []
+        log = IcebergUnitLog(self.table_identifier, self.catalog_kwargs, self.location)
         for submission in live:
             if submission.unit not in recorded:
                 left.append(submission)
@@ -665,7 +666,6 @@ class _GroupCommit:
                 done.append((submission, _ledger(snapshot), None))
                 continue
             self.discard(submission.payload)
-            log = IcebergUnitLog(self.table_identifier, self.catalog_kwargs, self.location)
             fence = submission.payload.fence
             record = log.committed_record(submission.unit, fence.id_column)
             # Without the table's IDs (unreadable: warned), the submission's.

@@ -35,6 +35,7 @@ from ray.data.block import Block, BlockAccessor
 from ray.data.context import DataContext
 
 from ._ray_compat import (
+    PENDING_CHECKPOINT_SUFFIX,
     WRITE_UUID_KWARG_NAME,
     DelegatingBlockBuilder,
     FileDatasink,
@@ -338,6 +339,10 @@ class UnitFence:
         self._id_column = id_column
         self._ids = ids
         self._committed_paths = committed_paths or []
+        #: The last record made, with its entry: the fence writes the
+        #: pending record and the commit the committed one with the same
+        #: entry, encoded once.
+        self._record: Optional[Tuple[Optional[str], bytes]] = None
 
     @property
     def id_column(self) -> Optional[str]:
@@ -386,9 +391,14 @@ class UnitFence:
         paths = set(self._pending_paths)
         if self._filesystem is None or self._ids is None or len(paths) != 1:
             return
-        record = id_record(self._ids, self._id_column, ledger)
         with self._filesystem.open_output_stream(paths.pop()) as out:
-            out.write(record)
+            out.write(self._record_with(ledger))
+
+    def _record_with(self, ledger: Optional[str]) -> bytes:
+        """The unit's record: its IDs, with ``ledger``."""
+        if self._record is None or self._record[0] != ledger:
+            self._record = (ledger, id_record(self._ids, self._id_column, ledger))
+        return self._record[1]
 
     def commit_record(self, ledger: Optional[str], record: Optional[bytes] = None) -> None:
         """The unit's checkpoint commit, by a committer that committed its
@@ -405,7 +415,7 @@ class UnitFence:
             return
         pending, committed = pairs[0]
         if record is None:
-            record = id_record(self._ids, self._id_column, ledger)
+            record = self._record_with(ledger)
         with self._filesystem.open_output_stream(committed) as out:
             out.write(record)
         try:
@@ -531,14 +541,15 @@ class TableDatasink(FileDatasink):
         if config is None:
             return UnitFence(unit, table, None, [], None, None)
         id_column = config.id_column
+        pendings = pending_records(ctx)
         return UnitFence(
             unit,
             table,
             config.filesystem,
-            [p.pending_path for p in pending_records(ctx)],
+            [p.pending_path for p in pendings],
             id_column,
             rows[id_column] if id_column in rows.column_names else None,
-            [p.committed_path for p in pending_records(ctx)],
+            [p.committed_path for p in pendings],
         )
 
     def _landed_before(self, ctx: Any, unit: str, log: Any) -> bool:
@@ -668,7 +679,8 @@ class TableDatasink(FileDatasink):
                 infos = config.filesystem.get_file_info(pafs.FileSelector(directory))
             except FileNotFoundError:
                 infos = []
-            suffix = ".pending.parquet"
+            # Named as Ray's checkpoint writer names a pending record.
+            suffix = f"{PENDING_CHECKPOINT_SUFFIX}.parquet"
             pending.update(
                 os.path.basename(info.path)[: -len(suffix)]
                 for info in infos
