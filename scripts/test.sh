@@ -38,8 +38,9 @@ if [ -z "${CAIRN_TEST_SKIP_SERVERS:-}" ]; then
 fi
 
 mkdir -p target
-# Every Ray driver of the tests starts its own local instance, never a
-# cluster another test (or a killed driver) left in /tmp/ray.
+# A Ray driver of the tests joins only the instance its test names (the
+# test process's shared one, or its own), never a cluster another test (or
+# a killed driver) left in /tmp/ray.
 export RAY_ADDRESS=local
 set +e
 cargo test --workspace --no-run 2>&1 | tee target/test.log

@@ -4,10 +4,10 @@ output on local disk, in one run:
 - Parquet files with cairn's checkpoint (cairn.ray.checkpoint_config);
 - a Delta table, an Iceberg table (SQLite catalog) and a Lance dataset
   through cairn.ray's DeltaDatasink, IcebergDatasink and LanceDatasink with
-  cairn's checkpoint, exactly once (Delta and Lance: one table commit per
-  write task; Iceberg: group commits, one snapshot per interval, and
-  "iceberg-cairn-unit" with one snapshot per write task,
-  max_units_per_commit=1);
+  cairn's checkpoint, exactly once (Delta: one table commit per write
+  task; Iceberg and Lance: group commits, one snapshot or version per
+  interval, and "iceberg-cairn-unit", "lance-cairn-unit" with one per
+  write task, max_units_per_commit=1);
 - Ray's own write_delta, write_iceberg and write_lance without a
   checkpoint (one commit at the end; Ray 2.60 with a checkpoint loses rows
   there, so cairn refuses them);
@@ -158,6 +158,12 @@ def main():
             with_cairn(ckpt)
             dataset().write_datasink(cairn.ray.LanceDatasink(out))
 
+        def lance_cairn_unit(dataset, out, ckpt):
+            with_cairn(ckpt)
+            dataset().write_datasink(
+                cairn.ray.LanceDatasink(out, max_units_per_commit=1)
+            )
+
         def lance_ray(dataset, out, ckpt):
             dataset().write_lance(out)
 
@@ -175,6 +181,7 @@ def main():
             ("iceberg-cairn-unit", iceberg_cairn_unit),
             ("iceberg-ray", iceberg_ray),
             ("lance-cairn", lance_cairn),
+            ("lance-cairn-unit", lance_cairn_unit),
             ("lance-ray", lance_ray),
             ("parquet-ray", parquet_ray),
         ]:

@@ -8,9 +8,11 @@ import uuid
 
 import pytest
 
-# Every Ray driver of these tests starts its own local instance: a cluster
-# another test started (ray.cluster_utils writes /tmp/ray/ray_current_cluster,
-# and a SIGKILLed driver leaves it behind) is never joined by accident.
+# A Ray driver of these tests joins only the instance its test names (the
+# shared one of kit.shared_ray_address, or its own local instance): a
+# cluster another test started (ray.cluster_utils writes
+# /tmp/ray/ray_current_cluster, and a SIGKILLed driver leaves it behind) is
+# never joined by accident.
 os.environ.setdefault("RAY_ADDRESS", "local")
 
 

@@ -35,6 +35,9 @@ by test_ray.py so the test can kill it with SIGKILL. One JSON argument:
                                 rows (Ray's map_batches args; Ray wants one with GPUs)
     node                        the single node's resources: `num_cpus` (default 2),
                                 `num_gpus`, custom `resources`
+    ray_address, worker_env     join this running Ray instance (the tests' shared one) and
+                                give its workers these environment variables, instead of
+                                starting a local instance
     retried_map_errors          Ray Data's DataContext.retried_map_errors (true: a map
                                 task's chain that raises runs again inside its attempt, up
                                 to max_map_retries, set to 3)
@@ -49,7 +52,7 @@ Iceberg table `iceberg_table` of the catalog `iceberg_catalog` (pyiceberg's
 load_catalog arguments) through cairn.ray.IcebergDatasink (`commit_interval`,
 `max_units_per_commit`: its group commits); "lance" to the
 Lance dataset at `output` through cairn.ray.LanceDatasink (`lance_options`:
-Lance's storage options). Paths without a
+Lance's storage options; `commit_interval`, `max_units_per_commit` too). Paths without a
 scheme are on local disk (input, output and checkpoint alike).
 """
 
@@ -131,6 +134,14 @@ def main() -> None:
     options = spec["storage_options"]
     if spec.get("cluster"):
         cluster, workers = start_cluster()
+    elif spec.get("ray_address"):
+        # The tests' shared local instance: its workers get the variables
+        # the test gave this driver (failpoints among them).
+        ray.init(
+            address=spec["ray_address"],
+            log_to_driver=False,
+            runtime_env={"env_vars": spec["worker_env"]},
+        )
     else:
         node = {"num_cpus": 2, **spec.get("node", {})}
         ray.init(address="local", include_dashboard=False, log_to_driver=False, **node)
@@ -240,7 +251,10 @@ def main() -> None:
     elif sink == "lance":
         ds.write_datasink(
             cairn.ray.LanceDatasink(
-                output, storage_options=spec.get("lance_options"), filesystem=table_fs
+                output,
+                storage_options=spec.get("lance_options"),
+                filesystem=table_fs,
+                **{k: spec[k] for k in ("commit_interval", "max_units_per_commit") if k in spec},
             ),
             concurrency=spec.get("write_concurrency"),
         )

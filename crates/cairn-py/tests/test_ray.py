@@ -25,6 +25,7 @@ import pyarrow.fs as pafs  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
 from conftest import garage_options, serialized_id_set  # noqa: E402
+from kit import SHARED_RAY_ENV, shared_ray_address  # noqa: E402
 from oracle import column_counts, files, pyarrow_s3, write_uid_files  # noqa: E402
 
 JOB = os.path.join(os.path.dirname(__file__), "ray_job.py")
@@ -44,10 +45,27 @@ def write_input(oracle, prefix):
     write_uid_files(oracle, prefix, FILES, ROWS_PER_FILE)
 
 
+# Set CAIRN_TEST_OWN_RAY=1 to give every driver a Ray instance of its own.
+OWN_RAY = bool(os.environ.get("CAIRN_TEST_OWN_RAY"))
+
+
+def shares_ray(spec):
+    """Whether the job of `spec` runs on the shared local Ray instance: not
+    on a multi-node cluster, nor with a node of its own shape, nor when its
+    test counts or kills Ray's worker processes (`own_ray`)."""
+    own = spec.get("cluster") or "node" in spec or spec.get("own_ray")
+    return not (OWN_RAY or own or spec.get("kill_shard_after_units"))
+
+
 def start_job(spec, env=None):
-    """Starts ray_job.py (with `env` added to its environment) in a process
-    group of its own, its output (stdout and stderr) piped as text."""
-    env = dict(os.environ, RAY_DATA_PARQUET_BIN_PACKING_BYTES=str(64 * 1024), **(env or {}))
+    """Starts ray_job.py (with `env` added to its environment and, on the
+    shared Ray instance, to its workers') in a process group of its own,
+    its output (stdout and stderr) piped as text."""
+    extra = {"RAY_DATA_PARQUET_BIN_PACKING_BYTES": str(64 * 1024), **(env or {})}
+    if shares_ray(spec):
+        spec = dict(spec, ray_address=shared_ray_address(), worker_env=extra)
+        extra = dict(extra, **SHARED_RAY_ENV)
+    env = dict(os.environ, **extra)
     return subprocess.Popen(
         [sys.executable, JOB, json.dumps(spec)],
         stdout=subprocess.PIPE,
@@ -60,8 +78,9 @@ def start_job(spec, env=None):
 
 def run_job(spec, kill_when=None, timeout=300, env=None, meanwhile=None):
     """Runs ray_job.py (with `env` added to its environment); with
-    `kill_when`, SIGKILLs its whole process group (the driver and the local
-    cluster it started) once kill_when() is true; with `meanwhile`, a pair
+    `kill_when`, SIGKILLs its whole process group (the driver, and the local
+    cluster it started unless it runs on the shared one) once kill_when() is
+    true; with `meanwhile`, a pair
     (when, act), calls act() once when() is true while the job runs.
     Returns (exit code, output)."""
     proc = start_job(spec, env)

@@ -14,6 +14,7 @@ skipped."""
 
 import collections
 import os
+import re
 import signal
 import time
 import uuid
@@ -67,6 +68,7 @@ def local_job(tmp_path, table_format, **extra):
             location=f"file://{root}/table",
         )
         spec.update(iceberg_table="db.t", iceberg_catalog=iceberg_catalog_kwargs(root))
+    if table_format in GROUPED:
         # Group commits of the units handed over within half a second.
         spec.setdefault("commit_interval", 0.5)
     return spec, root
@@ -131,13 +133,13 @@ class Table:
         return lance.dataset(self.uri, version=version, storage_options=self.storage_options)
 
     def _lance_units(self):
-        """{version: the unit its transaction names}, of the versions the
-        dataset keeps."""
+        """{version: the units its transaction records}, of the versions
+        the dataset keeps."""
         dataset = self._lance()
         found = {}
         for version in sorted(int(v["version"]) for v in dataset.versions()):
             transaction = dataset.read_transaction(version)
-            found[version] = (transaction.transaction_properties or {}).get("cairn.unit")
+            found[version] = recorded_units(transaction.transaction_properties or {})
         return found
 
     def _iceberg(self):
@@ -231,16 +233,28 @@ class Table:
         if self.format == "delta":
             return self._delta().transaction_version(f"cairn:{unit}") is not None
         if self.format == "lance":
-            return unit in self._lance_units().values()
-        return any(unit in iceberg_units(s.summary) for s in self._iceberg().snapshots())
+            return any(unit in units for units in self._lance_units().values())
+        return any(unit in recorded_units(s.summary) for s in self._iceberg().snapshots())
+
+    def version_count(self):
+        """How many versions (Iceberg: snapshots) the table keeps."""
+        if self.format == "delta":
+            return len(self._delta().history())
+        if self.format == "lance":
+            return len(self._lance().versions())
+        return len(self._iceberg().snapshots())
 
     def units_with(self, unit):
-        """The units the version that added `unit` records (Iceberg's group
-        commits carry several; Delta's and Lance's commits one)."""
-        if self.format != "iceberg":
+        """The units the version that added `unit` records (Iceberg's and
+        Lance's group commits carry several; Delta's commits one)."""
+        if self.format == "delta":
             return {unit}
-        (snapshot,) = [s for s in self._iceberg().snapshots() if unit in iceberg_units(s.summary)]
-        return iceberg_units(snapshot.summary)
+        if self.format == "lance":
+            (units,) = [units for units in self._lance_units().values() if unit in units]
+            return units
+        summaries = [s.summary for s in self._iceberg().snapshots()]
+        (summary,) = [summary for summary in summaries if unit in recorded_units(summary)]
+        return recorded_units(summary)
 
     def versions_of(self, unit):
         """(the version that added `unit`, the one before it or None)."""
@@ -251,24 +265,33 @@ class Table:
             assert len(versions) == 1, versions
             return versions[0], (versions[0] - 1 if versions[0] else None)
         if self.format == "lance":
-            versions = [v for v, u in self._lance_units().items() if u == unit]
+            versions = [v for v, units in self._lance_units().items() if unit in units]
             assert len(versions) == 1, versions
             return versions[0], (versions[0] - 1 if versions[0] > 1 else None)
-        snapshots = [s for s in self._iceberg().snapshots() if unit in iceberg_units(s.summary)]
+        snapshots = [s for s in self._iceberg().snapshots() if unit in recorded_units(s.summary)]
         assert len(snapshots) == 1, snapshots
         return snapshots[0].snapshot_id, snapshots[0].parent_snapshot_id
 
 
-def iceberg_units(summary):
-    """The units an Iceberg snapshot's summary records, read as the
-    summary is written: `cairn.unit` (one), `cairn.units` (a group
-    commit's JSON object of unit and write UUID)."""
+def recorded_units(summary):
+    """The units an Iceberg snapshot's summary or a Lance transaction's
+    properties record, read as they are written: `cairn.unit` (one),
+    `cairn.units` (a group commit's JSON object of each unit and its write
+    UUID or data files)."""
     import json
 
     units = set(json.loads(summary.get("cairn.units") or "{}"))
     if summary.get("cairn.unit"):
         units.add(summary["cairn.unit"])
     return units
+
+
+# What a job's end says when units handed to its committer were not
+# committed: found pending (or reported failed) against the table, or the
+# committer found dead or restarting by the flush.
+COMMITTER_LOST = re.compile(
+    r"handed to the table committer|table committer \S+ died \(\w+\): the units it held"
+)
 
 
 def assert_every_row_once(counts, outputs=()):
@@ -286,6 +309,10 @@ def assert_every_row_once(counts, outputs=()):
 
 
 FORMATS = ["delta", "iceberg", "lance"]
+
+#: The formats whose write tasks hand their units to the job's committer
+#: (group commits, by default).
+GROUPED = {"iceberg", "lance"}
 
 
 #: Where the first run's held unit waits to be killed: Delta and Iceberg
@@ -318,9 +345,9 @@ def test_a_driver_killed_inside_a_units_commit_resumes_exactly_once(tmp_path, ta
     held_at = HELD_AT[table_format]
     # Iceberg's committer reaches the failpoint once a group: the second
     # group is held, the first committed.
-    passes = ":1" if table_format == "iceberg" else ""
+    passes = ":1" if table_format in GROUPED else ""
     env = {"CAIRN_PY_FAILPOINT": f"{held_at}:hang:{flag}{passes}"}
-    enough = 1 if table_format == "iceberg" else 3
+    enough = 1 if table_format in GROUPED else 3
 
     def held_and_some_committed():
         return flag.exists() and committed_on_disk(f"{root}/ckpt") >= enough
@@ -379,11 +406,12 @@ def test_a_driver_killed_inside_a_units_commit_resumes_exactly_once(tmp_path, ta
     }
     code, out = run_job(spec, env=env)
     outputs = [first, out]
-    if table_format == "iceberg" and code != 0:
+    if table_format in GROUPED and code != 0:
         # The failpoint killed the committer: the units it still held
-        # were lost with it, and the job's end kept the checkpoint. The
-        # run again writes them.
-        assert "handed to the table committer" in out, out[-5000:]
+        # were lost with it, and the job's end kept the checkpoint (it
+        # found them pending, or its flush found the committer dead or
+        # restarting). The run again writes them.
+        assert COMMITTER_LOST.search(out), out[-5000:]
         code, again = run_job(spec)
         outputs.append(again)
         out += again
@@ -488,7 +516,7 @@ def test_table_maintenance_between_a_kill_and_the_resume_keeps_exactly_once(tmp_
     units = checkpoint_units(f"{root}/ckpt")
     committed = sum(committed for committed, _ in units.values())
     # Iceberg's group commits pass the failpoint a group at a time.
-    assert committed == 4 or (table_format == "iceberg" and committed > 4), sorted(units)
+    assert committed == 4 or (table_format in GROUPED and committed > 4), sorted(units)
     assert held in units and not units[held][0], f"{held} must be pending: {sorted(units)}"
     append_and_delete_a_row(table_format, root)
     clean_history(table_format, root)
@@ -716,9 +744,9 @@ def test_a_unit_the_table_lost_while_the_job_ran_stops_its_end(tmp_path, table_f
     def units_to_lose():
         if committed_on_disk(f"{root}/ckpt") < 3:
             return False
-        # Iceberg's group commits: a restore to the second snapshot loses
-        # units once there is a third.
-        return table_format != "iceberg" or len(Table("iceberg", root)._iceberg().snapshots()) >= 3
+        # Group commits: a restore to the second version loses units once
+        # there is a third.
+        return Table(table_format, root).version_count() >= 3
 
     code, out = run_job(spec, meanwhile=(units_to_lose, restore))
     assert code != 0 and "was not ended" in out, f"exit {code}:\n{out[-5000:]}"
@@ -735,13 +763,14 @@ def make_sink(table_format, spec):
     import cairn.ray
 
     if table_format == "iceberg":
-        # Each task commits its own unit (a committer needs Ray's driver):
-        # the group commit's fence is test_a_group_commit_*'s.
+        # Each task commits its own unit (a committer needs Ray's driver),
+        # here and for Lance: the group commit's fence is
+        # test_a_group_commit_*'s.
         return cairn.ray.IcebergDatasink(
             spec["iceberg_table"], spec["iceberg_catalog"], max_units_per_commit=1
         )
     if table_format == "lance":
-        return cairn.ray.LanceDatasink(spec["output"])
+        return cairn.ray.LanceDatasink(spec["output"], max_units_per_commit=1)
     return cairn.ray.DeltaDatasink(spec["output"])
 
 
@@ -860,7 +889,7 @@ def test_a_retried_task_that_makes_other_rows_records_the_tables(tmp_path, table
     Checked with the checkpoint kept: the committed records' IDs are the
     table's, each once (read by pyarrow and the format's reader)."""
     died = tmp_path / "dead-unit"
-    own = {"max_units_per_commit": 1} if table_format == "iceberg" else {}
+    own = {"max_units_per_commit": 1} if table_format in GROUPED else {}
     spec, root = local_job(
         tmp_path,
         table_format,
@@ -876,18 +905,19 @@ def test_a_retried_task_that_makes_other_rows_records_the_tables(tmp_path, table
     assert_the_checkpoint_holds_the_tables_ids(table_format, root, died.read_text(), out)
 
 
-def test_a_task_retried_after_handing_its_unit_over_commits_it_once(tmp_path):
-    """Iceberg's group commits, a transform that is not deterministic, a
-    worker dying right after its task handed its unit to the job's
-    committer: Ray's retry makes other rows and hands the unit over again.
-    The committer commits one attempt's rows (the retry's while the first
-    attempt's wait, the first's once they are being committed, none again
-    once committed), and the checkpoint records the IDs the table holds,
-    each once."""
+@pytest.mark.parametrize("table_format", sorted(GROUPED))
+def test_a_task_retried_after_handing_its_unit_over_commits_it_once(tmp_path, table_format):
+    """Group commits (Iceberg, Lance), a transform that is not
+    deterministic, a worker dying right after its task handed its unit to
+    the job's committer: Ray's retry makes other rows and hands the unit
+    over again. The committer commits one attempt's rows (the retry's
+    while the first attempt's wait, the first's once they are being
+    committed, none again once committed), and the checkpoint records the
+    IDs the table holds, each once."""
     died = tmp_path / "dead-unit"
     spec, root = local_job(
         tmp_path,
-        "iceberg",
+        table_format,
         sleep=0,
         drop_by_attempt=True,
         delete_checkpoint_on_success=False,
@@ -897,37 +927,39 @@ def test_a_task_retried_after_handing_its_unit_over_commits_it_once(tmp_path):
     code, out = run_job(spec, env=env)
     assert code == 0 and "JOB DONE" in out, out[-5000:]
     assert died.exists(), "no worker died at the failpoint"
-    assert_the_checkpoint_holds_the_tables_ids("iceberg", root, died.read_text(), out)
+    assert_the_checkpoint_holds_the_tables_ids(table_format, root, died.read_text(), out)
 
 
-@pytest.mark.parametrize("action", ["exit", "raise"])
-def test_a_committer_that_dies_fails_the_jobs_end_and_the_run_again_writes_its_units(
-    tmp_path, action
-):
+def test_a_committer_that_dies_fails_the_jobs_end_and_the_run_again_writes_its_units(tmp_path):
     """Iceberg's committer dies (a failpoint exits its process: Ray
-    restarts it and the job's later units are committed) or its group
-    commit fails (the failpoint raises) with a group fenced and not
-    committed: the group's units are not in the table. The job's end finds
-    them (pending, or reported by the committer): the job fails saying
-    so, the checkpoint is kept (no completion marker, their pending
-    records there), and the run again ends exactly once, judged by
-    pyiceberg."""
-    died = tmp_path / "dead-committer"
+    restarts it and the job's later units are committed) with a group
+    fenced and not committed; the run again, its group commit fails (the
+    failpoint raises) likewise. Each time the group's units are not in
+    the table; the job's end finds them (pending, or reported by the
+    committer): the job fails saying so, the checkpoint is kept (no
+    completion marker, their pending records there). The third run ends
+    exactly once, judged by pyiceberg."""
     spec, root = local_job(tmp_path, "iceberg", sleep=0.1)
-    env = {"CAIRN_PY_FAILPOINT": f"table-after-fence:{action}:{died}:1"}
-    code, out = run_job(spec, env=env)
-    assert died.exists(), "the committer never reached the failpoint"
-    assert code != 0 and "handed to the table committer" in out, f"exit {code}:\n{out[-5000:]}"
-    left = os.listdir(f"{root}/ckpt")
-    assert ".cairn-complete" not in left, left
-    lost = died.read_text()
-    assert f"{lost}.pending.parquet" in left, sorted(left)
     table = Table("iceberg", root)
-    assert not table.records(lost)
-    spec["sleep"] = 0
+    outs = []
+    # The first run's failpoint lets one group commit first; the second
+    # run may have a single group to write.
+    for action, passes in (("exit", ":1"), ("raise", "")):
+        died = tmp_path / f"dead-committer-{action}"
+        env = {"CAIRN_PY_FAILPOINT": f"table-after-fence:{action}:{died}{passes}"}
+        code, out = run_job(spec, env=env)
+        outs.append(out)
+        assert died.exists(), f"the committer never reached the failpoint ({action})"
+        assert code != 0 and COMMITTER_LOST.search(out), f"{action}: exit {code}:\n{out[-5000:]}"
+        left = os.listdir(f"{root}/ckpt")
+        assert ".cairn-complete" not in left, left
+        lost = died.read_text()
+        assert f"{lost}.pending.parquet" in left, sorted(left)
+        assert not table.records(lost)
+        spec["sleep"] = 0
     code, again = run_job(spec)
     assert code == 0 and "JOB DONE" in again, again[-5000:]
-    assert_every_row_once(table.uids(), (out, again))
+    assert_every_row_once(table.uids(), (*outs, again))
 
 
 def assert_the_checkpoint_holds_the_tables_ids(table_format, root, retried, out):
@@ -962,26 +994,97 @@ def test_a_task_run_again_inside_its_attempt_commits_once(tmp_path):
     assert_every_row_once(table.uids(), (out,))
 
 
-def test_a_group_commit_fences_each_unit_and_commits_them_in_one_snapshot(tmp_path):
-    """The Iceberg sink's group commit, called as its committer actor calls
-    it (no Ray needed): three units staged by the sink, one of them whose
-    pending record a newer run's recovery dropped. That one is refused
-    (its staged files deleted, none of its rows in the table); the other
-    two are in one snapshot that records both, their committed records
-    hold their IDs and that snapshot's ledger entry, their pending records
-    are gone. The same units handed over again by later attempts (a
-    committer that died after its commit): committed from the table, their
-    new files deleted, no second snapshot. Judged by pyiceberg and pyarrow."""
+class StagedIceberg:
+    """The Iceberg sink's staging and group commit, as its tasks and its
+    committer run them."""
+
+    def __init__(self, spec, root):
+        import cairn.ray
+        from cairn._ray_iceberg import _GroupCommit
+
+        self.sink = cairn.ray.IcebergDatasink(spec["iceberg_table"], spec["iceberg_catalog"])
+        self.group = _GroupCommit("db.t", spec["iceberg_catalog"], self.sink._location, {}, 5)
+        self.table = Table("iceberg", root)
+        #: Rows in the table before the units: none.
+        self.before = []
+
+    def stage(self, rows, fence):
+        return self.sink._stage(rows, fence)
+
+    def data_files(self, submission):
+        return [f.file_path.removeprefix("file://") for f in submission.payload.data_files]
+
+    def commits(self):
+        """The units each of the table's snapshots records."""
+        return [recorded_units(s.summary) for s in self.table._iceberg().snapshots()]
+
+    def entry_holds(self, entry, submission):
+        """Whether a committed record's ledger entry names the group's
+        snapshot."""
+        (snapshot,) = self.table._iceberg().snapshots()
+        return entry["snapshot"] == snapshot.snapshot_id
+
+
+class StagedLance:
+    """The Lance sink's staging and group commit, on a dataset made first
+    (version 1, a row of no unit)."""
+
+    def __init__(self, spec, root):
+        import lance
+        import pyarrow.fs as pafs
+        from cairn._ray_lance import _GroupCommit
+
+        self.uri = spec["output"]
+        self.before = [-1]
+        lance.write_dataset(pa.table({"uid": pa.array([-1], pa.int64()), "text": ["-"]}), self.uri)
+        self.group = _GroupCommit(self.uri, None, 1, pafs.LocalFileSystem(), self.uri)
+        self.table = Table("lance", root)
+
+    def stage(self, rows, fence):
+        import lance
+        from cairn._ray_lance import _Staged
+
+        written = lance.fragment.write_fragments(
+            rows, self.uri, mode="append", return_transaction=True
+        )
+        return _Staged(list(written.operation.fragments), fence)
+
+    def data_files(self, submission):
+        from cairn._ray_lance import _file_names
+
+        return [f"{self.uri}/data/{n}" for n in _file_names(submission.payload.fragments)]
+
+    def commits(self):
+        """The units each version after the dataset's creation records."""
+        return [units for version, units in self.table._lance_units().items() if version > 1]
+
+    def entry_holds(self, entry, submission):
+        """Whether a committed record's ledger entry names the unit's data
+        files and the version the group was committed on."""
+        names = sorted(p.rsplit("/", 1)[-1] for p in self.data_files(submission))
+        return entry == {"files": names, "base": 1}
+
+
+@pytest.mark.parametrize("table_format", sorted(GROUPED))
+def test_a_group_commit_fences_each_unit_and_commits_them_in_one_snapshot(tmp_path, table_format):
+    """The Iceberg and Lance sinks' group commit, called as the committer
+    actor calls it (no Ray needed): three units staged as their tasks
+    stage them, one of them whose pending record a newer run's recovery
+    dropped. That one is refused (its staged files deleted, none of its
+    rows in the table); the other two are in one snapshot or version that
+    records both, their committed records hold their IDs and their ledger
+    entries, their pending records are gone. The same units handed over
+    again by later attempts (a committer that died after its commit):
+    committed from the table, their new files deleted, no second commit.
+    Judged by pyiceberg, lance and pyarrow."""
     import json
 
-    import cairn.ray
     import pyarrow.fs as pafs
     from cairn._ray_committer import COMMITTED, TAKEN_OVER, Submission
-    from cairn._ray_iceberg import _GroupCommit
     from cairn._ray_table import UnitFence, id_record
 
-    spec, root = local_job(tmp_path, "iceberg")
-    sink = cairn.ray.IcebergDatasink(spec["iceberg_table"], spec["iceberg_catalog"])
+    spec, root = local_job(tmp_path, table_format)
+    staging = {"iceberg": StagedIceberg, "lance": StagedLance}[table_format](spec, root)
     local = pafs.LocalFileSystem()
     ckpt = f"{root}/ckpt"
     os.makedirs(ckpt)
@@ -993,36 +1096,31 @@ def test_a_group_commit_fences_each_unit_and_commits_them_in_one_snapshot(tmp_pa
         pending, committed = f"{ckpt}/{unit}.pending.parquet", f"{ckpt}/{unit}.parquet"
         with open(pending, "wb") as f:
             f.write(id_record(rows["uid"], "uid"))  # Ray's pending record
-        fence = UnitFence(unit, "db.t", local, [pending], "uid", rows["uid"], [committed])
-        return Submission(unit, sink._stage(rows, fence))
+        fence = UnitFence(unit, "t", local, [pending], "uid", rows["uid"], [committed])
+        return Submission(unit, staging.stage(rows, fence))
 
-    def data_files(submission):
-        return [f.file_path.removeprefix("file://") for f in submission.payload.data_files]
-
-    group = _GroupCommit("db.t", spec["iceberg_catalog"], sink._location, {}, 5)
     first = [handed_over("a", 0), handed_over("b", 100), handed_over("c", 200)]
-    assert all(os.path.exists(p) for s in first for p in data_files(s))
+    assert all(os.path.exists(p) for s in first for p in staging.data_files(s))
     os.remove(f"{ckpt}/b.pending.parquet")  # a newer run's recovery dropped it
-    outcomes = group.commit_batch(first)
+    outcomes = staging.group.commit_batch(first)
     assert outcomes["a"] == outcomes["c"] == (COMMITTED, "")
     assert outcomes["b"][0] == TAKEN_OVER and "pending checkpoint record" in outcomes["b"][1]
-    assert not any(os.path.exists(p) for p in data_files(first[1])), "b's files were kept"
+    assert not any(os.path.exists(p) for p in staging.data_files(first[1])), "b's files were kept"
 
-    table = Table("iceberg", root)
-    expected = collections.Counter(list(range(0, 100)) + list(range(200, 300)))
-    assert table.uids() == expected
-    snapshots = table._iceberg().snapshots()
-    assert [iceberg_units(s.summary) for s in snapshots] == [{"a", "c"}]
+    expected = collections.Counter(staging.before + list(range(0, 100)) + list(range(200, 300)))
+    assert staging.table.uids() == expected
+    assert staging.commits() == [{"a", "c"}]
 
     def committed_as_in_the_table():
         """a's and c's committed records: the table's IDs and the entry of
-        the snapshot that holds them; their pending records gone."""
-        for unit, first_uid in (("a", 0), ("c", 200)):
+        the commit that holds them; their pending records gone."""
+        for submission, first_uid in ((first[0], 0), (first[2], 200)):
+            unit = submission.unit
             assert not os.path.exists(f"{ckpt}/{unit}.pending.parquet")
             record = pq.read_table(f"{ckpt}/{unit}.parquet")
             assert sorted(record["uid"].to_pylist()) == list(range(first_uid, first_uid + 100))
             entry = json.loads(record.schema.metadata[b"cairn.table_ledger"])
-            assert entry["snapshot"] == snapshots[0].snapshot_id
+            assert staging.entry_holds(entry, submission), (unit, entry)
 
     committed_as_in_the_table()
 
@@ -1031,9 +1129,9 @@ def test_a_group_commit_fences_each_unit_and_commits_them_in_one_snapshot(tmp_pa
     # commit, before it answered): not committed twice, and the committed
     # records hold the table's IDs, not the later attempts'.
     again = [handed_over("a", 1000), handed_over("c", 2000)]
-    outcomes = group.commit_batch(again)
+    outcomes = staging.group.commit_batch(again)
     assert outcomes == {"a": (COMMITTED, ""), "c": (COMMITTED, "")}
-    assert not any(os.path.exists(p) for s in again for p in data_files(s))
-    assert table.uids() == expected
-    assert len(table._iceberg().snapshots()) == 1
+    assert not any(os.path.exists(p) for s in again for p in staging.data_files(s))
+    assert staging.table.uids() == expected
+    assert staging.commits() == [{"a", "c"}]
     committed_as_in_the_table()

@@ -36,8 +36,8 @@ from cairn._ray_lance import LanceDatasink, LanceUnitLog  # noqa: E402
 ROWS_PER_UNIT = 3
 
 #: One step of a table's history: a unit appended, two units appended
-#: together (Iceberg: one snapshot of the sink's group commit; the other
-#: formats: one after the other), a unit's commit begun
+#: together (Iceberg and Lance: one version of the sink's group commit;
+#: Delta: one after the other), a unit's commit begun
 #: and never landed (its files written, its entry given to the fence,
 #: which refuses: a kill there), the table restored to
 #: the version drawn (an index into the versions before the current one),
@@ -149,20 +149,22 @@ class Iceberg:
 
     def append_group(self, tables, units):
         """The sink's group commit of ``units`` (each with its rows) in one
-        snapshot, as its committer makes it; their ledger entry."""
+        snapshot, as its committer makes it; each unit's ledger entry (the
+        snapshot's)."""
         from cairn._ray_committer import COMMITTED, Submission
         from cairn._ray_iceberg import _GroupCommit
 
         sink = IcebergDatasink("db.t", self.kwargs, max_units_per_commit=1)
-        entries = []
+        entries = {unit: [] for unit in units}
         group = [
-            Submission(unit, sink._stage(table, LetThrough(entries)))
+            Submission(unit, sink._stage(table, LetThrough(entries[unit])))
             for table, unit in zip(tables, units)
         ]
         outcomes = _GroupCommit("db.t", self.kwargs, self.location, {}, 5).commit_batch(group)
         assert set(outcomes.values()) == {(COMMITTED, "")}, outcomes
-        assert entries and len(set(entries)) == 1, entries
-        return entries[-1]
+        last = {unit: given[-1] for unit, given in entries.items()}
+        assert len(set(last.values())) == 1, entries
+        return last
 
     def overwrite(self, table):
         self._table().overwrite(table)
@@ -223,7 +225,30 @@ class Lance:
     def append(self, table, unit):
         """The sink's own commit of a unit (the first creates the
         dataset); its last ledger entry."""
-        return sink_append(LanceDatasink(self.uri), table, unit)
+        return sink_append(LanceDatasink(self.uri, max_units_per_commit=1), table, unit)
+
+    def append_group(self, tables, units):
+        """The sink's group commit of ``units`` (each with its rows, its
+        fragments written as its write task writes them) in one version, as
+        its committer makes it; each unit's ledger entry (its files)."""
+        import lance
+        import pyarrow.fs as pafs
+        from cairn._ray_committer import COMMITTED, Submission
+        from cairn._ray_lance import _GroupCommit, _Staged
+
+        entries = {unit: [] for unit in units}
+        group = []
+        for table, unit in zip(tables, units):
+            written = lance.fragment.write_fragments(
+                table, self.uri, mode="append", return_transaction=True
+            )
+            staged = _Staged(list(written.operation.fragments), LetThrough(entries[unit]))
+            group.append(Submission(unit, staged))
+        since = self._dataset().version
+        commit = _GroupCommit(self.uri, None, since, pafs.LocalFileSystem(), self.uri)
+        outcomes = commit.commit_batch(group)
+        assert set(outcomes.values()) == {(COMMITTED, "")}, outcomes
+        return {unit: given[-1] for unit, given in entries.items()}
 
     def overwrite(self, table):
         import lance
@@ -255,7 +280,7 @@ class Lance:
         return set(self._dataset().to_table(columns=["uid"])["uid"].to_pylist())
 
     def sink(self):
-        return LanceDatasink(self.uri)
+        return LanceDatasink(self.uri, max_units_per_commit=1)
 
     def versions(self):
         """The uids of every version the dataset keeps, by version."""
@@ -354,11 +379,11 @@ def test_a_unit_is_recorded_exactly_when_the_table_holds_its_rows(table_format, 
         wrote = {}
         compacted = False
         # The first step writes a unit, so every format has a table.
-        # Two units together are one snapshot of Iceberg's group commit;
-        # the other formats append them one after the other.
+        # Two units together are one version of Iceberg's and Lance's
+        # group commits; Delta appends them one after the other.
         expanded = []
         for step in [("append",)] + steps:
-            if step[0] == "group" and table_format != "iceberg":
+            if step[0] == "group" and table_format == "delta":
                 expanded += [("append",), ("append",)]
             else:
                 expanded.append(step)
@@ -370,12 +395,12 @@ def test_a_unit_is_recorded_exactly_when_the_table_holds_its_rows(table_format, 
                     first = len(units) * ROWS_PER_UNIT
                     units[unit] = set(range(first, first + ROWS_PER_UNIT))
                 before = files_under(table.dir)
-                entry = table.append_group([rows(sorted(units[u])) for u in pair], pair)
+                given = table.append_group([rows(sorted(units[u])) for u in pair], pair)
                 for unit in pair:
                     wrote[unit] = files_under(table.dir) - before
                     since_clean.add(unit)
-                    entries[unit] = entry
-                    assert table.log().ledger_of(unit) == entry, (unit, steps)
+                    entries[unit] = given[unit]
+                    assert table.log().ledger_of(unit) == given[unit], (unit, steps)
             elif kind == "append":
                 unit = f"u{len(units)}"
                 first = len(units) * ROWS_PER_UNIT
@@ -536,7 +561,7 @@ def test_a_commit_that_never_landed_on_a_table_cleaned_before_is_absent(table_fo
         sink = (
             IcebergDatasink("db.t", table.kwargs, max_units_per_commit=1)
             if table_format == "iceberg"
-            else LanceDatasink(table.uri)
+            else LanceDatasink(table.uri, max_units_per_commit=1)
         )
         entries = []
 

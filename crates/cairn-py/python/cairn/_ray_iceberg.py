@@ -7,7 +7,6 @@ it in ``cairn.unit``), the snapshot's ID their ledger entry; see
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
 import time
@@ -19,28 +18,17 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ._ray_committer import (
-    COMMITTED,
     DEFAULT_COMMIT_TIMEOUT_SECONDS,
     DEFAULT_MAX_UNITS_PER_COMMIT,
-    FAILED,
-    LANDED_BEFORE,
     DEFAULT_COMMIT_INTERVAL_SECONDS,
-    QUEUED,
-    TAKEN_OVER,
     Submission,
-    committer_name,
-    fence_all,
-    flush_committer,
-    start_committer,
-    stop_committer,
-    submit_to,
 )
 from ._ray_table import (
-    HANDED_OVER,
     TableDatasink,
+    commit_unit_records,
+    fence_group,
     UnitFence,
     UnitIds,
-    UnitTakenOver,
     crash_point,
     delete_orphans,
     joined,
@@ -615,15 +603,7 @@ class _GroupCommit:
                 if snapshot.snapshot_id not in before
             )
             entry = _ledger(staged)
-            errors = fence_all([functools.partial(s.payload.fence, entry) for s in live])
-            fenced = []
-            for submission, error in zip(live, errors):
-                if error is None:
-                    fenced.append(submission)
-                    continue
-                kind = TAKEN_OVER if isinstance(error, UnitTakenOver) else FAILED
-                outcomes[submission.unit] = (kind, str(error) or type(error).__name__)
-                self.discard(submission.payload)
+            fenced = fence_group(live, {s.unit: entry for s in live}, outcomes, self.discard)
             if len(fenced) < len(live):
                 live = fenced  # staged again without the units refused
                 continue
@@ -637,7 +617,9 @@ class _GroupCommit:
                 attempt += 1
                 continue
             crash_point("table-after-commit", live[0].unit)
-            self._commit_records([(s, entry, None) for s in live], outcomes)
+            commit_unit_records(
+                [(s, entry, None) for s in live], outcomes, without_secrets(self.location)
+            )
             break
         return outcomes
 
@@ -670,31 +652,8 @@ class _GroupCommit:
             record = log.committed_record(submission.unit, fence.id_column)
             # Without the table's IDs (unreadable: warned), the submission's.
             done.append((submission, _ledger(snapshot), record))
-        self._commit_records(done, outcomes)
+        commit_unit_records(done, outcomes, without_secrets(self.location))
         return left
-
-    @staticmethod
-    def _commit_records(
-        done: List[Tuple[Submission, Optional[str], Optional[bytes]]],
-        outcomes: Dict[str, Tuple[str, str]],
-    ) -> None:
-        """Commits the checkpoint records of units whose rows the table
-        holds (each with its ledger entry, or the record to write). One that
-        fails is left pending, with a warning: the job's end settles it by
-        the table's log."""
-        steps = [
-            functools.partial(s.payload.fence.commit_record, entry, record)
-            for s, entry, record in done
-        ]
-        for (submission, _, _), error in zip(done, fence_all(steps)):
-            if error is not None:
-                logger.warning(
-                    "cairn: unit %s is in the table, and its checkpoint record was left pending "
-                    "(the job's end settles it by the table's log): %s",
-                    submission.unit,
-                    error,
-                )
-            outcomes[submission.unit] = (COMMITTED, "")
 
 
 class IcebergDatasink(TableDatasink):
@@ -756,103 +715,25 @@ class IcebergDatasink(TableDatasink):
             if key in self._snapshot_properties:
                 raise ValueError(f"snapshot_properties: {key!r} is cairn's; use another key")
         self._max_commit_retries = int(max_commit_retries)
-        if int(max_units_per_commit) < 1:
-            raise ValueError(f"max_units_per_commit={max_units_per_commit}: must be at least 1")
-        if float(commit_interval) < 0 or float(commit_timeout) <= 0:
-            raise ValueError(
-                f"commit_interval={commit_interval}, commit_timeout={commit_timeout}: the "
-                "interval must be 0 or more seconds, the timeout more than 0"
-            )
-        self._max_units_per_commit = int(max_units_per_commit)
-        self._commit_interval = float(commit_interval)
-        self._commit_timeout = float(commit_timeout)
-        #: The job's committer, named where the write starts.
-        self._committer: Optional[str] = None
+        self.init_group_commits(max_units_per_commit, commit_interval, commit_timeout)
 
     def unit_log(self) -> IcebergUnitLog:
         """What cairn's checkpoint manager asks about pending units."""
         return IcebergUnitLog(self.table_identifier, self._catalog_kwargs, self._location)
 
-    def _checkpoint_path(self) -> str:
-        from ray.data.context import DataContext
+    def group_name(self) -> str:
+        """The table's identifier and location, in its committer's name."""
+        return f"{self.table_identifier} {self._location}"
 
-        config = DataContext.get_current().checkpoint_config
-        return str(getattr(config, "checkpoint_path", ""))
-
-    def hands_units_over(self) -> bool:
-        """Whether tasks hand their units to the job's committer (unless
-        ``max_units_per_commit=1``)."""
-        return self._max_units_per_commit > 1
-
-    def _committer_name(self) -> Optional[str]:
-        """The Ray actor name of the job's committer: the one the driver
-        named where the write started (the sink reaches the tasks after
-        it), else of this table and the job's checkpoint path; None when
-        each task commits its own unit."""
-        if not self.hands_units_over():
-            return None
-        if self._committer is not None:
-            return self._committer
-        return committer_name(f"{self.table_identifier} {self._location}", self._checkpoint_path())
-
-    def on_write_start(self, schema: Any = None) -> None:
-        """Checks the job's checkpoint manager, then starts the job's
-        committer (unless each task commits its own unit)."""
-        super().on_write_start(schema)
-        self._committer = None  # a sink used again names its new job's
-        name = self._committer_name()
-        if name is not None:
-            # Ray Data serializes the sink for its tasks after this call:
-            # they hand their units to this name, whatever context they see.
-            self._committer = name
-            group = _GroupCommit(
-                self.table_identifier,
-                self._catalog_kwargs,
-                self._location,
-                self._snapshot_properties,
-                self._max_commit_retries,
-            )
-            start_committer(
-                name,
-                group.make,
-                self._commit_interval,
-                self._max_units_per_commit,
-            )
-
-    def end_commits(self, config: Any = None) -> None:
-        """Waits (at most ``commit_timeout``) for the committer to commit
-        the units it holds; raises when a unit it failed, or a pending unit
-        of the checkpoint ``config`` names, is not in the table."""
-        name = self._committer_name()
-        if name is not None:
-            failed = flush_committer(name, self._commit_timeout)
-            self.check_none_lost(config, list(failed))
-
-    def on_write_complete(self, write_result: Any) -> None:
-        """The table check of every sink (the committer flushed first),
-        then the committer stopped."""
-        try:
-            super().on_write_complete(write_result)
-        finally:
-            self._stop_committer()
-
-    def on_write_failed(self, error: Exception) -> None:
-        """Has the committer commit the units it holds (waiting at most
-        ``commit_timeout`` or 2 minutes, and a minute more for an answer),
-        then stops it: units it could not commit stay pending for the
-        resume to settle."""
-        if self._committer_name() is not None:
-            try:
-                flush_committer(self._committer_name(), min(self._commit_timeout, 120.0))
-            except Exception as e:  # noqa: BLE001 - the job's own error is the one raised
-                logger.warning("cairn: the failed job's committer did not commit all: %s", e)
-        self._stop_committer()
-        super().on_write_failed(error)
-
-    def _stop_committer(self) -> None:
-        name = self._committer_name()
-        if name is not None:
-            stop_committer(name)
+    def group_commit(self) -> _GroupCommit:
+        """The committer's side: one snapshot a group."""
+        return _GroupCommit(
+            self.table_identifier,
+            self._catalog_kwargs,
+            self._location,
+            self._snapshot_properties,
+            self._max_commit_retries,
+        )
 
     def append(self, rows: pa.Table, unit: str, fence: UnitFence) -> Any:
         """The unit's data files written, then handed to the job's
@@ -861,20 +742,10 @@ class IcebergDatasink(TableDatasink):
         two steps, the fence between them). Returns True when the
         committer holds the unit committed by an earlier attempt of the
         task (this attempt's files were deleted)."""
-        name = self._committer_name()
-        if name is None:
+        if not self.hands_units_over():
             self._append_alone(rows, unit, fence)
             return None
-        staged = self._stage(rows, fence)
-        table = self.unit_log().table
-        ids = fence.ids
-        size = ids.nbytes if ids is not None else 0
-        kind, message = submit_to(name, table, unit, staged, self._commit_timeout, size)
-        if kind == QUEUED:
-            return HANDED_OVER
-        if kind == LANDED_BEFORE:
-            return True
-        raise RuntimeError(f"cairn: unit {unit} was not taken for {table}: {kind}: {message}")
+        return self.hand_over(unit, self._stage(rows, fence), fence)
 
     def _stage(self, rows: pa.Table, fence: UnitFence) -> _Staged:
         """Writes the unit's data files (pyiceberg's writer, as its

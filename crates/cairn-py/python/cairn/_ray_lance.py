@@ -1,6 +1,7 @@
-"""cairn's Lance sink for Ray Data: each unit appended as one Lance version
-whose transaction properties record it (``cairn.unit``), the data files it
-adds its ledger entry; see :mod:`cairn._ray_table`."""
+"""cairn's Lance sink for Ray Data: units appended in Lance versions whose
+transaction properties record them (a group's ``cairn.units``, or one
+unit's ``cairn.unit``), the data files each adds its ledger entry; see
+:mod:`cairn._ray_table` and :mod:`cairn._ray_committer`."""
 
 from __future__ import annotations
 
@@ -12,12 +13,21 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 import pyarrow as pa
 
+from ._ray_committer import (
+    DEFAULT_COMMIT_INTERVAL_SECONDS,
+    DEFAULT_COMMIT_TIMEOUT_SECONDS,
+    DEFAULT_MAX_UNITS_PER_COMMIT,
+    Submission,
+)
 from ._ray_table import (
     TableDatasink,
+    UnitFence,
     UnitIds,
     added_ids,
+    commit_unit_records,
     crash_point,
     delete_orphans,
+    fence_group,
     old_enough,
     warn_orphans_left,
     without_secrets,
@@ -25,8 +35,13 @@ from ._ray_table import (
 
 logger = logging.getLogger(__name__)
 
-#: The transaction property that names a version's unit.
+#: The transaction property that names a version's unit (a version of one
+#: unit: the dataset's creation, or ``max_units_per_commit=1``).
 UNIT_PROPERTY = "cairn.unit"
+
+#: The transaction property of a group commit's units: a JSON object of
+#: each unit and the data files it adds (their paths in the fragments).
+UNITS_PROPERTY = "cairn.units"
 
 
 def _dataset(uri: str, storage_options: Optional[Dict[str, str]]) -> Any:
@@ -101,9 +116,32 @@ def _named_files(entry: Optional[str]) -> Tuple[List[str], int]:
     return plain, base
 
 
-def _unit_of(transaction: Any) -> Optional[str]:
-    """The unit a Lance transaction's properties name, if any."""
-    return (transaction.transaction_properties or {}).get(UNIT_PROPERTY)
+def _units_of(transaction: Any) -> Dict[str, Optional[List[str]]]:
+    """The units a Lance transaction's properties record, each with the
+    data files it added (None: every file the version added, a version of
+    one unit)."""
+    properties = transaction.transaction_properties or {}
+    units: Dict[str, Optional[List[str]]] = {}
+    one = properties.get(UNIT_PROPERTY)
+    if one:
+        units[one] = None
+    try:
+        many = json.loads(properties.get(UNITS_PROPERTY) or "{}")
+    except ValueError:
+        many = {}
+    if isinstance(many, dict):
+        for unit, files in many.items():
+            units[unit] = [str(f) for f in files] if isinstance(files, list) else []
+    return units
+
+
+def _of_unit(fragments: Any, files: Optional[List[str]]) -> List[Any]:
+    """The fragments (Lance ``FragmentMetadata``) among ``fragments`` whose
+    data files are among ``files`` (all of them when ``files`` is None)."""
+    if files is None:
+        return list(fragments)
+    named = set(files)
+    return [m for m in fragments if any(f.path in named for f in m.files)]
 
 
 class LanceUnitLog(UnitIds):
@@ -142,7 +180,7 @@ class LanceUnitLog(UnitIds):
         if newer <= 0:
             return False
         transactions = dataset.get_transactions(recent_transactions=newer)
-        return any(t is not None and _unit_of(t) == unit for t in transactions)
+        return any(t is not None and unit in _units_of(t) for t in transactions)
 
     def unit_ids(self, unit: str, id_column: str) -> Optional[pa.Array]:
         """``id_column`` of the fragments the version recording ``unit``
@@ -161,13 +199,20 @@ class LanceUnitLog(UnitIds):
             transaction = _transaction_at(dataset, version)
             if transaction is None or transaction is _CLEANED:
                 return None
-            if _unit_of(transaction) == unit:
+            units = _units_of(transaction)
+            if unit in units:
+                files = units[unit]
                 break
             version -= 1
 
         def fragments(at: int) -> List[Tuple[int, Any]]:
             loaded = lance.dataset(self._uri, version=at, storage_options=self._storage_options)
-            return [(f.fragment_id, f) for f in loaded.get_fragments()]
+            # A group commit's version adds other units' fragments too.
+            return [
+                (f.fragment_id, f)
+                for f in loaded.get_fragments()
+                if at != version or _of_unit([f.metadata], files)
+            ]
 
         if version > 1 and _transaction_at(dataset, version - 1) is _CLEANED:
             # The version before was cleaned up: what the commit added
@@ -187,14 +232,17 @@ class LanceUnitLog(UnitIds):
             transaction = _transaction_at(dataset, version)
             if transaction is None or transaction is _CLEANED:
                 return None
-            if _unit_of(transaction) == unit:
+            units = _units_of(transaction)
+            if unit in units:
                 fragments = getattr(transaction.operation, "fragments", None)
                 if fragments is None:
                     return None
                 # An append's entry names the version it was made on, as
                 # the sink's does; the creating unit's names none.
                 append = type(transaction.operation).__name__ == "Append"
-                return _files_ledger(fragments, transaction.read_version if append else None)
+                return _files_ledger(
+                    _of_unit(fragments, units[unit]), transaction.read_version if append else None
+                )
         return None
 
     def held(self, entries: Mapping[str, str]) -> List[str]:
@@ -248,9 +296,7 @@ class LanceUnitLog(UnitIds):
             transaction = _transaction_at(dataset, version)
             if transaction is None or transaction is _CLEANED:
                 break
-            unit = _unit_of(transaction)
-            if unit:
-                found.add(unit)
+            found.update(_units_of(transaction))
             operation = type(transaction.operation).__name__
             if operation == "Overwrite":
                 break
@@ -366,9 +412,7 @@ class LanceUnitLog(UnitIds):
                 break
             if transaction is None:
                 break  # a version of a Lance that kept no transactions
-            unit = _unit_of(transaction)
-            if unit:
-                in_lineage.add(unit)
+            in_lineage.update(_units_of(transaction))
             operation = type(transaction.operation).__name__
             if operation == "Restore":
                 target = int(transaction.operation.version)
@@ -382,18 +426,156 @@ class LanceUnitLog(UnitIds):
         return [u for u in units if u in in_lineage], cut
 
 
+def _file_names(fragments: Any) -> List[str]:
+    """The data files of ``fragments`` (Lance ``FragmentMetadata``), by
+    their paths in the fragments (names in the dataset's ``data``
+    directory)."""
+    return sorted(f.path for m in fragments for f in m.files)
+
+
+@dataclasses.dataclass
+class _Staged:
+    """A unit's fragments, written by its task (``write_fragments``) and
+    not yet in a version: what the task hands the committer."""
+
+    fragments: List[Any]
+    fence: UnitFence
+
+
+@dataclasses.dataclass
+class _GroupCommit:
+    """The committer's side of the Lance sink: it commits a group of staged
+    units in one ``Append`` version whose transaction names each unit and
+    its files (``cairn.units``), then their checkpoint records."""
+
+    uri: str
+    storage_options: Optional[Dict[str, str]]
+    #: The dataset's version when the job started: a unit of the job is in
+    #: a later version, if any.
+    since: int
+    filesystem: Any
+    path: str
+
+    def make(self) -> Tuple[Callable, Callable]:
+        """(commit_batch, discard) for :class:`cairn._ray_committer.GroupCommitter`."""
+        return self.commit_batch, self.discard
+
+    def _log(self) -> LanceUnitLog:
+        return LanceUnitLog(self.uri, self.storage_options, self.since, self.filesystem, self.path)
+
+    def discard(self, staged: _Staged) -> None:
+        """Deletes a unit's staged data files, which no version names (a
+        retry's, whose unit an earlier attempt committed or is committing;
+        one whose fence failed): a file already gone, or one that cannot be
+        deleted, is left with a warning."""
+        data = f"{self.path.rstrip('/')}/data"
+        for name in _file_names(staged.fragments):
+            try:
+                self.filesystem.delete_file(f"{data}/{name}")
+            except FileNotFoundError:
+                continue
+            except Exception as e:  # noqa: BLE001 - a file left is logged, never fatal
+                logger.warning("cairn: the unreferenced file %s/%s was left: %s", data, name, e)
+
+    def commit_batch(self, batch: List[Submission]) -> Dict[str, Tuple[str, str]]:
+        """One version adding every unit's fragments: the fences first
+        (each unit's pending record checked and its ledger entry, its files
+        and the version the commit is made on, written into it), then the
+        commit (Lance rebases an append over versions made meanwhile), then
+        each unit's committed checkpoint record. A unit a version made
+        since the job started already records (an earlier submission's
+        commit, by a committer that died before its records) is not
+        committed again: its checkpoint record is committed from the
+        dataset."""
+        import lance
+        from lance import LanceOperation
+
+        outcomes: Dict[str, Tuple[str, str]] = {}
+        dataset = _dataset(self.uri, self.storage_options)
+        if dataset is None:
+            raise FileNotFoundError(f"no Lance dataset at {without_secrets(self.uri)}")
+        live = self._not_recorded(dataset, list(batch), outcomes)
+        if not live:
+            return outcomes
+        base = dataset.version
+        entries = {s.unit: _files_ledger(s.payload.fragments, base) for s in live}
+        fenced = fence_group(live, entries, outcomes, self.discard)
+        if not fenced:
+            return outcomes
+        crash_point("table-after-fence", fenced[0].unit)
+        units = {s.unit: _file_names(s.payload.fragments) for s in fenced}
+        transaction = lance.Transaction(
+            read_version=base,
+            operation=LanceOperation.Append([m for s in fenced for m in s.payload.fragments]),
+            transaction_properties={UNITS_PROPERTY: json.dumps(units, sort_keys=True)},
+        )
+        lance.LanceDataset.commit(self.uri, transaction, storage_options=self.storage_options)
+        crash_point("table-after-commit", fenced[0].unit)
+        commit_unit_records(
+            [(s, entries[s.unit], None) for s in fenced], outcomes, self._log().table
+        )
+        return outcomes
+
+    def _not_recorded(
+        self, dataset: Any, live: List[Submission], outcomes: Dict[str, Tuple[str, str]]
+    ) -> List[Submission]:
+        """The submissions whose unit no version made since the job started
+        records. The others' rows are in the dataset: a version naming this
+        submission's files is its own commit (one that raised after it
+        landed), committed with its IDs; one naming others is an earlier
+        submission's, committed with the dataset's IDs, this submission's
+        staged files discarded."""
+        newer = dataset.version - self.since
+        recorded: Dict[str, Tuple[Optional[List[str]], Any]] = {}
+        if newer > 0:
+            for transaction in dataset.get_transactions(recent_transactions=newer):
+                if transaction is None:
+                    continue
+                for unit, files in _units_of(transaction).items():
+                    recorded.setdefault(unit, (files, transaction))
+        left, done = [], []
+        log = self._log()
+        for submission in live:
+            if submission.unit not in recorded:
+                left.append(submission)
+                continue
+            files, transaction = recorded[submission.unit]
+            own = _file_names(submission.payload.fragments)
+            entry = _files_ledger(
+                _of_unit(transaction.operation.fragments, files), transaction.read_version
+            )
+            if files == own:
+                done.append((submission, entry, None))
+                continue
+            self.discard(submission.payload)
+            record = log.committed_record(submission.unit, submission.payload.fence.id_column)
+            # Without the dataset's IDs (unreadable: warned), the submission's.
+            done.append((submission, entry, record))
+        commit_unit_records(done, outcomes, self._log().table)
+        return left
+
+
 class LanceDatasink(TableDatasink):
-    """Appends a dataset to the Lance dataset at ``uri``, one Lance version
-    per write task, exactly once under :func:`cairn.ray.checkpoint_config`::
+    """Appends a dataset to the Lance dataset at ``uri``, exactly once
+    under :func:`cairn.ray.checkpoint_config`::
 
         ds.write_datasink(cairn.ray.LanceDatasink("/data/lance/embeddings"))
 
+    Each write task (a unit) writes its data files and hands them to the
+    job's committer (a Ray actor on the driver's node), which commits the
+    units it holds in one version once the oldest has waited
+    ``commit_interval`` seconds or ``max_units_per_commit`` wait, then
+    their checkpoint records; the job's end waits for the last commit, at
+    most ``commit_timeout`` seconds. ``max_units_per_commit=1``: each task
+    commits its own version.
+
     ``storage_options`` are Lance's; ``filesystem`` is the pyarrow
     filesystem Ray and cairn's manager see the dataset's directory through.
-    The first unit creates the dataset (a create that finds it made by
-    another unit appends instead: an append to a missing dataset would be a
-    create that can replace rows another unit committed). Concurrent
-    appends commit with Lance's own conflict resolution. While the job
+    The first unit creates the dataset, a version of its own (a create
+    that finds it made by another unit appends instead: an append to a
+    missing dataset would be a create that can replace rows another unit
+    committed). Concurrent appends commit with Lance's own conflict
+    resolution. While the job
     runs, only append to the dataset. Each unit's data files are its
     ledger entry in the checkpoint, so ``cleanup_old_versions`` while a
     job runs or between a kill and its resume leaves its units found
@@ -407,10 +589,14 @@ class LanceDatasink(TableDatasink):
         *,
         storage_options: Optional[Dict[str, str]] = None,
         filesystem: Any = None,
+        max_units_per_commit: int = DEFAULT_MAX_UNITS_PER_COMMIT,
+        commit_interval: float = DEFAULT_COMMIT_INTERVAL_SECONDS,
+        commit_timeout: float = DEFAULT_COMMIT_TIMEOUT_SECONDS,
     ):
         super().__init__(uri, filesystem=filesystem)
         self.uri = uri
         self._storage_options = dict(storage_options) if storage_options else None
+        self.init_group_commits(max_units_per_commit, commit_interval, commit_timeout)
 
     def unit_log(self) -> LanceUnitLog:
         """What cairn's checkpoint manager asks about pending units."""
@@ -423,19 +609,32 @@ class LanceDatasink(TableDatasink):
         )
 
     def on_write_start(self, schema: Any = None) -> None:
-        super().on_write_start(schema)
-        # On the driver, before Ray sends the sink to its write tasks: a
-        # retried task then reads only the versions this job made.
+        # On the driver, before Ray sends the sink to its write tasks (and
+        # the committer starts): a retried task, and the committer, then
+        # read only the versions this job made.
         dataset = _dataset(self.uri, self._storage_options)
         self._since = dataset.version if dataset is not None else 0
+        super().on_write_start(schema)
 
-    def append(self, rows: pa.Table, unit: str, fence: Callable[..., None]) -> None:
-        """One Lance commit adding ``rows``, its transaction naming ``unit``:
-        the first unit creates the dataset in one call (its entry says it
-        began before, and names its files after); any other writes its
-        data files, then ``fence`` with their paths as the ledger entry,
-        then commits them (files a kill leaves uncommitted are never part
-        of a version: readers never see them)."""
+    def group_commit(self) -> _GroupCommit:
+        """The committer's side: one version a group."""
+        return _GroupCommit(
+            self.uri,
+            self._storage_options,
+            getattr(self, "_since", 0),
+            self.filesystem,
+            self.path,
+        )
+
+    def append(self, rows: pa.Table, unit: str, fence: UnitFence) -> Any:
+        """The first unit creates the dataset in one call, a version of its
+        own (its entry says it began before, and names its files after).
+        Any other writes its data files (``write_fragments``), then hands
+        them to the job's committer (:class:`_GroupCommit`), or
+        (``max_units_per_commit=1``) calls ``fence`` with their paths as
+        the ledger entry and commits them, a version naming ``unit``.
+        Files a kill leaves uncommitted are never part of a version:
+        readers never see them."""
         import lance
 
         if _dataset(self.uri, self._storage_options) is None:
@@ -453,7 +652,7 @@ class LanceDatasink(TableDatasink):
                     _files_ledger(f.metadata for f in created.get_fragments()),
                     landed=True,
                 )
-                return
+                return None
             except OSError as e:
                 if "already exists" not in str(e):
                     raise
@@ -466,8 +665,12 @@ class LanceDatasink(TableDatasink):
             return_transaction=True,
             storage_options=self._storage_options,
         )
+        if self.hands_units_over():
+            staged = _Staged(list(transaction.operation.fragments), fence)
+            return self.hand_over(unit, staged, fence)
         transaction = dataclasses.replace(transaction, transaction_properties={UNIT_PROPERTY: unit})
         crash_point("table-before-commit", unit)
         fence(_files_ledger(transaction.operation.fragments, transaction.read_version))
         crash_point("table-after-fence", unit)
         lance.LanceDataset.commit(self.uri, transaction, storage_options=self._storage_options)
+        return None

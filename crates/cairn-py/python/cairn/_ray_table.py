@@ -22,10 +22,11 @@ history no longer records up by its entry in the table's current files.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import time
-from typing import Any, Dict, Iterable, List, Optional, Protocol, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Optional, Protocol, Tuple
 from urllib.parse import urlsplit, urlunsplit
 
 import pyarrow as pa
@@ -34,6 +35,22 @@ import pyarrow.parquet as pq
 from ray.data.block import Block, BlockAccessor
 from ray.data.context import DataContext
 
+from ._ray_committer import TAKEN_OVER as REFUSED
+from ._ray_committer import (
+    COMMITTED,
+    DEFAULT_COMMIT_INTERVAL_SECONDS,
+    DEFAULT_COMMIT_TIMEOUT_SECONDS,
+    FAILED,
+    LANDED_BEFORE,
+    QUEUED,
+    Submission,
+    fence_all,
+    committer_name,
+    flush_committer,
+    start_committer,
+    stop_committer,
+    submit_to,
+)
 from ._ray_compat import (
     PENDING_CHECKPOINT_SUFFIX,
     WRITE_UUID_KWARG_NAME,
@@ -424,6 +441,53 @@ class UnitFence:
             pass
 
 
+def fence_group(
+    live: List[Submission],
+    entries: Dict[str, Optional[str]],
+    outcomes: Dict[str, Tuple[str, str]],
+    discard: Callable[[Any], None],
+) -> List[Submission]:
+    """A group committer's fences: each submission's unit fenced (its
+    payload's :class:`UnitFence`, with its ledger entry in ``entries``) on
+    a few threads; returns the fenced ones. A refused unit (taken over by
+    a new run, or a fence that failed) gets its outcome and its staged
+    files discarded."""
+    errors = fence_all([functools.partial(s.payload.fence, entries[s.unit]) for s in live])
+    fenced = []
+    for submission, error in zip(live, errors):
+        if error is None:
+            fenced.append(submission)
+            continue
+        kind = REFUSED if isinstance(error, UnitTakenOver) else FAILED
+        outcomes[submission.unit] = (kind, str(error) or type(error).__name__)
+        discard(submission.payload)
+    return fenced
+
+
+def commit_unit_records(
+    done: List[Tuple[Submission, Optional[str], Optional[bytes]]],
+    outcomes: Dict[str, Tuple[str, str]],
+    table: str,
+) -> None:
+    """A group committer's last step: the checkpoint records of units whose
+    rows ``table`` holds committed (each with its ledger entry, or the
+    record to write), on a few threads. One that fails is left pending,
+    with a warning: the job's end settles it by the table's log."""
+    steps = [
+        functools.partial(s.payload.fence.commit_record, entry, record) for s, entry, record in done
+    ]
+    for (submission, _, _), error in zip(done, fence_all(steps)):
+        if error is not None:
+            logger.warning(
+                "cairn: unit %s is in %s, and its checkpoint record was left pending (the "
+                "job's end settles it by the table's log): %s",
+                submission.unit,
+                table,
+                error,
+            )
+        outcomes[submission.unit] = (COMMITTED, "")
+
+
 #: What :meth:`TableDatasink.append` returns when it handed the unit to the
 #: job's committer, which commits it to the table and then in the
 #: checkpoint (Ray's commit of its checkpoint record is skipped).
@@ -438,7 +502,48 @@ HANDED_OVER_KEY = "_cairn_unit_handed_over"
 class TableDatasink(FileDatasink):
     """A Ray datasink that commits each write task's rows to a table, once:
     subclasses give :meth:`unit_log` and :meth:`append` (one table
-    transaction adding ``rows`` and recording ``unit``)."""
+    transaction adding ``rows`` and recording ``unit``, or the unit's
+    files handed to the job's committer with :meth:`hand_over`).
+
+    Group commits: a subclass whose tasks can hand their units over calls
+    :meth:`init_group_commits` and gives :meth:`group_commit` (the
+    committer's side) and :meth:`group_name`; this class starts the job's
+    committer where the write starts, waits for its last commit before the
+    checkpoint is ended, and stops it."""
+
+    #: At most this many units in one table commit (1: each task commits
+    #: its own unit); set by :meth:`init_group_commits`.
+    _max_units_per_commit = 1
+    _commit_interval = DEFAULT_COMMIT_INTERVAL_SECONDS
+    _commit_timeout = DEFAULT_COMMIT_TIMEOUT_SECONDS
+    #: The job's committer, named where the write starts.
+    _committer: Optional[str] = None
+
+    def init_group_commits(
+        self, max_units_per_commit: int, commit_interval: float, commit_timeout: float
+    ) -> None:
+        """Checks and keeps the group-commit settings of the sink's
+        constructor (``max_units_per_commit=1``: no committer)."""
+        if int(max_units_per_commit) < 1:
+            raise ValueError(f"max_units_per_commit={max_units_per_commit}: must be at least 1")
+        if float(commit_interval) < 0 or float(commit_timeout) <= 0:
+            raise ValueError(
+                f"commit_interval={commit_interval}, commit_timeout={commit_timeout}: the "
+                "interval must be 0 or more seconds, the timeout more than 0"
+            )
+        self._max_units_per_commit = int(max_units_per_commit)
+        self._commit_interval = float(commit_interval)
+        self._commit_timeout = float(commit_timeout)
+
+    def group_commit(self) -> Any:
+        """The committer's side of the sink: a picklable object whose
+        ``make()`` returns ``(commit_batch, discard)`` for
+        :class:`cairn._ray_committer.GroupCommitter`."""
+        raise NotImplementedError
+
+    def group_name(self) -> str:
+        """What names the table in the job's committer's name."""
+        return self.unit_log().table
 
     def unit_log(self) -> UnitLog:
         """What cairn's checkpoint manager asks about pending units."""
@@ -475,6 +580,18 @@ class TableDatasink(FileDatasink):
                     "twice. Use cairn.ray.checkpoint_config(...)"
                 )
         super().on_write_start(schema)
+        self._committer = None  # a sink used again names its new job's
+        name = self._committer_name()
+        if name is not None:
+            # Ray Data serializes the sink for its tasks after this call:
+            # they hand their units to this name, whatever context they see.
+            self._committer = name
+            start_committer(
+                name,
+                self.group_commit().make,
+                self._commit_interval,
+                self._max_units_per_commit,
+            )
 
     def _unit(self, ctx: Any) -> str:
         """The unit (Ray's checkpoint ID) of this write task: the base name
@@ -653,14 +770,63 @@ class TableDatasink(FileDatasink):
         """Whether write tasks hand their units to the job's committer
         (which commits them to the table, then in the checkpoint) instead
         of committing each their own."""
-        return False
+        return self._max_units_per_commit > 1
+
+    def _committer_name(self) -> Optional[str]:
+        """The Ray actor name of the job's committer: the one the driver
+        named where the write started (the sink reaches the tasks after
+        it), else of this table and the job's checkpoint path; None when
+        each task commits its own unit."""
+        if not self.hands_units_over():
+            return None
+        if self._committer is not None:
+            return self._committer
+        config = DataContext.get_current().checkpoint_config
+        return committer_name(self.group_name(), str(getattr(config, "checkpoint_path", "")))
+
+    def hand_over(self, unit: str, staged: Any, fence: "UnitFence") -> Any:
+        """Hands ``staged`` (the unit's files, written and not committed:
+        what the sink's :meth:`group_commit` takes) to the job's committer;
+        returns :data:`HANDED_OVER`, or True when the committer holds the
+        unit committed by an earlier attempt of the task (``staged`` was
+        discarded), for :meth:`append` to return."""
+        table = self.unit_log().table
+        ids = fence.ids
+        size = ids.nbytes if ids is not None else 0
+        kind, message = submit_to(
+            self._committer_name(), table, unit, staged, self._commit_timeout, size
+        )
+        if kind == QUEUED:
+            return HANDED_OVER
+        if kind == LANDED_BEFORE:
+            return True
+        raise RuntimeError(f"cairn: unit {unit} was not taken for {table}: {kind}: {message}")
 
     def end_commits(self, config: Any = None) -> None:
         """Has the units this job handed to its committer committed, on the
         driver, before the job's checkpoint (``config``'s: the one cairn's
-        manager ends; None: the current context's) is ended; raises when
-        some were not. Nothing to do for a sink whose tasks commit their
-        own units."""
+        manager ends; None: the current context's) is ended, waiting at
+        most ``commit_timeout``; raises when a unit it failed, or a pending
+        unit of the checkpoint, is not in the table. Nothing to do for a
+        sink whose tasks commit their own units."""
+        name = self._committer_name()
+        if name is not None:
+            failed = flush_committer(name, self._commit_timeout)
+            self.check_none_lost(config, list(failed))
+
+    def on_write_failed(self, error: Exception) -> None:
+        """Has the committer commit the units it holds (waiting at most
+        ``commit_timeout`` or 2 minutes, and a minute more for an answer),
+        then stops it: units it could not commit stay pending for the
+        resume to settle."""
+        name = self._committer_name()
+        if name is not None:
+            try:
+                flush_committer(name, min(self._commit_timeout, 120.0))
+            except Exception as e:  # noqa: BLE001 - the job's own error is the one raised
+                logger.warning("cairn: the failed job's committer did not commit all: %s", e)
+            stop_committer(name)
+        super().on_write_failed(error)
 
     def check_none_lost(self, config: Any = None, failed: Iterable[str] = ()) -> None:
         """Raises when a unit of ``failed`` (the committer's failures) or a
@@ -702,7 +868,7 @@ class TableDatasink(FileDatasink):
 
     def on_write_complete(self, write_result: Any) -> None:
         """Fails the job, on the driver, when its units are not all in the
-        table. Ray has already run cairn's clean-up, which checked every
+        table (then stops the job's committer, if any). Ray has already run cairn's clean-up, which checked every
         committed unit (earlier runs' too) before ending the checkpoint,
         and logged its error without failing the job: that error is raised
         here. Without a clean-up (``delete_checkpoint_on_success=False``,
@@ -710,6 +876,15 @@ class TableDatasink(FileDatasink):
         nothing: unlike Ray's file sinks, which remove an output directory
         they made when no row was written, the table's directory may hold
         another writer's table."""
+        try:
+            self._check_the_jobs_units(write_result)
+        finally:
+            name = self._committer_name()
+            if name is not None:
+                stop_committer(name)
+
+    def _check_the_jobs_units(self, write_result: Any) -> None:
+        """:meth:`on_write_complete`'s check."""
         config = DataContext.get_current().checkpoint_config
         path = getattr(config, "checkpoint_path", None)
         if path is not None and path in _CLEAN_UPS:
