@@ -145,8 +145,9 @@ def _of_unit(fragments: Any, files: Optional[List[str]]) -> List[Any]:
 
 
 class LanceUnitLog(UnitIds):
-    """The units a Lance dataset's transactions record (``cairn.unit`` in
-    their properties), for cairn's recovery."""
+    """The units a Lance dataset's transactions record (``cairn.unit``, or
+    a group commit's ``cairn.units``, in their properties), for cairn's
+    recovery."""
 
     def __init__(
         self,
