@@ -14,7 +14,9 @@
 # to register.
 #   scripts/test.sh [extra cargo test args]
 # Set CAIRN_TEST_SKIP_SERVERS=1 to run without servers (server tests skip,
-# and the Python lane is not run).
+# and the Python lane is not run). CAIRN_TEST_ALONGSIDE=<command> runs that
+# command (.ci/run: clippy) at the lowest CPU priority beside the Ray tests,
+# or after the Rust tests when there are none; its failure fails the run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -94,6 +96,27 @@ ray_tests() {
   phase_done "Ray metrics test"
   return "$status"
 }
+# CAIRN_TEST_ALONGSIDE's command, in the background (its output in
+# target/test-alongside.log, printed when it ends).
+alongside_pid=""
+start_alongside() {
+  if [ -n "${CAIRN_TEST_ALONGSIDE:-}" ]; then
+    nice -n 19 bash -c "$CAIRN_TEST_ALONGSIDE" >target/test-alongside.log 2>&1 &
+    alongside_pid=$!
+  fi
+}
+finish_alongside() {
+  [ -n "${CAIRN_TEST_ALONGSIDE:-}" ] || return 0
+  [ -n "$alongside_pid" ] || start_alongside
+  local alongside_status=0
+  wait "$alongside_pid" || alongside_status=$?
+  echo
+  echo "---- beside the Ray tests: $CAIRN_TEST_ALONGSIDE ----"
+  cat target/test-alongside.log
+  phase_done "waiting for $CAIRN_TEST_ALONGSIDE"
+  return "$alongside_status"
+}
+
 python_pid=""
 if [ -z "${CAIRN_TEST_SKIP_SERVERS:-}" ]; then
   python_lane >target/test-python.log 2>&1 &
@@ -157,11 +180,13 @@ if [ -n "$python_pid" ]; then
   [ "$python_status" -eq 0 ] || status=1
   # Without a wheel (status 2) there is nothing for Ray to import.
   if [ "$python_status" -ne 2 ]; then
+    start_alongside
     ray_tests || status=1
   fi
 else
   echo "python package tests skipped (CAIRN_TEST_SKIP_SERVERS is set: no tools' virtualenv)"
 fi
+finish_alongside || status=1
 set -e
 
 echo
