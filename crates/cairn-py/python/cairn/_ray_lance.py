@@ -562,13 +562,10 @@ class LanceDatasink(TableDatasink):
 
         ds.write_datasink(cairn.ray.LanceDatasink("/data/lance/embeddings"))
 
-    Each write task (a unit) writes its data files and hands them to the
-    job's committer (a Ray actor on the driver's node), which commits the
-    units it holds in one version once the oldest has waited
-    ``commit_interval`` seconds or ``max_units_per_commit`` wait, then
-    their checkpoint records; the job's end waits for the last commit, at
-    most ``commit_timeout`` seconds. ``max_units_per_commit=1``: each task
-    commits its own version.
+    Group commits as ``IcebergDatasink``'s (the same three settings): the
+    units the job's committer holds go into one Lance version, whose
+    transaction names each unit and its data files; with
+    ``max_units_per_commit=1`` each write task commits its own version.
 
     ``storage_options`` are Lance's; ``filesystem`` is the pyarrow
     filesystem Ray and cairn's manager see the dataset's directory through.
