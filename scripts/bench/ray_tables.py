@@ -52,7 +52,7 @@ sys.path.insert(
 )
 from oracle import write_uid_files  # noqa: E402
 from test_ray_tables import iceberg_catalog_kwargs as iceberg_catalog  # noqa: E402
-from test_ray_tables import iceberg_units  # noqa: E402
+from test_ray_tables import recorded_units  # noqa: E402
 
 
 def write_input(directory, rows, files):
@@ -209,14 +209,22 @@ def main():
                 table = catalog.load_table("db.t")
                 written = table.scan(selected_fields=("uid",)).to_arrow().num_rows
                 commits = len(table.snapshots())
-                units = sum(len(iceberg_units(s.summary)) for s in table.snapshots())
+                units = sum(len(recorded_units(s.summary)) for s in table.snapshots())
                 commits = f"{commits} ({units} units)"
             elif name.startswith("lance"):
                 import lance
 
                 dataset = lance.dataset(out)
                 written = dataset.count_rows()
-                commits = dataset.version
+                units = sum(
+                    len(
+                        recorded_units(
+                            dataset.read_transaction(v).transaction_properties or {}
+                        )
+                    )
+                    for v in range(1, dataset.version + 1)
+                )
+                commits = f"{dataset.version} ({units} units)"
             else:
                 written = pq.read_table(out, columns=["uid"]).num_rows
                 # One file a write task: the units.
