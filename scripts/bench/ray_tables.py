@@ -216,13 +216,13 @@ def main():
 
                 dataset = lance.dataset(out)
                 written = dataset.count_rows()
+                transactions = [
+                    dataset.read_transaction(v) for v in range(1, dataset.version + 1)
+                ]
                 units = sum(
-                    len(
-                        recorded_units(
-                            dataset.read_transaction(v).transaction_properties or {}
-                        )
-                    )
-                    for v in range(1, dataset.version + 1)
+                    len(recorded_units(t.transaction_properties or {}))
+                    for t in transactions
+                    if t is not None
                 )
                 commits = f"{dataset.version} ({units} units)"
             else:
