@@ -30,11 +30,14 @@ phase_done() {
   phase_start=$SECONDS
 }
 
+# CAIRN_TEST_ALONGSIDE's command, once started (stopped with the servers
+# when the run ends early).
+alongside_pid=""
 if [ -z "${CAIRN_TEST_SKIP_SERVERS:-}" ]; then
   scripts/tools.sh
   phase_done "tools (scripts/tools.sh)"
   scripts/servers.sh start
-  trap 'scripts/servers.sh stop' EXIT
+  trap 'scripts/servers.sh stop; [ -z "$alongside_pid" ] || kill "$alongside_pid" 2>/dev/null || true' EXIT
   # shellcheck disable=SC1091
   . target/cairn-servers/servers.env
 fi
@@ -79,7 +82,8 @@ python_lane() {
 
 # The Ray tests, once the Rust lane is done: a Ray node that cannot
 # register within Ray's fixed 30 s (its raylet starved by the Rust tests'
-# load) fails its test, so they get the machine to themselves.
+# load) fails its test, so they get the machine to themselves (but for
+# CAIRN_TEST_ALONGSIDE's command, at the lowest priority).
 ray_tests() {
   local tools="${CAIRN_TOOLS:-$HOME/.cache/cairn-tools}" status=0
   # The skipping property test draws 300 cases here
@@ -97,11 +101,13 @@ ray_tests() {
   return "$status"
 }
 # CAIRN_TEST_ALONGSIDE's command, in the background (its output in
-# target/test-alongside.log, printed when it ends).
-alongside_pid=""
+# target/test-alongside.log, printed when it ends), at the lowest CPU and
+# disk priority.
 start_alongside() {
   if [ -n "${CAIRN_TEST_ALONGSIDE:-}" ]; then
-    nice -n 19 bash -c "$CAIRN_TEST_ALONGSIDE" >target/test-alongside.log 2>&1 &
+    local idle=()
+    if command -v ionice >/dev/null; then idle=(ionice -c3); fi
+    nice -n 19 "${idle[@]}" bash -c "$CAIRN_TEST_ALONGSIDE" >target/test-alongside.log 2>&1 &
     alongside_pid=$!
   fi
 }

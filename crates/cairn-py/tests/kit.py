@@ -3,6 +3,7 @@ once: a free loopback port, the processes of Ray's workers, and the local
 Ray instance the test drivers share."""
 
 import os
+import select
 import socket
 import subprocess
 import sys
@@ -17,12 +18,15 @@ def free_port() -> int:
 
 # Titles of Ray's own processes, which run no task of a job: a node's
 # agents, a worker waiting for a task, and the detached actors Ray Data
-# starts once a cluster (`_StatsActor`, `ActorLocationTracker`...).
+# starts once a cluster (named one by one: cairn's committer actor,
+# `ray::_CommitterActor`, is a job's and commits its units).
 IDLE_TITLES = (
     b"ray::IDLE",
     b"ray::DashboardAgent",
     b"ray::RuntimeEnvAgent",
-    b"ray::_",
+    b"ray::_StatsActor",
+    b"ray::_AutoscalingCoordinatorActor",
+    b"ray::_UsageCollectionActor",
     b"ray::ActorLocationTracker",
 )
 
@@ -91,9 +95,12 @@ def shared_ray_address() -> str:
         env=dict(os.environ, **SHARED_RAY_ENV),
         start_new_session=True,
     )
-    address = holder.stdout.readline().strip()
+    # Ray's start is bounded (a node that cannot register fails in 30 s);
+    # the wait for its address is bounded too.
+    ready, _, _ = select.select([holder.stdout], [], [], 120)
+    address = holder.stdout.readline().strip() if ready else ""
     if not address:
         holder.kill()
-        raise RuntimeError("the shared local Ray instance did not start")
+        raise RuntimeError("the shared local Ray instance did not start within 120 s")
     _shared_ray = (holder, address)
     return address

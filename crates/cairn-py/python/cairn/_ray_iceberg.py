@@ -27,6 +27,7 @@ from ._ray_table import (
     TableDatasink,
     commit_unit_records,
     fence_group,
+    held_by_earlier_commits,
     UnitFence,
     UnitIds,
     crash_point,
@@ -639,7 +640,15 @@ class _GroupCommit:
                 recorded[unit] = (write_uuid, snapshot)
         left, done = [], []
         log = IcebergUnitLog(self.table_identifier, self.catalog_kwargs, self.location)
+        held = held_by_earlier_commits(log, [s for s in live if s.unit not in recorded])
         for submission in live:
+            if submission.unit in held:
+                # Its earlier commit's snapshot was expired since.
+                self.discard(submission.payload)
+                fence = submission.payload.fence
+                record = log.committed_record(submission.unit, fence.id_column)
+                done.append((submission, held[submission.unit], record))
+                continue
             if submission.unit not in recorded:
                 left.append(submission)
                 continue

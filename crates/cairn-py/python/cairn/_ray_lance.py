@@ -9,6 +9,7 @@ import dataclasses
 import json
 import logging
 import re
+import time
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 import pyarrow as pa
@@ -28,6 +29,7 @@ from ._ray_table import (
     crash_point,
     delete_orphans,
     fence_group,
+    held_by_earlier_commits,
     old_enough,
     warn_orphans_left,
     without_secrets,
@@ -443,6 +445,12 @@ class _Staged:
     fence: UnitFence
 
 
+#: Tries of a group's commit (Lance retries a commit that lost a race
+#: itself; these are for other failures, such as a store's error), before
+#: the group fails and the job's end finds its units pending.
+_COMMIT_ATTEMPTS = 4
+
+
 @dataclasses.dataclass
 class _GroupCommit:
     """The committer's side of the Lance sink: it commits a group of staged
@@ -456,6 +464,14 @@ class _GroupCommit:
     since: int
     filesystem: Any
     path: str
+    #: The units the versions read so far record (unit: its files, the
+    #: version's transaction), and the last version read: each commit reads
+    #: only the versions made since the one before (a committer Ray
+    #: restarts reads them from ``since`` once).
+    _recorded: Dict[str, Tuple[Optional[List[str]], Any]] = dataclasses.field(
+        default_factory=dict, repr=False
+    )
+    _read_to: int = dataclasses.field(default=0, repr=False)
 
     def make(self) -> Tuple[Callable, Callable]:
         """(commit_batch, discard) for :class:`cairn._ray_committer.GroupCommitter`."""
@@ -504,13 +520,36 @@ class _GroupCommit:
         if not fenced:
             return outcomes
         crash_point("table-after-fence", fenced[0].unit)
-        units = {s.unit: _file_names(s.payload.fragments) for s in fenced}
-        transaction = lance.Transaction(
-            read_version=base,
-            operation=LanceOperation.Append([m for s in fenced for m in s.payload.fragments]),
-            transaction_properties={UNITS_PROPERTY: json.dumps(units, sort_keys=True)},
-        )
-        lance.LanceDataset.commit(self.uri, transaction, storage_options=self.storage_options)
+        for attempt in range(_COMMIT_ATTEMPTS):
+            units = {s.unit: _file_names(s.payload.fragments) for s in fenced}
+            transaction = lance.Transaction(
+                read_version=base,
+                operation=LanceOperation.Append([m for s in fenced for m in s.payload.fragments]),
+                transaction_properties={UNITS_PROPERTY: json.dumps(units, sort_keys=True)},
+            )
+            try:
+                lance.LanceDataset.commit(
+                    self.uri, transaction, storage_options=self.storage_options
+                )
+                break
+            except Exception as e:  # noqa: BLE001 - tried again, then raised
+                if attempt + 1 == _COMMIT_ATTEMPTS:
+                    raise
+                logger.warning(
+                    "cairn: a group commit of %d unit(s) to %s failed, trying again: %s",
+                    len(fenced),
+                    self._log().table,
+                    e,
+                )
+                time.sleep(min(0.5 * 2**attempt, 5.0))
+                # A commit that raised may have landed: its units are then
+                # committed from it, and only the others are tried again
+                # (their entries, made on ``base``, stand: a commit lands
+                # above it).
+                dataset = _dataset(self.uri, self.storage_options)
+                fenced = self._not_recorded(dataset, fenced, outcomes)
+                if not fenced:
+                    return outcomes
         crash_point("table-after-commit", fenced[0].unit)
         commit_unit_records(
             [(s, entries[s.unit], None) for s in fenced], outcomes, self._log().table
@@ -526,17 +565,28 @@ class _GroupCommit:
         landed), committed with its IDs; one naming others is an earlier
         submission's, committed with the dataset's IDs, this submission's
         staged files discarded."""
-        newer = dataset.version - self.since
-        recorded: Dict[str, Tuple[Optional[List[str]], Any]] = {}
-        if newer > 0:
-            for transaction in dataset.get_transactions(recent_transactions=newer):
+        start = max(self.since, self._read_to)
+        if dataset.version > start:
+            # The latest first: a unit is recorded by one version.
+            for transaction in dataset.get_transactions(
+                recent_transactions=dataset.version - start
+            ):
                 if transaction is None:
                     continue
                 for unit, files in _units_of(transaction).items():
-                    recorded.setdefault(unit, (files, transaction))
+                    self._recorded.setdefault(unit, (files, transaction))
+            self._read_to = dataset.version
+        recorded = self._recorded
         left, done = [], []
         log = self._log()
+        held = held_by_earlier_commits(log, [s for s in live if s.unit not in recorded])
         for submission in live:
+            if submission.unit in held:
+                # Its earlier commit's version was cleaned up since.
+                self.discard(submission.payload)
+                record = log.committed_record(submission.unit, submission.payload.fence.id_column)
+                done.append((submission, held[submission.unit], record))
+                continue
             if submission.unit not in recorded:
                 left.append(submission)
                 continue

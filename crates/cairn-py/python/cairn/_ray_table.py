@@ -348,8 +348,12 @@ class UnitFence:
         id_column: Optional[str],
         ids: Any,
         committed_paths: Optional[List[str]] = None,
+        carried_entry: Optional[str] = None,
     ):
         self.unit = unit
+        #: For a retried task, the ledger entry its pending record carries
+        #: from an earlier attempt's commit (None: none, or a first attempt).
+        self.carried_entry = carried_entry
         self.table = table
         self._filesystem = filesystem
         self._pending_paths = pending_paths
@@ -462,6 +466,24 @@ def fence_group(
         outcomes[submission.unit] = (kind, str(error) or type(error).__name__)
         discard(submission.payload)
     return fenced
+
+
+def held_by_earlier_commits(log: Any, submissions: List[Submission]) -> Dict[str, str]:
+    """The units of ``submissions`` (those the table's history does not
+    record) whose pending record carries a ledger entry that finds their
+    rows in the table's current version (``log.held``): an earlier
+    committer's commit of the unit, made before a task's retry handed it
+    over again, whose version the table's maintenance removed since (a
+    history read alone would commit the unit twice). Unit: that entry.
+    Only retried tasks' units carry one."""
+    entries = {
+        s.unit: s.payload.fence.carried_entry
+        for s in submissions
+        if getattr(s.payload.fence, "carried_entry", None)
+    }
+    if not entries or not hasattr(log, "held"):
+        return {}
+    return {unit: entries[unit] for unit in log.held(entries)}
 
 
 def commit_unit_records(
@@ -659,6 +681,9 @@ class TableDatasink(FileDatasink):
             return UnitFence(unit, table, None, [], None, None)
         id_column = config.id_column
         pendings = pending_records(ctx)
+        carried = None
+        if pendings and retried_here(ctx):
+            carried = carried_entry(ctx, config.filesystem, pendings[0].pending_path)
         return UnitFence(
             unit,
             table,
@@ -667,6 +692,7 @@ class TableDatasink(FileDatasink):
             id_column,
             rows[id_column] if id_column in rows.column_names else None,
             [p.committed_path for p in pendings],
+            carried,
         )
 
     def _landed_before(self, ctx: Any, unit: str, log: Any) -> bool:
