@@ -9,7 +9,6 @@ import dataclasses
 import json
 import logging
 import re
-import time
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 import pyarrow as pa
@@ -445,12 +444,6 @@ class _Staged:
     fence: UnitFence
 
 
-#: Tries of a group's commit (Lance retries a commit that lost a race
-#: itself; these are for other failures, such as a store's error), before
-#: the group fails and the job's end finds its units pending.
-_COMMIT_ATTEMPTS = 4
-
-
 @dataclasses.dataclass
 class _GroupCommit:
     """The committer's side of the Lance sink: it commits a group of staged
@@ -464,11 +457,11 @@ class _GroupCommit:
     since: int
     filesystem: Any
     path: str
-    #: The units the versions read so far record (unit: its files, the
-    #: version's transaction), and the last version read: each commit reads
-    #: only the versions made since the one before (a committer Ray
-    #: restarts reads them from ``since`` once).
-    _recorded: Dict[str, Tuple[Optional[List[str]], Any]] = dataclasses.field(
+    #: The units the versions read so far record (unit: its files and its
+    #: ledger entry), and the last version read: each commit reads only
+    #: the versions made since the one before (a committer Ray restarts
+    #: reads them from ``since`` once).
+    _recorded: Dict[str, Tuple[Optional[List[str]], str]] = dataclasses.field(
         default_factory=dict, repr=False
     )
     _read_to: int = dataclasses.field(default=0, repr=False)
@@ -520,36 +513,16 @@ class _GroupCommit:
         if not fenced:
             return outcomes
         crash_point("table-after-fence", fenced[0].unit)
-        for attempt in range(_COMMIT_ATTEMPTS):
-            units = {s.unit: _file_names(s.payload.fragments) for s in fenced}
-            transaction = lance.Transaction(
-                read_version=base,
-                operation=LanceOperation.Append([m for s in fenced for m in s.payload.fragments]),
-                transaction_properties={UNITS_PROPERTY: json.dumps(units, sort_keys=True)},
-            )
-            try:
-                lance.LanceDataset.commit(
-                    self.uri, transaction, storage_options=self.storage_options
-                )
-                break
-            except Exception as e:  # noqa: BLE001 - tried again, then raised
-                if attempt + 1 == _COMMIT_ATTEMPTS:
-                    raise
-                logger.warning(
-                    "cairn: a group commit of %d unit(s) to %s failed, trying again: %s",
-                    len(fenced),
-                    self._log().table,
-                    e,
-                )
-                time.sleep(min(0.5 * 2**attempt, 5.0))
-                # A commit that raised may have landed: its units are then
-                # committed from it, and only the others are tried again
-                # (their entries, made on ``base``, stand: a commit lands
-                # above it).
-                dataset = _dataset(self.uri, self.storage_options)
-                fenced = self._not_recorded(dataset, fenced, outcomes)
-                if not fenced:
-                    return outcomes
+        units = {s.unit: _file_names(s.payload.fragments) for s in fenced}
+        transaction = lance.Transaction(
+            read_version=base,
+            operation=LanceOperation.Append([m for s in fenced for m in s.payload.fragments]),
+            transaction_properties={UNITS_PROPERTY: json.dumps(units, sort_keys=True)},
+        )
+        # Not tried again here: a commit that raised may still land (a
+        # store's timeout), and a second one would add the same files
+        # again. A failed group is settled by the job's end and the resume.
+        lance.LanceDataset.commit(self.uri, transaction, storage_options=self.storage_options)
         crash_point("table-after-commit", fenced[0].unit)
         commit_unit_records(
             [(s, entries[s.unit], None) for s in fenced], outcomes, self._log().table
@@ -573,8 +546,13 @@ class _GroupCommit:
             ):
                 if transaction is None:
                     continue
+                fragments = getattr(transaction.operation, "fragments", None) or []
+                # As ledger_of gives it: an append's entry names its base.
+                append = type(transaction.operation).__name__ == "Append"
+                base = transaction.read_version if append else None
                 for unit, files in _units_of(transaction).items():
-                    self._recorded.setdefault(unit, (files, transaction))
+                    entry = _files_ledger(_of_unit(fragments, files), base)
+                    self._recorded.setdefault(unit, (files, entry))
             self._read_to = dataset.version
         recorded = self._recorded
         left, done = [], []
@@ -590,11 +568,8 @@ class _GroupCommit:
             if submission.unit not in recorded:
                 left.append(submission)
                 continue
-            files, transaction = recorded[submission.unit]
+            files, entry = recorded[submission.unit]
             own = _file_names(submission.payload.fragments)
-            entry = _files_ledger(
-                _of_unit(transaction.operation.fragments, files), transaction.read_version
-            )
             if files == own:
                 done.append((submission, entry, None))
                 continue
