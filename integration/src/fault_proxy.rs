@@ -151,7 +151,7 @@ struct Shared {
     /// lock; also whose turn the next fault kind is).
     drawn: AtomicU64,
     /// Body faults drawn for answers without a body (two at most), applied
-    /// later to answers that have one, each at the fault rate (so each kind
+    /// later to answers that have one, each at even odds (so each kind
     /// still shows up whatever the mix of requests).
     owed: Mutex<Vec<Fault>>,
     refuse_until: Mutex<Option<Instant>>,
@@ -473,10 +473,13 @@ async fn handle(
             }
             None
         }
-        // At the fault rate again, so owed faults spread out instead of
-        // cutting a run of answers (and a request's every retry) in a row.
+        // Paid on a cuttable answer at even odds (at least): not every
+        // time, so owed faults do not cut a run of answers (and a request's
+        // every retry) in a row; not at the fault rate, which left a kind
+        // owed and never injected when a job's last cuttable answers were
+        // few (a test that checks every kind shows up then failed).
         None if cuttable => {
-            let rate = shared.plan.lock().expect("plan").rate;
+            let rate = shared.plan.lock().expect("plan").rate.max(0.5);
             let draw = shared.dice.lock().expect("dice").f64();
             if draw < rate {
                 shared.owed.lock().expect("owed").pop()
