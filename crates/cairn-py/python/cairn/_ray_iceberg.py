@@ -27,13 +27,13 @@ from ._ray_table import (
     TableDatasink,
     commit_unit_records,
     fence_group,
-    held_by_earlier_commits,
     UnitFence,
     UnitIds,
     crash_point,
     delete_orphans,
     joined,
     old_enough,
+    settle_recorded,
     warn_orphans_left,
     without_secrets,
 )
@@ -634,35 +634,21 @@ class _GroupCommit:
         earlier submission's, whose committer died before the unit's
         records: committed with the table's IDs, this submission's staged
         files discarded."""
-        recorded: Dict[str, Tuple[Optional[str], Any]] = {}
+        recorded: Dict[str, Tuple[Optional[str], str]] = {}
         for snapshot in metadata.snapshots:
-            for unit, write_uuid in _units_of(snapshot.summary).items():
-                recorded[unit] = (write_uuid, snapshot)
-        left, done = [], []
+            units = _units_of(snapshot.summary)
+            entry = _ledger(snapshot) if units else ""
+            for unit, write_uuid in units.items():
+                recorded[unit] = (write_uuid, entry)
         log = IcebergUnitLog(self.table_identifier, self.catalog_kwargs, self.location)
-        held = held_by_earlier_commits(log, [s for s in live if s.unit not in recorded])
-        for submission in live:
-            if submission.unit in held:
-                # Its earlier commit's snapshot was expired since.
-                self.discard(submission.payload)
-                fence = submission.payload.fence
-                record = log.committed_record(submission.unit, fence.id_column)
-                done.append((submission, held[submission.unit], record))
-                continue
-            if submission.unit not in recorded:
-                left.append(submission)
-                continue
-            write_uuid, snapshot = recorded[submission.unit]
-            if write_uuid == submission.payload.write_uuid:
-                done.append((submission, _ledger(snapshot), None))
-                continue
-            self.discard(submission.payload)
-            fence = submission.payload.fence
-            record = log.committed_record(submission.unit, fence.id_column)
-            # Without the table's IDs (unreadable: warned), the submission's.
-            done.append((submission, _ledger(snapshot), record))
-        commit_unit_records(done, outcomes, without_secrets(self.location))
-        return left
+        return settle_recorded(
+            live,
+            recorded,
+            lambda submission, write_uuid: write_uuid == submission.payload.write_uuid,
+            log,
+            self.discard,
+            outcomes,
+        )
 
 
 class IcebergDatasink(TableDatasink):

@@ -28,8 +28,8 @@ from ._ray_table import (
     crash_point,
     delete_orphans,
     fence_group,
-    held_by_earlier_commits,
     old_enough,
+    settle_recorded,
     warn_orphans_left,
     without_secrets,
 )
@@ -554,31 +554,14 @@ class _GroupCommit:
                     entry = _files_ledger(_of_unit(fragments, files), base)
                     self._recorded.setdefault(unit, (files, entry))
             self._read_to = dataset.version
-        recorded = self._recorded
-        left, done = [], []
-        log = self._log()
-        held = held_by_earlier_commits(log, [s for s in live if s.unit not in recorded])
-        for submission in live:
-            if submission.unit in held:
-                # Its earlier commit's version was cleaned up since.
-                self.discard(submission.payload)
-                record = log.committed_record(submission.unit, submission.payload.fence.id_column)
-                done.append((submission, held[submission.unit], record))
-                continue
-            if submission.unit not in recorded:
-                left.append(submission)
-                continue
-            files, entry = recorded[submission.unit]
-            own = _file_names(submission.payload.fragments)
-            if files == own:
-                done.append((submission, entry, None))
-                continue
-            self.discard(submission.payload)
-            record = log.committed_record(submission.unit, submission.payload.fence.id_column)
-            # Without the dataset's IDs (unreadable: warned), the submission's.
-            done.append((submission, entry, record))
-        commit_unit_records(done, outcomes, self._log().table)
-        return left
+        return settle_recorded(
+            live,
+            self._recorded,
+            lambda submission, files: files == _file_names(submission.payload.fragments),
+            self._log(),
+            self.discard,
+            outcomes,
+        )
 
 
 class LanceDatasink(TableDatasink):

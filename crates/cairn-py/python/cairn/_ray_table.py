@@ -486,6 +486,45 @@ def held_by_earlier_commits(log: Any, submissions: List[Submission]) -> Dict[str
     return {unit: entries[unit] for unit in log.held(entries)}
 
 
+def settle_recorded(
+    live: List[Submission],
+    recorded: Dict[str, Tuple[Any, str]],
+    own: Callable[[Submission, Any], bool],
+    log: Any,
+    discard: Callable[[Any], None],
+    outcomes: Dict[str, Tuple[str, str]],
+) -> List[Submission]:
+    """A group committer's check before its commit: returns the submissions
+    whose unit the table does not hold yet. ``recorded`` maps each unit the
+    table's history records to what names its commit's files and its
+    ledger entry; ``own(submission, names)`` tells the submission's own
+    commit (an earlier try that landed: committed with its IDs) from an
+    earlier submission's, whose committer died before the unit's records
+    (committed with the table's IDs, or the submission's when the table's
+    cannot be read; its staged files discarded). A unit the history no
+    longer records is found by its carried entry
+    (:func:`held_by_earlier_commits`), as an earlier submission's."""
+    held = held_by_earlier_commits(log, [s for s in live if s.unit not in recorded])
+    left, done = [], []
+    for submission in live:
+        if submission.unit in held:
+            entry, ours = held[submission.unit], False
+        elif submission.unit in recorded:
+            names, entry = recorded[submission.unit]
+            ours = own(submission, names)
+        else:
+            left.append(submission)
+            continue
+        if ours:
+            done.append((submission, entry, None))
+            continue
+        discard(submission.payload)
+        fence = submission.payload.fence
+        done.append((submission, entry, log.committed_record(submission.unit, fence.id_column)))
+    commit_unit_records(done, outcomes, log.table)
+    return left
+
+
 def commit_unit_records(
     done: List[Tuple[Submission, Optional[str], Optional[bytes]]],
     outcomes: Dict[str, Tuple[str, str]],
