@@ -4,10 +4,9 @@ output on local disk, in one run:
 - Parquet files with cairn's checkpoint (cairn.ray.checkpoint_config);
 - a Delta table, an Iceberg table (SQLite catalog) and a Lance dataset
   through cairn.ray's DeltaDatasink, IcebergDatasink and LanceDatasink with
-  cairn's checkpoint, exactly once (Delta: one table commit per write
-  task; Iceberg and Lance: group commits, one snapshot or version per
-  interval, and "iceberg-cairn-unit", "lance-cairn-unit" with one per
-  write task, max_units_per_commit=1);
+  cairn's checkpoint, exactly once (group commits, one commit, snapshot
+  or version per interval, and "delta-cairn-unit", "iceberg-cairn-unit",
+  "lance-cairn-unit" with one per write task, max_units_per_commit=1);
 - Ray's own write_delta, write_iceberg and write_lance without a
   checkpoint (one commit at the end; Ray 2.60 with a checkpoint loses rows
   there, so cairn refuses them);
@@ -122,6 +121,10 @@ def main():
             with_cairn(ckpt)
             dataset().write_datasink(cairn.ray.DeltaDatasink(out))
 
+        def delta_cairn_unit(dataset, out, ckpt):
+            with_cairn(ckpt)
+            dataset().write_datasink(cairn.ray.DeltaDatasink(out, max_units_per_commit=1))
+
         def delta_ray(dataset, out, ckpt):
             dataset().write_delta(out)
 
@@ -176,6 +179,7 @@ def main():
         for name, write in [
             ("parquet-cairn", parquet_cairn),
             ("delta-cairn", delta_cairn),
+            ("delta-cairn-unit", delta_cairn_unit),
             ("delta-ray", delta_ray),
             ("iceberg-cairn", iceberg_cairn),
             ("iceberg-cairn-unit", iceberg_cairn_unit),
@@ -200,7 +204,9 @@ def main():
             if name.startswith("delta"):
                 table = DeltaTable(out)
                 written = table.to_pyarrow_table(columns=["uid"]).num_rows
-                commits = table.version() + 1
+                history = table.history()
+                units = sum(len(recorded_units(entry)) for entry in history)
+                commits = f"{table.version() + 1} ({units} units)"
             elif name.startswith("iceberg"):
                 from pyiceberg.catalog import load_catalog
 

@@ -47,7 +47,8 @@ by test_ray.py so the test can kill it with SIGKILL. One JSON argument:
 
 The sink "delta" appends to the Delta table at `output` through
 cairn.ray.DeltaDatasink (`delta_options`: deltalake's storage options;
-`write_concurrency`: write tasks at once); "iceberg" to the existing
+`write_concurrency`: write tasks at once; `commit_interval`,
+`max_units_per_commit`: its group commits); "iceberg" to the existing
 Iceberg table `iceberg_table` of the catalog `iceberg_catalog` (pyiceberg's
 load_catalog arguments) through cairn.ray.IcebergDatasink (`commit_interval`,
 `max_units_per_commit`: its group commits); "lance" to the
@@ -264,6 +265,7 @@ def main() -> None:
                 output,
                 storage_options=spec.get("delta_options"),
                 filesystem=table_fs,
+                **{k: spec[k] for k in ("commit_interval", "max_units_per_commit") if k in spec},
             ),
             concurrency=spec.get("write_concurrency"),
         )

@@ -161,10 +161,10 @@ class Table:
         return collections.Counter(read["uid"].to_pylist())
 
     def unreferenced_files(self):
-        """Iceberg's and Lance's files under the table's directory that no
-        version the table keeps references (a unit's files written and
-        never committed): read by the format's library, version by
-        version. Iceberg's metadata JSON files are not counted."""
+        """The files under the table's directory that no version the table
+        keeps references (a unit's files written and never committed):
+        read by the format's library, version by version. Iceberg's
+        metadata JSON files and Delta's log are not counted."""
         here = f"{self.root}/table"
         on_disk = {
             os.path.join(where, name)
@@ -173,7 +173,13 @@ class Table:
             if not name.endswith(".json")
         }
         referenced = set()
-        if self.format == "lance":
+        if self.format == "delta":
+            for entry in self._delta().history():
+                referenced.update(
+                    p.removeprefix("file://") for p in self._delta(entry["version"]).file_uris()
+                )
+            on_disk = {p for p in on_disk if "/_delta_log/" not in p}
+        elif self.format == "lance":
             dataset = self._lance()
             for v in dataset.versions():
                 at = dataset.checkout_version(int(v["version"]))
@@ -198,7 +204,7 @@ class Table:
 
     def written_by(self, entry):
         """The files the commit a ledger entry names wrote, told by the
-        format's own library: Lance's data files the entry lists; Iceberg's
+        format's own library: Delta's and Lance's data files the entry lists; Iceberg's
         manifest list the entry names, the manifests in it the snapshot
         added and the data files those add."""
         import json
@@ -206,6 +212,8 @@ class Table:
         parsed = json.loads(entry)
         if self.format == "lance":
             return {f"{self.root}/table/data/{name}" for name in parsed["files"]}
+        if self.format == "delta":
+            return {f"{self.root}/table/{name}" for name in parsed["files"]}
         from pyiceberg.manifest import read_manifest_list
 
         io = self._iceberg().io
@@ -242,7 +250,7 @@ class Table:
         restore_to_second_version takes out)."""
         if self.format == "delta":
             history = self._delta().history()
-            return {e.get("cairn.unit") for e in history if e["version"] >= 2} - {None}
+            return {u for e in history if e["version"] >= 2 for u in recorded_units(e)}
         if self.format == "lance":
             return {u for v, units in self._lance_units().items() if v >= 3 for u in units}
         snapshots = sorted(self._iceberg().snapshots(), key=lambda s: s.sequence_number)
@@ -257,10 +265,13 @@ class Table:
         return len(self._iceberg().snapshots())
 
     def units_with(self, unit):
-        """The units the version that added `unit` records (Iceberg's and
-        Lance's group commits carry several; Delta's commits one)."""
+        """The units the version that added `unit` records (a group
+        commit carries several)."""
         if self.format == "delta":
-            return {unit}
+            (units,) = [
+                recorded_units(e) for e in self._delta().history() if unit in recorded_units(e)
+            ]
+            return units
         if self.format == "lance":
             (units,) = [units for units in self._lance_units().values() if unit in units]
             return units
@@ -271,9 +282,7 @@ class Table:
     def versions_of(self, unit):
         """(the version that added `unit`, the one before it or None)."""
         if self.format == "delta":
-            versions = [
-                e["version"] for e in self._delta().history() if e.get("cairn.unit") == unit
-            ]
+            versions = [e["version"] for e in self._delta().history() if unit in recorded_units(e)]
             assert len(versions) == 1, versions
             return versions[0], (versions[0] - 1 if versions[0] else None)
         if self.format == "lance":
@@ -286,13 +295,15 @@ class Table:
 
 
 def recorded_units(summary):
-    """The units an Iceberg snapshot's summary or a Lance transaction's
-    properties record, read as they are written: `cairn.unit` (one),
-    `cairn.units` (a group commit's JSON object of each unit and its write
-    UUID or data files)."""
+    """The units an Iceberg snapshot's summary, a Lance transaction's
+    properties or a Delta commit's info record, read as they are written:
+    `cairn.unit` (one), `cairn.units` (a group commit's object of each unit
+    and its write UUID or data files, JSON but in Delta's)."""
     import json
 
-    units = set(json.loads(summary.get("cairn.units") or "{}"))
+    many = summary.get("cairn.units") or "{}"
+    # Delta's commit info keeps the object itself.
+    units = set(json.loads(many) if isinstance(many, str) else many)
     if summary.get("cairn.unit"):
         units.add(summary["cairn.unit"])
     return units
@@ -325,15 +336,15 @@ FORMATS = ["delta", "iceberg", "lance"]
 
 #: The formats whose write tasks hand their units to the job's committer
 #: (group commits, by default).
-GROUPED = {"iceberg", "lance"}
+GROUPED = {"delta", "iceberg", "lance"}
 
 
-#: Where the first run's held unit waits to be killed: Delta and Iceberg
-#: between the unit's table commit and its checkpoint commit; Lance (whose
-#: append writes its data files, its ledger entry naming them, then
-#: commits) between the entry and the commit.
+#: Where the first run's held unit waits to be killed: Iceberg between the
+#: unit's table commit and its checkpoint commit; Delta and Lance (whose
+#: group commit writes each unit's ledger entry naming its staged files,
+#: then commits) between the entry and the commit.
 HELD_AT = {
-    "delta": "table-after-commit",
+    "delta": "table-after-fence",
     "iceberg": "table-after-commit",
     "lance": "table-after-fence",
 }
@@ -792,7 +803,7 @@ def make_sink(table_format, spec):
         )
     if table_format == "lance":
         return cairn.ray.LanceDatasink(spec["output"], max_units_per_commit=1)
-    return cairn.ray.DeltaDatasink(spec["output"])
+    return cairn.ray.DeltaDatasink(spec["output"], max_units_per_commit=1)
 
 
 @pytest.mark.parametrize("table_format", FORMATS)
@@ -1005,7 +1016,10 @@ def test_a_task_run_again_inside_its_attempt_commits_once(tmp_path):
     table commit landed before the raise must not be committed again
     (Delta; the check is the sinks' shared `write`)."""
     raised = tmp_path / "raised-unit"
-    spec, root = local_job(tmp_path, "delta", sleep=0, retried_map_errors=True)
+    # Each task commits its own unit: the raise is in the task, after it.
+    spec, root = local_job(
+        tmp_path, "delta", sleep=0, retried_map_errors=True, max_units_per_commit=1
+    )
     env = {"CAIRN_PY_FAILPOINT": f"table-after-commit:raise:{raised}"}
     code, out = run_job(spec, env=env)
     assert code == 0 and "JOB DONE" in out, out[-5000:]
@@ -1111,10 +1125,57 @@ class StagedLance:
         return _GroupCommit(self.uri, None, 1, pafs.LocalFileSystem(), self.uri)
 
 
+class StagedDelta:
+    """The Delta sink's staging and group commit, on a table made first
+    (version 0, a row of no unit)."""
+
+    def __init__(self, spec, root):
+        import cairn.ray
+        from deltalake import write_deltalake
+
+        self.uri = spec["output"]
+        self.before = [-1]
+        write_deltalake(self.uri, pa.table({"uid": pa.array([-1], pa.int64()), "text": ["-"]}))
+        self.sink = cairn.ray.DeltaDatasink(self.uri)
+        self.group = self.sink.group_commit()
+        self.table = Table("delta", root)
+
+    def stage(self, rows, fence):
+        staged = self.sink._stage(rows, fence)
+        assert staged is not None, "the rows were not staged"
+        return staged
+
+    def data_files(self, submission):
+        return [f"{self.uri}/{name}" for name in submission.payload.paths]
+
+    def commits(self):
+        """The units each commit after the table's creation records."""
+        history = self.table._delta().history()
+        return [recorded_units(e) for e in sorted(history, key=lambda e: e["version"])][1:]
+
+    def entry_holds(self, entry, submission):
+        """Whether a committed record's ledger entry names the unit's data
+        files and the version the group was committed on."""
+        return entry == {"files": sorted(submission.payload.paths), "base": 0}
+
+    def clean(self):
+        """Delta's log clean-up with nothing kept: a checkpoint, the
+        commits before it removed."""
+        delta = self.table._delta()
+        delta.alter.set_table_properties({"delta.logRetentionDuration": "interval 0 seconds"})
+        delta = self.table._delta()
+        delta.create_checkpoint()
+        delta.cleanup_metadata()
+
+    def restarted(self):
+        """The group commit as a committer Ray restarted makes it."""
+        return self.sink.group_commit()
+
+
 @pytest.mark.parametrize("table_format", sorted(GROUPED))
 def test_a_group_commit_fences_each_unit_and_commits_them_in_one_snapshot(tmp_path, table_format):
-    """The Iceberg and Lance sinks' group commit, called as the committer
-    actor calls it (no Ray needed): three units staged as their tasks
+    """The Delta, Iceberg and Lance sinks' group commit, called as the
+    committer actor calls it (no Ray needed): three units staged as their tasks
     stage them, one of them whose pending record a newer run's recovery
     dropped. That one is refused (its staged files deleted, none of its
     rows in the table); the other two are in one snapshot or version that
@@ -1130,7 +1191,9 @@ def test_a_group_commit_fences_each_unit_and_commits_them_in_one_snapshot(tmp_pa
     from cairn._ray_table import UnitFence, id_record
 
     spec, root = local_job(tmp_path, table_format)
-    staging = {"iceberg": StagedIceberg, "lance": StagedLance}[table_format](spec, root)
+    staging = {"delta": StagedDelta, "iceberg": StagedIceberg, "lance": StagedLance}[table_format](
+        spec, root
+    )
     local = pafs.LocalFileSystem()
     ckpt = f"{root}/ckpt"
     os.makedirs(ckpt)

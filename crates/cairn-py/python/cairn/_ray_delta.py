@@ -1,15 +1,41 @@
-"""cairn's Delta Lake sink for Ray Data: each unit appended in one Delta
-transaction that records it as an application transaction
-(``cairn:<unit>``); see :mod:`cairn._ray_table`."""
+"""cairn's Delta Lake sink for Ray Data: units appended in Delta
+transactions that record each as an application transaction
+(``cairn:<unit>``): a group of them in one commit by the job's committer,
+or one unit a commit (the table's first unit, a table whose appends need
+deltalake's writer, ``max_units_per_commit=1``); see
+:mod:`cairn._ray_table` and :mod:`cairn._ray_committer`."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import logging
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 import pyarrow as pa
 
-from ._ray_table import TableDatasink, UnitIds, added_ids, warn_orphans_left, without_secrets
+from ._ray_committer import (
+    DEFAULT_COMMIT_INTERVAL_SECONDS,
+    DEFAULT_COMMIT_TIMEOUT_SECONDS,
+    DEFAULT_MAX_UNITS_PER_COMMIT,
+    Submission,
+)
+from ._ray_delta_files import DATA_FILE, StagedFile, fitted, why_not_staged, write_staged
+from ._ray_table import (
+    TableDatasink,
+    UnitFence,
+    UnitIds,
+    added_ids,
+    commit_unit_records,
+    crash_point,
+    delete_orphans,
+    entry_files,
+    fence_group,
+    old_enough,
+    settle_recorded,
+    warn_orphans_left,
+    without_secrets,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -17,8 +43,12 @@ logger = logging.getLogger(__name__)
 APP_ID_PREFIX = "cairn:"
 
 #: The commit-info key naming a commit's unit (from the commit's custom
-#: metadata).
+#: metadata), in a commit of one unit.
 UNIT_KEY = "cairn.unit"
+
+#: The commit-info key of a group commit's units: an object of each unit
+#: and the data files (paths in the table) it adds.
+UNITS_KEY = "cairn.units"
 
 #: A unit's transaction version (one transaction per unit, so any will do).
 _UNIT_VERSION = 1
@@ -28,25 +58,103 @@ _UNIT_VERSION = 1
 DEFAULT_MAX_COMMIT_RETRIES = 100
 
 
+def _units_of(entry: Mapping[str, Any]) -> Dict[str, Optional[List[str]]]:
+    """The units a commit's info (a ``history()`` entry) records, each
+    with the data files it added (None: every file the commit added, a
+    commit of one unit)."""
+    units: Dict[str, Optional[List[str]]] = {}
+    one = entry.get(UNIT_KEY)
+    if one:
+        units[str(one)] = None
+    many = entry.get(UNITS_KEY)
+    if isinstance(many, str):
+        try:
+            many = json.loads(many)
+        except ValueError:
+            many = None
+    if isinstance(many, dict):
+        for unit, files in many.items():
+            units[str(unit)] = [str(f) for f in files] if isinstance(files, list) else []
+    return units
+
+
+def _files_ledger(files: List[str], base: Optional[int]) -> str:
+    """The ledger entry of a unit a group commit adds: its data files
+    (paths in the table, unique to the write) and the version the commit
+    is read at, when known."""
+    entry: Dict[str, Any] = {"files": sorted(files)}
+    if base is not None:
+        entry["base"] = base
+    return json.dumps(entry)
+
+
 class DeltaUnitLog(UnitIds):
     """The units a Delta table's log records (its application
     transactions named ``cairn:<unit>``), for cairn's recovery."""
 
-    def __init__(self, table_uri: str, storage_options: Optional[Dict[str, str]] = None):
+    def __init__(
+        self,
+        table_uri: str,
+        storage_options: Optional[Dict[str, str]] = None,
+        filesystem: Any = None,
+        path: Optional[str] = None,
+    ):
         self._uri = table_uri
         self._storage_options = storage_options
+        #: The pyarrow filesystem and path the table's directory is seen
+        #: through, where staged files no commit names are deleted (None:
+        #: none is deleted).
+        self._filesystem = filesystem
+        self._path = path
         #: The table, for messages.
         self.table = without_secrets(table_uri)
 
     def delete_unreferenced(
         self, rolled_back: Mapping[str, Tuple[Optional[str], Optional[float]]]
     ) -> int:
-        """Deletes nothing: the sink writes no ledger entry (its one call
-        writes the files and commits them), so a rolled-back unit's files
-        are not known. Says so, naming the units, and returns 0."""
-        if rolled_back:
-            warn_orphans_left(self.table, list(rolled_back), "Delta's vacuum")
-        return 0
+        """Deletes the staged data files of the rolled-back units (unit: its
+        ledger entry or None, and the entry's age in seconds by the store's
+        clock or None) that no commit names: those an entry names, when
+        the table's snapshot holds no application transaction of the unit
+        (written atomically with its files' ``add`` actions, and kept by
+        restores and log clean-up: no commit ever added them) and the
+        entry is older than the grace period (a killed run's committer may
+        still be committing them). Returns how many it deleted. The files
+        of a unit committed by its task alone (no entry: its one call
+        writes and commits them), of one within the grace period, of one
+        some commit added (then restored away: kept for time travel), or
+        when ``delta.setTransactionRetentionDuration`` may have expired
+        transactions, are left, and said so. A failure is logged, never
+        raised: recovery goes on."""
+        left, deleted = [], 0
+        try:
+            table = self._table()
+            expiring = table is not None and (table.metadata().configuration or {}).get(
+                "delta.setTransactionRetentionDuration"
+            )
+            for unit, (entry, age) in rolled_back.items():
+                files, _ = entry_files(entry, DATA_FILE)
+                if (
+                    not files
+                    or table is None
+                    or expiring
+                    or not old_enough(age)
+                    or self._filesystem is None
+                    or not self._path
+                    or table.transaction_version(APP_ID_PREFIX + unit) is not None
+                ):
+                    left.append(unit)
+                    continue
+                paths = [f"{self._path.rstrip('/')}/{name}" for name in files]
+                deleted += delete_orphans(self._filesystem, paths, self.table)
+        except Exception as e:  # noqa: BLE001 - nothing proven, nothing more deleted
+            logger.warning(
+                "cairn: the files of the units rolled back in %s were kept: %s", self.table, e
+            )
+            left = list(rolled_back)
+        if left:
+            warn_orphans_left(self.table, left, "Delta's vacuum")
+        return deleted
 
     def _table(self) -> Any:
         from deltalake import DeltaTable
@@ -88,9 +196,7 @@ class DeltaUnitLog(UnitIds):
             entry = history.get(version)
             if entry is None:
                 break  # older than the log keeps
-            unit = entry.get(UNIT_KEY)
-            if unit:
-                in_lineage.add(unit)
+            in_lineage.update(_units_of(entry))
             operation = entry.get("operation")
             parameters = entry.get("operationParameters") or {}
             if operation == "RESTORE":
@@ -120,7 +226,7 @@ class DeltaUnitLog(UnitIds):
                 cut = True
                 break
             version -= 1
-        seen = {entry[UNIT_KEY] for entry in history.values() if entry.get(UNIT_KEY)}
+        seen = {unit for entry in history.values() for unit in _units_of(entry)}
         found = []
         for u in units:
             if u in in_lineage:
@@ -140,14 +246,17 @@ class DeltaUnitLog(UnitIds):
 
     def unit_ids(self, unit: str, id_column: str) -> Optional[pa.Array]:
         """``id_column`` of the files the commit recording ``unit`` added
-        (its version's files less the version before's)."""
+        (its version's files less the version before's; of a group
+        commit's, those its entry names for the unit)."""
         from deltalake import DeltaTable
 
         table, history = self._pinned_history()
-        versions = [v for v, entry in history.items() if entry.get(UNIT_KEY) == unit]
+        versions = [v for v, entry in history.items() if unit in _units_of(entry)]
         if table is None or not versions:
             return None
         version = versions[0]
+        files = _units_of(history[version])[unit]
+        named = None if files is None else set(files)
         if version > 0 and version - 1 not in history:
             # The version before was cleaned up: what the commit added
             # cannot be told from it.
@@ -155,10 +264,28 @@ class DeltaUnitLog(UnitIds):
 
         def fragments(at: int) -> List[Tuple[str, Any]]:
             loaded = DeltaTable(self._uri, version=at, storage_options=self._storage_options)
-            return [(f.path, f) for f in loaded.to_pyarrow_dataset().get_fragments()]
+            return [
+                (f.path, f)
+                for f in loaded.to_pyarrow_dataset().get_fragments()
+                # A group commit adds other units' files too.
+                # (Staged files are in the table's directory, by name.)
+                if at != version or named is None or f.path.rsplit("/", 1)[-1] in named
+            ]
 
         before = [key for key, _ in fragments(version - 1)] if version > 0 else []
         return added_ids(before, fragments(version), id_column)
+
+    def ledger_of(self, unit: str) -> Optional[str]:
+        """The ledger entry of ``unit`` as its group commit's info gives it
+        (its files, the version the commit read); None for a commit of one
+        unit (its files are not named) or one the log no longer keeps."""
+        _, history = self._pinned_history()
+        for entry in history.values():
+            files = _units_of(entry).get(unit)
+            if files is not None:
+                read = entry.get("readVersion")
+                return _files_ledger(files, read if isinstance(read, int) else None)
+        return None
 
     def _pinned_history(self) -> Tuple[Any, Dict[int, Dict[str, Any]]]:
         """The table and its log's commits by version, listed while no
@@ -208,27 +335,178 @@ def _replaces_everything(operation: Optional[str], parameters: Dict[str, Any]) -
     return operation == "DELETE" and no_predicate
 
 
+@dataclasses.dataclass
+class _Staged:
+    """A unit's data files, written by its task into the table's directory
+    and in no commit yet: what the task hands the committer."""
+
+    files: List[StagedFile]
+    fence: UnitFence
+
+    @property
+    def paths(self) -> List[str]:
+        """The files' paths in the table."""
+        return [f.path for f in self.files]
+
+
+#: Tables whose appends the sink left to deltalake's writer, in this
+#: process (said once each).
+_NOT_STAGED: set = set()
+
+
+@dataclasses.dataclass
+class _GroupCommit:
+    """The committer's side of the Delta sink: it commits a group of staged
+    units in one Delta transaction that adds their files and holds an
+    application transaction per unit (its commit info names each unit's
+    files, ``cairn.units``), then their checkpoint records."""
+
+    uri: str
+    storage_options: Optional[Dict[str, str]]
+    filesystem: Any
+    path: str
+    max_commit_retries: int
+
+    def make(self) -> Tuple[Callable, Callable]:
+        """(commit_batch, discard) for :class:`cairn._ray_committer.GroupCommitter`."""
+        return self.commit_batch, self.discard
+
+    def _log(self) -> DeltaUnitLog:
+        return DeltaUnitLog(self.uri, self.storage_options, self.filesystem, self.path)
+
+    def discard(self, staged: _Staged) -> None:
+        """Deletes a unit's staged data files, which no commit names (a
+        retry's, whose unit an earlier attempt committed or is committing;
+        one whose fence failed): a file already gone, or one that cannot be
+        deleted, is left with a warning."""
+        for name in staged.paths:
+            path = f"{self.path.rstrip('/')}/{name}"
+            try:
+                self.filesystem.delete_file(path)
+            except FileNotFoundError:
+                continue
+            except Exception as e:  # noqa: BLE001 - a file left is logged, never fatal
+                logger.warning("cairn: the unreferenced file %s was left: %s", path, e)
+
+    def commit_batch(self, batch: List[Submission]) -> Dict[str, Tuple[str, str]]:
+        """One Delta commit adding every unit's files: the fences first
+        (each unit's pending record checked and its ledger entry, its files
+        and the version the commit is read at, written into it), then the
+        commit (deltalake retries one that loses the race for a version on
+        the next, up to ``max_commit_retries``), then each unit's committed
+        checkpoint record. A unit whose application transaction the table
+        already holds (an earlier submission's commit, by a committer that
+        died before its records) is not committed again: its checkpoint
+        record is committed from the table. A commit that raised is not
+        tried again here: one that raised may still have landed (a store's
+        timeout), and the job's end and the resume settle its units by the
+        table's log."""
+        from deltalake import CommitProperties, Transaction
+
+        outcomes: Dict[str, Tuple[str, str]] = {}
+        log = self._log()
+        table = log._table()
+        if table is None:
+            raise FileNotFoundError(f"no Delta table at {log.table}")
+        live = self._not_recorded(table, list(batch), outcomes)
+        if not live:
+            return outcomes
+        entries = {s.unit: _files_ledger(s.payload.paths, table.version()) for s in live}
+        fenced = fence_group(live, entries, outcomes, self.discard)
+        if not fenced:
+            return outcomes
+        crash_point("table-after-fence", fenced[0].unit)
+        table.create_write_transaction(
+            [f.add_action() for s in fenced for f in s.payload.files],
+            mode="append",
+            schema=table.schema(),
+            commit_properties=CommitProperties(
+                custom_metadata={
+                    UNITS_KEY: {s.unit: s.payload.paths for s in fenced},
+                    # The version the entries name as their base.
+                    "readVersion": table.version(),
+                },
+                max_commit_retries=self.max_commit_retries,
+                app_transactions=[
+                    Transaction(APP_ID_PREFIX + s.unit, _UNIT_VERSION) for s in fenced
+                ],
+            ),
+        )
+        crash_point("table-after-commit", fenced[0].unit)
+        commit_unit_records([(s, entries[s.unit], None) for s in fenced], outcomes, log.table)
+        return outcomes
+
+    def _not_recorded(
+        self, table: Any, live: List[Submission], outcomes: Dict[str, Tuple[str, str]]
+    ) -> List[Submission]:
+        """The submissions whose unit has no application transaction in the
+        table's snapshot (one lookup a unit; the snapshot keeps them through
+        log clean-up). The others' rows are in the table: one whose staged
+        files the table holds is its own commit (one that raised after it
+        landed), committed with its IDs; any other an earlier submission's,
+        committed with the table's IDs, this submission's files
+        discarded."""
+        landed = [s for s in live if table.transaction_version(APP_ID_PREFIX + s.unit) is not None]
+        if not landed:
+            return live
+        active = {uri.rsplit("/", 1)[-1] for uri in table.file_uris()}
+
+        def own(submission: Submission) -> bool:
+            return bool(active.intersection(submission.payload.paths))
+
+        # An earlier submission's entry is the one its retry carries, if any.
+        recorded = {
+            s.unit: (
+                None,
+                _files_ledger(s.payload.paths, None) if own(s) else s.payload.fence.carried_entry,
+            )
+            for s in landed
+        }
+        return settle_recorded(
+            live,
+            recorded,
+            lambda submission, _: own(submission),
+            self._log(),
+            self.discard,
+            outcomes,
+        )
+
+
 class DeltaDatasink(TableDatasink):
-    """Appends a dataset to the Delta table at ``table_uri``, one Delta
-    transaction per write task, exactly once under
-    :func:`cairn.ray.checkpoint_config`::
+    """Appends a dataset to the Delta table at ``table_uri``, exactly once
+    under :func:`cairn.ray.checkpoint_config`::
 
         ds.write_datasink(cairn.ray.DeltaDatasink("s3://bucket/tables/t", storage_options={...}))
+
+    Group commits as ``IcebergDatasink``'s (the same three settings): each
+    write task writes its unit's rows as a Parquet file in the table's
+    directory (with Delta's file statistics: row count, null counts, exact
+    min and max of integer, short string and date columns) and hands it to
+    the job's committer, which commits the units it holds in one Delta
+    transaction holding an application transaction per unit. A unit goes
+    through deltalake's own ``write_deltalake``, a commit of its own, when
+    the table does not exist yet (its first unit creates it), when its
+    rows do not fit the table's schema as they are (new columns:
+    ``schema_mode``), or when the table is partitioned, has CHECK
+    constraints, invariants or a writer feature beyond appendOnly and
+    timestampNtz (deltalake's writer honours them); and every unit with
+    ``max_units_per_commit=1``.
 
     ``storage_options`` are deltalake's (``AWS_ENDPOINT_URL``, ...);
     ``filesystem`` is the pyarrow filesystem Ray and cairn's manager see the
     table directory through (``cairn.build_checkpoint_filesystem(table_uri,
-    options)`` for a store other than local disk). ``partition_by`` and
-    ``schema_mode`` (``"merge"``) go to ``deltalake.write_deltalake``.
+    options)`` for a store other than local disk): staged files are
+    written through it. ``partition_by`` and ``schema_mode``
+    (``"merge"``) go to ``deltalake.write_deltalake``.
 
     The table's own log decides what is committed, so the sink needs a
     store where Delta commits are atomic: local disk, or S3-compatible
     stores with conditional writes (deltalake's ``conditional_put``) or a
     lock provider. On a store that ignores conditional writes (Garage),
-    deltalake needs ``AWS_S3_ALLOW_UNSAFE_RENAME`` and two tasks committing
-    at once can overwrite each other's log entry: run one write task at a
-    time there (``concurrency=1``), or the end of the job (or a resume)
-    will refuse the checkpoint whose units the table lost.
+    deltalake needs ``AWS_S3_ALLOW_UNSAFE_RENAME`` and two commits at once
+    can overwrite each other's log entry: run one write task at a time
+    there (``concurrency=1``), or the end of the job (or a resume) will
+    refuse the checkpoint whose units the table lost.
     """
 
     def __init__(
@@ -240,6 +518,9 @@ class DeltaDatasink(TableDatasink):
         schema_mode: Optional[str] = None,
         filesystem: Any = None,
         max_commit_retries: int = DEFAULT_MAX_COMMIT_RETRIES,
+        max_units_per_commit: int = DEFAULT_MAX_UNITS_PER_COMMIT,
+        commit_interval: float = DEFAULT_COMMIT_INTERVAL_SECONDS,
+        commit_timeout: float = DEFAULT_COMMIT_TIMEOUT_SECONDS,
     ):
         if schema_mode not in (None, "merge"):
             raise ValueError(
@@ -252,21 +533,38 @@ class DeltaDatasink(TableDatasink):
         self._partition_by = list(partition_by) if partition_by else None
         self._schema_mode = schema_mode
         self._max_commit_retries = int(max_commit_retries)
+        self.init_group_commits(max_units_per_commit, commit_interval, commit_timeout)
 
     def unit_log(self) -> DeltaUnitLog:
         """What cairn's checkpoint manager asks about pending units."""
-        return DeltaUnitLog(self.table_uri, self._storage_options)
+        return DeltaUnitLog(self.table_uri, self._storage_options, self.filesystem, self.path)
 
-    def append(self, rows: pa.Table, unit: str, fence: Callable[..., None]) -> None:
-        """One ``write_deltalake`` append whose commit carries the unit's
-        application transaction (``fence`` first: the call writes the
-        files and commits them). No ledger entry: Delta's checkpoints keep
-        every application transaction through log clean-up, so the log
-        records the unit for as long as the table has it (unless
-        ``delta.setTransactionRetentionDuration`` is set: then a resume
-        refuses units it no longer finds)."""
+    def group_commit(self) -> _GroupCommit:
+        """The committer's side: one Delta commit a group."""
+        return _GroupCommit(
+            self.table_uri,
+            self._storage_options,
+            self.filesystem,
+            self.path,
+            self._max_commit_retries,
+        )
+
+    def append(self, rows: pa.Table, unit: str, fence: UnitFence) -> Any:
+        """The unit's rows staged as a data file and handed to the job's
+        committer (:class:`_GroupCommit`) when the table takes them
+        (:meth:`_stage`); otherwise one ``write_deltalake`` append whose
+        commit carries the unit's application transaction (``fence``
+        first: the call writes the files and commits them, so no ledger
+        entry). Delta's checkpoints keep every application transaction
+        through log clean-up, so the log records the unit for as long as
+        the table has it (unless ``delta.setTransactionRetentionDuration``
+        is set: then a resume refuses units it no longer finds)."""
         from deltalake import CommitProperties, Transaction, write_deltalake
 
+        if self.hands_units_over():
+            staged = self._stage(rows, fence)
+            if staged is not None:
+                return self.hand_over(unit, staged, fence)
         fence(None)
         write_deltalake(
             self.table_uri,
@@ -281,3 +579,32 @@ class DeltaDatasink(TableDatasink):
                 app_transactions=[Transaction(APP_ID_PREFIX + unit, _UNIT_VERSION)],
             ),
         )
+        return None
+
+    def _stage(self, rows: pa.Table, fence: UnitFence) -> Optional[_Staged]:
+        """The unit's rows written as a Parquet file into the table's
+        directory, in no commit yet; None (nothing written) when the
+        table must take them through deltalake's writer: there is no
+        table yet, it needs deltalake's writer (:func:`why_not_staged`,
+        said once per table and process), or the rows do not fit its
+        schema as they are."""
+        table = self.unit_log()._table()
+        if table is None:
+            return None
+        reason = why_not_staged(table, self._partition_by)
+        if reason is not None:
+            if self.table_uri not in _NOT_STAGED:
+                _NOT_STAGED.add(self.table_uri)
+                logger.info(
+                    "cairn: each unit is a commit of its own in %s: %s",
+                    self.unit_log().table,
+                    reason,
+                )
+            return None
+        schema = pa.schema(table.schema().to_arrow())
+        fits = fitted(rows, schema)
+        if fits is None:
+            return None
+        configuration = dict(table.metadata().configuration or {})
+        staged = write_staged(fits, self.filesystem, self.path, configuration)
+        return _Staged([staged], fence)

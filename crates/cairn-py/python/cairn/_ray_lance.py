@@ -27,6 +27,7 @@ from ._ray_table import (
     commit_unit_records,
     crash_point,
     delete_orphans,
+    entry_files,
     fence_group,
     old_enough,
     settle_recorded,
@@ -94,27 +95,6 @@ _CREATE_LEDGER = json.dumps({"create": True})
 #: A Lance data file's path in a fragment: a name in the dataset's
 #: ``data`` directory.
 _DATA_FILE = re.compile(r"[A-Za-z0-9_-]+\.lance")
-
-
-def _named_files(entry: Optional[str]) -> Tuple[List[str], int]:
-    """The data files a ledger entry names, and the version its commit was
-    made on (0 when it names none: any version may then hold them). Only
-    plain file names are taken (a Lance data file's path, relative to the
-    dataset's ``data`` directory): anything else names no file of cairn's."""
-    try:
-        parsed = json.loads(entry) if entry else {}
-    except ValueError:
-        return [], 0
-    if not isinstance(parsed, dict):
-        return [], 0
-    files = parsed.get("files")
-    base = parsed.get("base", 0)
-    if not isinstance(files, list) or not isinstance(base, int) or base < 0:
-        return [], 0
-    plain = [name for name in files if isinstance(name, str) and _DATA_FILE.fullmatch(name)]
-    if len(plain) != len(files):
-        return [], 0
-    return plain, base
 
 
 def _units_of(transaction: Any) -> Dict[str, Optional[List[str]]]:
@@ -331,7 +311,7 @@ class LanceUnitLog(UnitIds):
         try:
             named: Dict[str, Tuple[List[str], int]] = {}
             for unit, (entry, age) in rolled_back.items():
-                files, base = _named_files(entry)
+                files, base = entry_files(entry, _DATA_FILE)
                 if files and old_enough(age) and self._filesystem is not None and self._path:
                     named[unit] = (files, base)
                 else:

@@ -23,8 +23,10 @@ history no longer records up by its entry in the table's current files.
 from __future__ import annotations
 
 import functools
+import json
 import logging
 import os
+import re
 import time
 from typing import Any, Callable, Dict, Iterable, List, Optional, Protocol, Tuple
 from urllib.parse import urlsplit, urlunsplit
@@ -282,6 +284,28 @@ def old_enough(age_seconds: Optional[float], commit_retries: float = 0.0) -> boo
     retrying after its entry, by the format's own bound): only then can no
     worker of a killed run still be making the commit it names."""
     return age_seconds is not None and age_seconds >= grace_seconds() + commit_retries
+
+
+def entry_files(entry: Optional[str], file_name: "re.Pattern[str]") -> Tuple[List[str], int]:
+    """The data files a ledger entry (``{"files": [...], "base": N}``)
+    names, and the version its commit was made on (0 when it names none:
+    any version may then hold them). Only plain names of the format's data
+    files (``file_name``, matched whole) are taken: an entry naming
+    anything else names no file of cairn's, and nothing of it is taken."""
+    try:
+        parsed = json.loads(entry) if entry else {}
+    except ValueError:
+        return [], 0
+    if not isinstance(parsed, dict):
+        return [], 0
+    files = parsed.get("files")
+    base = parsed.get("base", 0)
+    if not isinstance(files, list) or not isinstance(base, int) or base < 0:
+        return [], 0
+    plain = [name for name in files if isinstance(name, str) and file_name.fullmatch(name)]
+    if len(plain) != len(files):
+        return [], 0
+    return plain, base
 
 
 def delete_orphans(filesystem: Any, paths: List[str], table: str) -> int:
@@ -1000,7 +1024,7 @@ def crash_point(name: str, unit: str) -> None:
     handed to the job's committer, its task still to end;
     ``table-before-commit``, in
     the Lance sink: its data files written, its table commit to come;
-    ``table-after-fence``, in the Iceberg and Lance sinks: its files
+    ``table-after-fence``, in the group committers and the Lance sink: its files
     written and named by its ledger entry, its table commit to come): with
     ``CAIRN_PY_FAILPOINT=<name>:<action>:<flag file>[:<passes>]``, the
     first task to reach it (after ``passes`` units went through it) writes

@@ -1,0 +1,190 @@
+"""A unit's rows as a Delta data file not yet in the table: one Parquet
+file in the table's directory and the ``add`` action (with Delta's file
+statistics) a commit names it by. What cairn's Delta sink stages for its
+group commits, on tables whose appends need nothing of deltalake's writer
+(:func:`why_not_staged` says when they do)."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import json
+import re
+import time
+import uuid
+from typing import Any, Dict, List, Optional
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+#: The name of a data file cairn stages: Spark's and delta-rs's pattern,
+#: a new UUID each.
+DATA_FILE = re.compile(
+    r"part-00000-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}-c000\.snappy\.parquet"
+)
+
+#: Writer features (Delta protocol 7) an append of plain Parquet files
+#: honours as deltalake's writer would; the checks of invariants and
+#: constraints are made by :func:`why_not_staged`. Any other feature
+#: (generated or identity columns, column mapping, row tracking, ...)
+#: needs deltalake's own writer.
+_PLAIN_WRITER_FEATURES = {"appendOnly", "timestampNtz", "invariants", "checkConstraints"}
+
+#: Delta's default number of leading columns that get file statistics
+#: (``delta.dataSkippingNumIndexedCols``).
+_INDEXED_COLUMNS = 32
+
+#: The longest string kept as a column's min or max in a file's
+#: statistics (Delta's own truncation length): a longer one gives no
+#: bounds for the column, as a prefix is no upper bound.
+_STRING_STATS_CHARS = 32
+
+
+@dataclasses.dataclass
+class StagedFile:
+    """A data file written into the table's directory and in no commit:
+    its path relative to the table (its name) and the ``add`` action's
+    fields."""
+
+    path: str
+    size: int
+    modification_time: int
+    stats: str
+
+    def add_action(self) -> Any:
+        """deltalake's ``AddAction`` of the file (no partition values)."""
+        from deltalake.transaction import AddAction
+
+        return AddAction(self.path, self.size, {}, self.modification_time, True, self.stats)
+
+
+def why_not_staged(table: Any, partition_by: Optional[List[str]]) -> Optional[str]:
+    """Why a unit of the sink cannot be staged as plain Parquet files for
+    the Delta table ``table`` (a ``DeltaTable``; None: it can): a
+    partitioned table (the sink's ``partition_by`` or the table's own), a
+    protocol feature an append must honour that only deltalake's writer
+    does, a CHECK constraint or a column invariant (which deltalake checks
+    each row against)."""
+    if partition_by or table.metadata().partition_columns:
+        return "it is partitioned"
+    protocol = table.protocol()
+    features = set(protocol.writer_features or [])
+    if protocol.min_writer_version == 7:
+        extra = features - _PLAIN_WRITER_FEATURES
+        if extra:
+            return f"its writer features {sorted(extra)} need deltalake's writer"
+    elif protocol.min_writer_version > 2:
+        return f"its writer version {protocol.min_writer_version} needs deltalake's writer"
+    configuration = table.metadata().configuration or {}
+    if any(key.startswith("delta.constraints.") for key in configuration):
+        return "it has CHECK constraints"
+    for field in table.schema().fields:
+        if "delta.invariants" in (field.metadata or {}):
+            return f"its column {field.name} has an invariant"
+    return None
+
+
+def fitted(rows: pa.Table, schema: pa.Schema) -> Optional[pa.Table]:
+    """``rows`` in the table's Arrow ``schema`` (its columns, their order
+    and types), or None when they do not fit as they are: a column the
+    table lacks or one it has that the rows lack (a schema change, left to
+    deltalake's writer and its ``schema_mode``), a value the table's type
+    cannot hold exactly, a null in a column the table says has none."""
+    if set(rows.column_names) != set(schema.names) or len(rows.column_names) != len(schema):
+        return None
+    try:
+        cast = rows.select(schema.names).cast(schema)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, TypeError):
+        return None
+    for field in schema:
+        if not field.nullable and cast[field.name].null_count:
+            return None
+    return cast
+
+
+def stats_columns(schema: pa.Schema, configuration: Dict[str, Any]) -> List[str]:
+    """The columns Delta keeps file statistics for: those
+    ``delta.dataSkippingStatsColumns`` names, else the first
+    ``delta.dataSkippingNumIndexedCols`` (32; -1: all). Only top-level
+    columns up to the first nested one are taken (Delta counts a nested
+    column's leaves): fewer statistics only make readers skip less."""
+    named = configuration.get("delta.dataSkippingStatsColumns")
+    if named:
+        wanted = {name.strip() for name in named.split(",")}
+        return [f.name for f in schema if f.name in wanted and not pa.types.is_nested(f.type)]
+    try:
+        count = int(configuration.get("delta.dataSkippingNumIndexedCols", _INDEXED_COLUMNS))
+    except ValueError:
+        count = _INDEXED_COLUMNS
+    columns = []
+    for field in schema:
+        if pa.types.is_nested(field.type) or (0 <= count <= len(columns)):
+            break
+        columns.append(field.name)
+    return columns
+
+
+def _bounds(column: pa.ChunkedArray) -> Optional[tuple]:
+    """A column's exact (min, max) as Delta's statistics write them, or
+    None when it gets none: only integers (not 64-bit unsigned), strings
+    of at most 32 characters and dates. Floats (NaN is in no min or max),
+    timestamps (Delta's are rounded to milliseconds) and the rest get a
+    null count only."""
+    kind = column.type
+    if column.null_count == len(column):
+        return None
+    if pa.types.is_integer(kind) and kind != pa.uint64():
+        bounds = pc.min_max(column)
+        return bounds["min"].as_py(), bounds["max"].as_py()
+    if pa.types.is_string(kind) or pa.types.is_large_string(kind):
+        bounds = pc.min_max(column)
+        low, high = bounds["min"].as_py(), bounds["max"].as_py()
+        if len(low) > _STRING_STATS_CHARS or len(high) > _STRING_STATS_CHARS:
+            return None
+        return low, high
+    if pa.types.is_date32(kind):
+        bounds = pc.min_max(column)
+        low: datetime.date = bounds["min"].as_py()
+        high: datetime.date = bounds["max"].as_py()
+        return low.isoformat(), high.isoformat()
+    return None
+
+
+def file_stats(rows: pa.Table, columns: List[str]) -> str:
+    """Delta's statistics of a file of ``rows`` (JSON): its row count, and
+    for ``columns`` their null counts and, where exact (:func:`_bounds`),
+    their min and max. Computed from the rows, not the Parquet footer."""
+    stats: Dict[str, Any] = {
+        "numRecords": rows.num_rows,
+        "minValues": {},
+        "maxValues": {},
+        "nullCount": {},
+    }
+    for name in columns:
+        column = rows[name]
+        if pa.types.is_nested(column.type):
+            continue
+        stats["nullCount"][name] = column.null_count
+        bounds = _bounds(column)
+        if bounds is not None:
+            stats["minValues"][name], stats["maxValues"][name] = bounds
+    return json.dumps(stats)
+
+
+def write_staged(
+    rows: pa.Table, filesystem: Any, table_path: str, configuration: Dict[str, Any]
+) -> StagedFile:
+    """Writes ``rows`` (already in the table's schema) as one Parquet file
+    in the table's directory (``table_path`` on the pyarrow
+    ``filesystem``) under a new name no commit names yet."""
+    name = f"part-00000-{uuid.uuid4()}-c000.snappy.parquet"
+    with filesystem.open_output_stream(f"{table_path.rstrip('/')}/{name}") as out:
+        pq.write_table(rows, out, compression="snappy")
+        size = out.tell()
+    return StagedFile(
+        name,
+        size,
+        int(time.time() * 1000),
+        file_stats(rows, stats_columns(rows.schema, configuration)),
+    )
