@@ -91,7 +91,7 @@ ray_tests() {
   (cd crates/cairn-py/tests && CAIRN_SKIP_PROP_EXAMPLES="${CAIRN_SKIP_PROP_EXAMPLES:-300}" \
     "$tools/ray-venv/bin/python" -m pytest test_ray.py test_ray_read.py test_ray_shards.py \
     test_ray_skip_props.py test_ray_sinks.py test_ray_tables.py test_table_lineage.py test_ray_limits.py \
-    test_ray_upstream.py test_ray_writer.py test_group_commit.py \
+    test_ray_upstream.py test_ray_writer.py test_group_commit.py test_delta_files.py \
     test_pandas.py test_docs.py \
     -q -p no:cacheprovider -rsxX --durations=15) || status=1
   phase_done "Ray tests"

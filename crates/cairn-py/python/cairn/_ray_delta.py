@@ -480,8 +480,8 @@ class DeltaDatasink(TableDatasink):
 
     Group commits as ``IcebergDatasink``'s (the same three settings): each
     write task writes its unit's rows as a Parquet file in the table's
-    directory (with Delta's file statistics: row count, null counts, exact
-    min and max of integer, short string and date columns) and hands it to
+    directory (with Delta's file statistics, exact, or the row count alone:
+    docs/python.md) and hands it to
     the job's committer, which commits the units it holds in one Delta
     transaction holding an application transaction per unit. A unit goes
     through deltalake's own ``write_deltalake``, a commit of its own, when

@@ -7,7 +7,6 @@ group commits, on tables whose appends need nothing of deltalake's writer
 from __future__ import annotations
 
 import dataclasses
-import datetime
 import json
 import re
 import time
@@ -34,11 +33,6 @@ _PLAIN_WRITER_FEATURES = {"appendOnly", "timestampNtz", "invariants", "checkCons
 #: Delta's default number of leading columns that get file statistics
 #: (``delta.dataSkippingNumIndexedCols``).
 _INDEXED_COLUMNS = 32
-
-#: The longest string kept as a column's min or max in a file's
-#: statistics (Delta's own truncation length): a longer one gives no
-#: bounds for the column, as a prefix is no upper bound.
-_STRING_STATS_CHARS = 32
 
 
 @dataclasses.dataclass
@@ -103,73 +97,77 @@ def fitted(rows: pa.Table, schema: pa.Schema) -> Optional[pa.Table]:
     return cast
 
 
-def stats_columns(schema: pa.Schema, configuration: Dict[str, Any]) -> List[str]:
+def stats_columns(schema: pa.Schema, configuration: Dict[str, Any]) -> Optional[List[str]]:
     """The columns Delta keeps file statistics for: those
     ``delta.dataSkippingStatsColumns`` names, else the first
-    ``delta.dataSkippingNumIndexedCols`` (32; -1: all). Only top-level
-    columns up to the first nested one are taken (Delta counts a nested
-    column's leaves): fewer statistics only make readers skip less."""
+    ``delta.dataSkippingNumIndexedCols`` (32; -1: all); None when they
+    cannot be told without counting a nested column's leaves (a nested
+    column among them, a nested name), or the setting is not a number."""
     named = configuration.get("delta.dataSkippingStatsColumns")
     if named:
-        wanted = {name.strip() for name in named.split(",")}
-        return [f.name for f in schema if f.name in wanted and not pa.types.is_nested(f.type)]
-    try:
-        count = int(configuration.get("delta.dataSkippingNumIndexedCols", _INDEXED_COLUMNS))
-    except ValueError:
-        count = _INDEXED_COLUMNS
-    columns = []
-    for field in schema:
-        if pa.types.is_nested(field.type) or (0 <= count <= len(columns)):
-            break
-        columns.append(field.name)
-    return columns
+        wanted = [name.strip().strip("`") for name in named.split(",") if name.strip()]
+        fields = {f.name: f for f in schema}
+        if any("." in name or name not in fields for name in wanted):
+            return None
+        chosen = [fields[name] for name in wanted]
+    else:
+        try:
+            count = int(configuration.get("delta.dataSkippingNumIndexedCols", _INDEXED_COLUMNS))
+        except ValueError:
+            return None
+        chosen = list(schema) if count < 0 else list(schema)[:count]
+    if any(pa.types.is_nested(field.type) for field in chosen):
+        return None
+    return [field.name for field in chosen]
 
 
 def _bounds(column: pa.ChunkedArray) -> Optional[tuple]:
-    """A column's exact (min, max) as Delta's statistics write them, or
-    None when it gets none: only integers (not 64-bit unsigned), strings
-    of at most 32 characters and dates. Floats (NaN is in no min or max),
-    timestamps (Delta's are rounded to milliseconds) and the rest get a
-    null count only."""
+    """A column's exact (min, max) of its values that are not null, as
+    Delta's statistics write them, or None when it cannot be given:
+    integers, booleans, strings (whole: a prefix is no upper bound) and
+    dates; floats only when every value is finite (a NaN is in no min or
+    max and yet matches ``!=``; JSON has no infinity). Timestamps,
+    decimals, binary and the rest: None."""
     kind = column.type
-    if column.null_count == len(column):
-        return None
-    if pa.types.is_integer(kind) and kind != pa.uint64():
-        bounds = pc.min_max(column)
-        return bounds["min"].as_py(), bounds["max"].as_py()
-    if pa.types.is_string(kind) or pa.types.is_large_string(kind):
-        bounds = pc.min_max(column)
-        low, high = bounds["min"].as_py(), bounds["max"].as_py()
-        if len(low) > _STRING_STATS_CHARS or len(high) > _STRING_STATS_CHARS:
+    numeric = pa.types.is_integer(kind) and kind != pa.uint64()
+    if pa.types.is_floating(kind):
+        if not pc.all(pc.is_finite(column)).as_py():
             return None
-        return low, high
+        numeric = True
+    text = pa.types.is_string(kind) or pa.types.is_large_string(kind)
+    if not (numeric or text or pa.types.is_boolean(kind) or pa.types.is_date32(kind)):
+        return None
+    bounds = pc.min_max(column)
+    low, high = bounds["min"].as_py(), bounds["max"].as_py()
     if pa.types.is_date32(kind):
-        bounds = pc.min_max(column)
-        low: datetime.date = bounds["min"].as_py()
-        high: datetime.date = bounds["max"].as_py()
         return low.isoformat(), high.isoformat()
-    return None
+    return low, high
 
 
-def file_stats(rows: pa.Table, columns: List[str]) -> str:
-    """Delta's statistics of a file of ``rows`` (JSON): its row count, and
-    for ``columns`` their null counts and, where exact (:func:`_bounds`),
-    their min and max. Computed from the rows, not the Parquet footer."""
-    stats: Dict[str, Any] = {
-        "numRecords": rows.num_rows,
-        "minValues": {},
-        "maxValues": {},
-        "nullCount": {},
-    }
+def file_stats(rows: pa.Table, columns: Optional[List[str]]) -> str:
+    """Delta's statistics of a file of ``rows`` (JSON), computed from the
+    rows: the row count, and for ``columns`` (:func:`stats_columns`) the
+    null counts and exact min and max (:func:`_bounds`), or the row count
+    alone when one of them has values without bounds. All or nothing:
+    deltalake's reader takes a column missing from a file's bounds for a
+    column of nulls and skips the file for any filter on it; a file with
+    no bounds at all it reads for every filter."""
+    count = {"numRecords": rows.num_rows}
+    if columns is None:
+        return json.dumps(count)
+    low: Dict[str, Any] = {}
+    high: Dict[str, Any] = {}
+    nulls: Dict[str, int] = {}
     for name in columns:
         column = rows[name]
-        if pa.types.is_nested(column.type):
-            continue
-        stats["nullCount"][name] = column.null_count
+        nulls[name] = column.null_count
+        if column.null_count == len(column):
+            continue  # only nulls: no bounds, as Delta writes it
         bounds = _bounds(column)
-        if bounds is not None:
-            stats["minValues"][name], stats["maxValues"][name] = bounds
-    return json.dumps(stats)
+        if bounds is None:
+            return json.dumps(count)
+        low[name], high[name] = bounds
+    return json.dumps({**count, "minValues": low, "maxValues": high, "nullCount": nulls})
 
 
 def write_staged(

@@ -1,0 +1,264 @@
+"""cairn's Delta sink stages a unit's rows as a Parquet file with Delta's
+file statistics, which readers prune files by: drawn tables of integer,
+string, date, float and boolean columns with nulls, staged and committed as
+the sink's committer commits them, then read back by deltalake with drawn
+filters (its pyarrow dataset prunes fragments by those statistics) and
+compared with the same filter evaluated in Python over the rows drawn;
+the statistics the log holds are checked against the file's own values
+read by pyarrow. And the tables a unit is not staged for (no table yet,
+partitioned, a CHECK constraint, rows that do not fit the schema) go
+through deltalake's writer, each unit a commit of its own. Runs in the
+Ray virtualenv (scripts/test.sh); elsewhere the tests show as skipped."""
+
+import datetime
+import os
+import tempfile
+
+import pytest
+
+pytest.importorskip("ray", reason="needs Ray 2.60: scripts/test.sh runs this in its ray-venv")
+deltalake = pytest.importorskip("deltalake", reason="scripts/test.sh installs deltalake")
+pytest.importorskip("hypothesis", reason="scripts/test.sh installs hypothesis in its ray-venv")
+
+import pyarrow as pa  # noqa: E402
+import pyarrow.parquet as pq  # noqa: E402
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from cairn._ray_committer import COMMITTED, Submission  # noqa: E402
+from cairn._ray_delta import DeltaDatasink  # noqa: E402
+
+SCHEMA = pa.schema(
+    [
+        ("uid", pa.int64()),
+        ("small", pa.int32()),
+        ("text", pa.string()),
+        ("day", pa.date32()),
+        ("score", pa.float64()),
+        ("flag", pa.bool_()),
+    ]
+)
+
+#: A column cairn writes no bounds for: files of a table with it get
+#: their row count alone.
+STAMP = pa.field("stamp", pa.timestamp("us"))
+
+DAYS = st.dates(min_value=datetime.date(1970, 1, 1), max_value=datetime.date(2100, 1, 1))
+#: Strings around Delta's 32-character bound, with characters beyond ASCII.
+TEXTS = st.text(alphabet=st.sampled_from("ab\u00e9\u4e2d\U0001f600 "), max_size=40)
+
+
+@st.composite
+def unit_rows(draw, first_uid, schema):
+    """A unit's rows: each column may be null anywhere (uid never); floats
+    may be NaN or infinite."""
+    count = draw(st.integers(min_value=1, max_value=30))
+
+    def column(values):
+        return [draw(st.one_of(st.none(), values)) for _ in range(count)]
+
+    return pa.table(
+        {
+            "uid": pa.array(range(first_uid, first_uid + count), pa.int64()),
+            "small": pa.array(column(st.integers(-(2**31), 2**31 - 1)), pa.int32()),
+            "text": pa.array(column(TEXTS), pa.string()),
+            "day": pa.array(column(DAYS), pa.date32()),
+            "score": pa.array(column(st.floats(allow_nan=True)), pa.float64()),
+            "flag": pa.array(column(st.booleans()), pa.bool_()),
+            "stamp": pa.array(column(st.integers(0, 2**40)), pa.timestamp("us")),
+        },
+    ).select(schema.names)
+
+
+#: A filter a reader prunes by: a column, an operator, a value of its type.
+FILTERS = st.one_of(
+    st.tuples(
+        st.just("small"),
+        st.sampled_from(["<", "<=", ">", ">=", "="]),
+        st.integers(-(2**31), 2**31 - 1),
+    ),
+    st.tuples(st.just("text"), st.sampled_from(["<", ">=", "="]), TEXTS),
+    st.tuples(st.just("day"), st.sampled_from(["<", ">", "="]), DAYS),
+    st.tuples(st.just("uid"), st.sampled_from(["<", ">=", "!="]), st.integers(0, 200)),
+    st.tuples(st.just("score"), st.sampled_from(["<", ">", "!=", "="]), st.floats(allow_nan=False)),
+    st.tuples(st.just("flag"), st.sampled_from(["=", "!="]), st.booleans()),
+)
+
+OPERATORS = {
+    "<": lambda a, b: a < b,
+    "<=": lambda a, b: a <= b,
+    ">": lambda a, b: a > b,
+    ">=": lambda a, b: a >= b,
+    "=": lambda a, b: a == b,
+    "!=": lambda a, b: a != b,
+}
+
+
+class LetThrough:
+    """A unit's fence that lets its commit through (no checkpoint)."""
+
+    id_column = "uid"
+    carried_entry = None
+
+    def __init__(self):
+        self.entries = []
+
+    def __call__(self, entry, landed=False):
+        self.entries.append(entry)
+
+    def commit_record(self, entry, record=None):
+        pass
+
+
+def staged_group(uri, tables):
+    """Each table staged as the sink's task stages it, then the group
+    committed as its committer commits it."""
+    sink = DeltaDatasink(uri)
+    group = []
+    for n, rows in enumerate(tables):
+        staged = sink._stage(rows, LetThrough())
+        assert staged is not None, "the rows were not staged"
+        group.append(Submission(f"u{n}", staged))
+    outcomes = sink.group_commit().commit_batch(group)
+    assert set(outcomes.values()) == {(COMMITTED, "")}, outcomes
+    return group
+
+
+@settings(
+    max_examples=int(os.environ.get("CAIRN_DELTA_STATS_EXAMPLES", "60")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(data=st.data())
+def test_staged_files_statistics_never_make_a_reader_skip_a_matching_row(data):
+    with tempfile.TemporaryDirectory() as root:
+        uri = f"{root}/t"
+        stamped = data.draw(st.booleans())
+        schema = SCHEMA.append(STAMP) if stamped else SCHEMA
+        deltalake.write_deltalake(uri, schema.empty_table())
+        tables, first = [], 0
+        for _ in range(data.draw(st.integers(min_value=1, max_value=3))):
+            rows = data.draw(unit_rows(first, schema))
+            tables.append(rows)
+            first += rows.num_rows
+        group = staged_group(uri, tables)
+        table = deltalake.DeltaTable(uri)
+        everything = pa.concat_tables(tables).to_pylist()
+        assert sorted(table.to_pyarrow_table()["uid"].to_pylist()) == list(range(first))
+
+        # Each file's statistics, as deltalake reads them from the log,
+        # against the file's own values read by pyarrow.
+        actions = pa.table(table.get_add_actions(flatten=False)).to_pylist()
+        assert len(actions) == len(group)
+        for action in actions:
+            written = pq.read_table(f"{uri}/{action['path']}").to_pylist()
+            assert action["num_records"] == len(written), action
+            bounded = {
+                name for name in schema.names if (action.get("min") or {}).get(name) is not None
+            }
+            if stamped and any(row["stamp"] is not None for row in written):
+                assert not bounded, action
+            elif bounded:
+                # All or nothing: every column with a value has bounds.
+                assert bounded == {
+                    name for name in schema.names if any(row[name] is not None for row in written)
+                }, action
+            for name in schema.names:
+                nulls = (action.get("null_count") or {}).get(name)
+                assert nulls is None or nulls == sum(row[name] is None for row in written), (
+                    name,
+                    action,
+                )
+                low = (action.get("min") or {}).get(name)
+                high = (action.get("max") or {}).get(name)
+                assert (low is None) == (high is None), (name, action)
+                if low is not None:
+                    values = [row[name] for row in written if row[name] is not None]
+                    assert (low, high) == (min(values), max(values)), (name, action)
+
+        # A reader's filter, pruning files by those statistics, finds
+        # every matching row.
+        for column, operator, value in data.draw(st.lists(FILTERS, min_size=1, max_size=4)):
+            expected = sorted(
+                row["uid"]
+                for row in everything
+                if row[column] is not None and OPERATORS[operator](row[column], value)
+            )
+            read = table.to_pyarrow_table(columns=["uid"], filters=[(column, operator, value)])
+            assert sorted(read["uid"].to_pylist()) == expected, (column, operator, value)
+
+
+def test_a_unit_goes_through_deltalakes_writer_where_the_table_needs_it(tmp_path):
+    """No table yet, a partitioned table, a CHECK constraint, rows with a
+    column the table lacks (schema_mode="merge") or without one it has, a
+    null in a non-null column: the sink stages nothing, and its append
+    commits the unit itself (write_deltalake: one commit recording the
+    unit, its application transaction), the constraint checked, the
+    partition values and the merged schema as deltalake writes them."""
+    rows = pa.table({"uid": pa.array([1, 2], pa.int64()), "part": ["a", "b"]})
+
+    def not_staged(uri, rows, unit, **options):
+        sink = DeltaDatasink(uri, **options)
+        assert sink._stage(rows, LetThrough()) is None
+        assert sink.append(rows, unit, LetThrough()) is None
+        table = deltalake.DeltaTable(uri)
+        (latest,) = table.history(1)
+        assert latest.get("cairn.unit") == unit, latest
+        assert table.transaction_version(f"cairn:{unit}") == 1
+        return table
+
+    created = not_staged(f"{tmp_path}/new", rows, "created")
+    assert created.version() == 0
+
+    parted = f"{tmp_path}/parted"
+    deltalake.write_deltalake(parted, rows, partition_by=["part"])
+    table = not_staged(parted, rows.set_column(0, "uid", pa.array([3, 4], pa.int64())), "parted")
+    assert table.to_pyarrow_table(filters=[("part", "=", "a")])["uid"].to_pylist() in (
+        [1, 3],
+        [3, 1],
+    )
+
+    checked = f"{tmp_path}/checked"
+    deltalake.write_deltalake(checked, rows)
+    deltalake.DeltaTable(checked).alter.add_constraint({"positive": "uid > 0"})
+    not_staged(checked, rows, "checked")
+    with pytest.raises(Exception, match="failed validation check"):
+        DeltaDatasink(checked).append(
+            rows.set_column(0, "uid", pa.array([-1, 5], pa.int64())), "bad", LetThrough()
+        )
+
+    merged = f"{tmp_path}/merged"
+    deltalake.write_deltalake(merged, rows)
+    wider = rows.append_column("extra", pa.array([1.5, 2.5]))
+    table = not_staged(merged, wider, "wider", schema_mode="merge")
+    assert "extra" in pa.schema(table.schema().to_arrow()).names
+    # A column the table has that the rows lack.
+    not_staged(merged, rows, "narrower", schema_mode="merge")
+
+    strict = f"{tmp_path}/strict"
+    deltalake.write_deltalake(
+        strict,
+        pa.table(
+            {"uid": pa.array([1], pa.int64())},
+            schema=pa.schema([pa.field("uid", pa.int64(), nullable=False)]),
+        ),
+    )
+    with pytest.raises(Exception):
+        DeltaDatasink(strict).append(
+            pa.table({"uid": pa.array([None, 2], pa.int64())}), "nulls", LetThrough()
+        )
+    assert deltalake.DeltaTable(strict).to_pyarrow_table()["uid"].to_pylist() == [1]
+
+
+def test_a_plain_table_takes_staged_files_of_rows_cast_to_its_schema(tmp_path):
+    """Rows whose types differ from the table's but cast exactly (int32 to
+    int64, columns in another order) are staged in the table's schema;
+    the committed file reads back as the table's schema."""
+    uri = f"{tmp_path}/t"
+    deltalake.write_deltalake(uri, pa.table({"uid": pa.array([0], pa.int64()), "text": ["x"]}))
+    rows = pa.table({"text": ["a", None], "uid": pa.array([1, 2], pa.int32())})
+    (submission,) = staged_group(uri, [rows])
+    (name,) = submission.payload.paths
+    assert pq.read_schema(f"{uri}/{name}").field("uid").type == pa.int64()
+    read = deltalake.DeltaTable(uri).to_pyarrow_table().sort_by("uid")
+    assert read.to_pydict() == {"uid": [0, 1, 2], "text": ["x", "a", None]}
