@@ -180,7 +180,10 @@ def test_a_unit_without_an_outcome_fails_rather_than_waits():
 @given(
     st.lists(
         st.tuples(
-            st.integers(0, 7), st.sampled_from(["now", "pause", "flush"]), st.integers(0, 60)
+            st.integers(0, 7),
+            st.sampled_from(["now", "pause", "flush"]),
+            st.integers(0, 60),
+            st.booleans(),
         ),
         min_size=1,
         max_size=24,
@@ -192,12 +195,15 @@ def test_a_unit_without_an_outcome_fails_rather_than_waits():
 )
 def test_drawn_schedules_commit_each_unit_once(submissions, failing, max_units, interval, slow):
     """Drawn submissions on threads (units repeat, as retries do; some
-    after a pause, some followed by a flush; drawn sizes against a budget
-    of 100 bytes) and drawn failing commits:
+    after a pause, some followed by a flush; some sent twice with the same
+    token, as a task whose answer was lost sends it again; drawn sizes
+    against a budget of 100 bytes) and drawn failing commits:
     judged against the table's own record. Every payload is committed,
-    discarded or in a failed commit, exactly once; no unit is committed
-    twice; a unit answered "landed before" was committed; each unit is
-    committed unless its every commit failed."""
+    discarded or in a failed commit, exactly once (a payload sent twice is
+    never both committed and discarded: its files would be deleted under
+    the table); no unit is committed twice; a unit answered "landed
+    before" was committed; each unit is committed unless its every commit
+    failed."""
     table = Table(failing=failing, slow=slow)
     committer = GroupCommitter(
         table.commit_batch,
@@ -209,18 +215,20 @@ def test_drawn_schedules_commit_each_unit_once(submissions, failing, max_units, 
     answers = {}
     lock = threading.Lock()
 
-    def run(i, unit, how, size):
+    def run(i, unit, how, size, again):
         if how == "pause":
             time.sleep(0.01)
-        answer = committer.submit(f"u{unit}", i, timeout=30, size=size)
+        answer = committer.submit(f"u{unit}", i, timeout=30, size=size, token=f"t{i}")
+        if again:
+            answer = committer.submit(f"u{unit}", i, timeout=30, size=size, token=f"t{i}")
         if how == "flush":
             committer.flush(timeout=30)
         with lock:
             answers[i] = answer
 
     threads = [
-        threading.Thread(target=run, args=(i, u, how, size))
-        for i, (u, how, size) in enumerate(submissions)
+        threading.Thread(target=run, args=(i, u, how, size, again))
+        for i, (u, how, size, again) in enumerate(submissions)
     ]
     for t in threads:
         t.start()
@@ -235,12 +243,23 @@ def test_drawn_schedules_commit_each_unit_once(submissions, failing, max_units, 
     assert len(units) == len(set(units)), f"a unit committed twice: {table.commits}"
     assert all(len(c) <= max_units for c in table.commits + table.failed)
     accounted = [p for _, p in committed] + [p for _, p in failed] + table.discarded
-    assert sorted(accounted) == list(range(len(submissions))), "a payload lost or used twice"
-    for i, (unit, _, _) in enumerate(submissions):
+    assert set(accounted) == set(range(len(submissions))), "a payload lost"
+    committed_payloads = [p for _, p in committed]
+    assert len(committed_payloads) == len(set(committed_payloads)), "a payload committed twice"
+    assert len(table.discarded) == len(set(table.discarded)), "a payload discarded twice"
+    assert not set(committed_payloads) & set(table.discarded), (
+        "a payload committed and its files deleted"
+    )
+    for i, (_, _, _, again) in enumerate(submissions):
+        # Sent once: committed, discarded or failed once. Sent again, a
+        # failed commit's payload may be taken again (the format's check
+        # finds it if that commit landed).
+        assert again or accounted.count(i) == 1, f"payload {i} lost or used twice"
+    for i, (unit, _, _, _) in enumerate(submissions):
         assert (f"u{unit}", i) in committed + failed or i in table.discarded
         if answers[i][0] == LANDED_BEFORE:
             assert f"u{unit}" in units
-    for unit in {u for u, _, _ in submissions}:
+    for unit in {u for u, _, _, _ in submissions}:
         # The last commit of a unit decides: committed, or it failed.
         assert f"u{unit}" in units or any(u == f"u{unit}" for u, _ in failed)
     assert committer._in_flight == {} and committer._queue == []

@@ -29,6 +29,7 @@ import hashlib
 import logging
 import threading
 import time
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
@@ -81,6 +82,9 @@ class Submission:
     size: int = 0
     #: (kind, message) once decided.
     outcome: Optional[Tuple[str, str]] = None
+    #: What names this hand-over: the same when a task sends it again
+    #: (its answer lost with a committer that Ray reported unavailable).
+    token: str = ""
 
 
 @dataclass
@@ -112,7 +116,10 @@ class GroupCommitter:
     _held_bytes: int = 0
     _waiting_for_room: int = 0
     _in_flight: Dict[str, Submission] = field(default_factory=dict)
-    _committed: set = field(default_factory=set)
+    #: Each unit committed, with its submission's token.
+    _committed: Dict[str, str] = field(default_factory=dict)
+    #: The tokens of submissions whose payloads were discarded.
+    _discarded_tokens: set = field(default_factory=set)
     _failed: Dict[str, str] = field(default_factory=dict)
     _flushing: int = 0
     _cv: threading.Condition = field(default_factory=threading.Condition)
@@ -129,19 +136,35 @@ class GroupCommitter:
             self.max_queued = 2 * self.max_units
         threading.Thread(target=self._run, name="cairn-committer", daemon=True).start()
 
-    def submit(self, unit: str, payload: Any, timeout: float, size: int = 0) -> Tuple[str, str]:
+    def submit(
+        self, unit: str, payload: Any, timeout: float, size: int = 0, token: str = ""
+    ) -> Tuple[str, str]:
         """Takes ``unit`` for a coming transaction: :data:`QUEUED`. A unit
         committed already answers :data:`LANDED_BEFORE` (``payload``
         discarded); one waiting replaces its earlier submission (whose
         payload is discarded: the newest attempt's rows are committed); one
         being committed keeps the submission in the transaction and drops
-        this one. Waits at most ``timeout`` seconds for room in the queue,
-        then raises ``TimeoutError``."""
+        this one. The same hand-over sent again (``token``, not empty,
+        equal to the held submission's: its first answer was lost) is
+        answered :data:`QUEUED` and changes nothing: its payload is the
+        held one's, whose files must not be deleted. Waits at most
+        ``timeout`` seconds for room in the queue, then raises
+        ``TimeoutError``."""
         dropped = None
         deadline = time.monotonic() + timeout
         with self._cv:
             while True:
+                held = self._held_token(unit)
+                if token and held == token:
+                    answer = (QUEUED, "this hand-over was taken before")
+                    break
+                if token and token in self._discarded_tokens:
+                    # Sent again after a newer attempt's took its place:
+                    # its files are deleted, so the task must fail.
+                    answer = (FAILED, "this hand-over's files were deleted: a newer attempt's won")
+                    break
                 if unit in self._committed:
+                    self._discarded_tokens.add(token)
                     dropped, answer = (
                         payload,
                         (
@@ -151,11 +174,14 @@ class GroupCommitter:
                     )
                     break
                 if unit in self._in_flight:
+                    self._discarded_tokens.add(token)
                     dropped, answer = payload, (QUEUED, "an earlier attempt's submission decides")
                     break
                 waiting = next((s for s in self._queue if s.unit == unit), None)
                 if waiting is not None:
+                    self._discarded_tokens.add(waiting.token)
                     dropped, waiting.payload = waiting.payload, payload
+                    waiting.token = token
                     self._held_bytes += size - waiting.size
                     waiting.size = size
                     answer = (QUEUED, "")
@@ -168,7 +194,9 @@ class GroupCommitter:
                     and self._held_bytes + size <= self.max_held_bytes
                 ):
                     self._failed.pop(unit, None)
-                    self._queue.append(Submission(unit, payload, time.monotonic(), size))
+                    self._queue.append(
+                        Submission(unit, payload, time.monotonic(), size, token=token)
+                    )
                     self._held_bytes += size
                     self._cv.notify_all()
                     answer = (QUEUED, "")
@@ -188,6 +216,16 @@ class GroupCommitter:
         if dropped is not None:
             self.discard(dropped)
         return answer
+
+    def _held_token(self, unit: str) -> Optional[str]:
+        """The token of the submission of ``unit`` committed, being
+        committed or waiting (None: none is held). Called with the lock."""
+        if unit in self._committed:
+            return self._committed[unit]
+        if unit in self._in_flight:
+            return self._in_flight[unit].token
+        waiting = next((s for s in self._queue if s.unit == unit), None)
+        return None if waiting is None else waiting.token
 
     def flush(self, timeout: float) -> Dict[str, Any]:
         """Commits every unit waiting now, and waits (at most ``timeout``
@@ -279,7 +317,7 @@ class GroupCommitter:
                 self._held_bytes -= submission.size
                 kind, message = submission.outcome
                 if kind in (COMMITTED, LANDED_BEFORE):
-                    self._committed.add(submission.unit)
+                    self._committed[submission.unit] = submission.token
                     self.units += kind == COMMITTED
                 else:
                     self._failed[submission.unit] = f"{kind}: {message}"
@@ -332,8 +370,10 @@ class _CommitterActor:
         commit_batch, discard = make()
         self._committer = GroupCommitter(commit_batch, discard, interval, max_units)
 
-    def submit(self, unit: str, payload: Any, timeout: float, size: int) -> Tuple[str, str]:
-        return self._committer.submit(unit, payload, timeout, size)
+    def submit(
+        self, unit: str, payload: Any, timeout: float, size: int, token: str = ""
+    ) -> Tuple[str, str]:
+        return self._committer.submit(unit, payload, timeout, size, token)
 
     def flush(self, timeout: float) -> Dict[str, Any]:
         return self._committer.flush(timeout)
@@ -442,12 +482,15 @@ def submit_to(
 ) -> Tuple[str, str]:
     """Hands ``unit`` to the committer ``name`` (waiting at most
     ``timeout`` seconds, for room in its queue, or for Ray to restart it
-    when it died: a submission made again is taken once); returns its
-    answer. Raises a ``RuntimeError`` naming the table when the committer
-    is not running or does not answer in time: the task fails."""
+    when it died: a submission made again is taken once, by the token this
+    call gives it, so a committer that took it before its answer was lost
+    keeps it and deletes none of its files); returns its answer. Raises a
+    ``RuntimeError`` naming the table when the committer is not running or
+    does not answer in time: the task fails."""
     import ray
     from ray.exceptions import GetTimeoutError, RayActorError
 
+    token = uuid.uuid4().hex
     deadline = time.monotonic() + timeout
     pause = 0.1
     while True:
@@ -461,7 +504,7 @@ def submit_to(
             ) from None
         left = max(0.0, deadline - time.monotonic())
         try:
-            return ray.get(actor.submit.remote(unit, payload, left, size), timeout=left + 60)
+            return ray.get(actor.submit.remote(unit, payload, left, size, token), timeout=left + 60)
         except (GetTimeoutError, TimeoutError) as e:
             raise RuntimeError(
                 f"cairn: unit {unit} could not be handed to the committer of {table} in "
