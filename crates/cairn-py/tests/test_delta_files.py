@@ -11,6 +11,7 @@ through deltalake's writer, each unit a commit of its own. Runs in the
 Ray virtualenv (scripts/test.sh); elsewhere the tests show as skipped."""
 
 import datetime
+import json
 import os
 import tempfile
 
@@ -116,7 +117,7 @@ def staged_group(uri, tables):
     sink = DeltaDatasink(uri)
     group = []
     for n, rows in enumerate(tables):
-        staged = sink._stage(rows, LetThrough())
+        staged = sink._stage(sink.unit_log()._table(), rows, LetThrough())
         assert staged is not None, "the rows were not staged"
         group.append(Submission(f"u{n}", staged))
     outcomes = sink.group_commit().commit_batch(group)
@@ -199,7 +200,8 @@ def test_a_unit_goes_through_deltalakes_writer_where_the_table_needs_it(tmp_path
 
     def not_staged(uri, rows, unit, **options):
         sink = DeltaDatasink(uri, **options)
-        assert sink._stage(rows, LetThrough()) is None
+        table = sink.unit_log()._table()
+        assert table is None or sink._stage(table, rows, LetThrough()) is None
         assert sink.append(rows, unit, LetThrough()) is None
         table = deltalake.DeltaTable(uri)
         (latest,) = table.history(1)
@@ -262,3 +264,84 @@ def test_a_plain_table_takes_staged_files_of_rows_cast_to_its_schema(tmp_path):
     assert pq.read_schema(f"{uri}/{name}").field("uid").type == pa.int64()
     read = deltalake.DeltaTable(uri).to_pyarrow_table().sort_by("uid")
     assert read.to_pydict() == {"uid": [0, 1, 2], "text": ["x", "a", None]}
+
+
+def test_statistics_at_the_edges(tmp_path):
+    """Exact bounds of a plain file; zero's sign widened (-0.0 the min, 0.0
+    the max, as Parquet's rule); a date beyond Python's calendar or a
+    float NaN gives the row count alone, never a failed task."""
+    import math
+
+    from cairn._ray_delta_files import file_stats, stats_columns
+
+    rows = pa.table(
+        {
+            "uid": pa.array([3, 1, 2], pa.int64()),
+            "text": ["b", None, "a"],
+            "zero": pa.array([0.0, -0.0, 0.0]),
+        }
+    )
+    stats = json.loads(file_stats(rows, stats_columns(rows.schema, {})))
+    assert stats["numRecords"] == 3
+    assert stats["minValues"]["uid"] == 1 and stats["maxValues"]["uid"] == 3
+    assert stats["minValues"]["text"] == "a" and stats["maxValues"]["text"] == "b"
+    assert stats["nullCount"] == {"uid": 0, "text": 1, "zero": 0}
+    assert math.copysign(1, stats["minValues"]["zero"]) == -1
+    assert math.copysign(1, stats["maxValues"]["zero"]) == 1
+    far = pa.table({"day": pa.array([2_932_897 * 2], pa.date32())})  # past year 9999
+    assert json.loads(file_stats(far, ["day"])) == {"numRecords": 1}
+    nan = pa.table({"score": pa.array([1.0, float("nan")])})
+    assert json.loads(file_stats(nan, ["score"])) == {"numRecords": 2}
+    # A nested column among the indexed ones: no bounds can be told.
+    nested = pa.schema([("uid", pa.int64()), ("tags", pa.list_(pa.string()))])
+    assert stats_columns(nested, {}) is None
+    assert stats_columns(nested, {"delta.dataSkippingNumIndexedCols": "1"}) == ["uid"]
+    assert stats_columns(nested, {"delta.dataSkippingStatsColumns": "uid"}) == ["uid"]
+
+
+def test_rows_fit_a_table_only_as_they_are():
+    """float64 into a float32 column, a string into an integer column, a
+    struct with other fields: not staged (deltalake's writer decides);
+    int32 into int64, strings into large strings, a list of another item
+    name: staged in the table's types."""
+    from cairn._ray_delta_files import fitted
+
+    def fits(values, source, target):
+        rows = pa.table({"c": pa.array(values, source)})
+        return fitted(rows, pa.schema([("c", target)]))
+
+    assert fits([1.5], pa.float64(), pa.float32()) is None
+    assert fits(["1"], pa.string(), pa.int64()) is None
+    assert fits([{"a": 1}], pa.struct([("a", pa.int64())]), pa.struct([("b", pa.int64())])) is None
+    assert fits([1], pa.int32(), pa.int64()).schema.field("c").type == pa.int64()
+    assert fits(["x"], pa.string(), pa.large_string()) is not None
+    listed = pa.list_(pa.field("element", pa.float32()))
+    assert fits([[1.0]], pa.list_(pa.float32()), listed).schema.field("c").type == listed
+    strict = pa.list_(pa.field("element", pa.float32(), nullable=False))
+    assert fits([[1.0]], pa.list_(pa.float32()), strict) is None
+
+
+def test_a_unit_the_committer_committed_is_not_written_again_by_its_retry(tmp_path):
+    """An attempt's unit committed by the job's committer; the task's retry,
+    whose rows no longer fit the table (a column more: it would go through
+    write_deltalake), finds the unit's application transaction and
+    commits nothing. A constraint added to the table after a unit was
+    staged: the committer commits no plain file (the unit fails, its
+    staged file deleted)."""
+    uri = f"{tmp_path}/t"
+    deltalake.write_deltalake(uri, pa.table({"uid": pa.array([0], pa.int64())}))
+    (first,) = staged_group(uri, [pa.table({"uid": pa.array([1, 2], pa.int64())})])
+    retry = pa.table({"uid": pa.array([1, 2], pa.int64()), "extra": [1, 2]})
+    sink = DeltaDatasink(uri, schema_mode="merge")
+    assert sink.append(retry, first.unit, LetThrough()) is True
+    assert sorted(deltalake.DeltaTable(uri).to_pyarrow_table()["uid"].to_pylist()) == [0, 1, 2]
+
+    sink = DeltaDatasink(uri)
+    staged = sink._stage(
+        sink.unit_log()._table(), pa.table({"uid": pa.array([5], pa.int64())}), LetThrough()
+    )
+    deltalake.DeltaTable(uri).alter.add_constraint({"small": "uid < 3"})
+    outcomes = sink.group_commit().commit_batch([Submission("late", staged)])
+    assert outcomes["late"][0] == "failed" and "changed while the job ran" in outcomes["late"][1]
+    assert not any(os.path.exists(f"{uri}/{name}") for name in staged.paths)
+    assert sorted(deltalake.DeltaTable(uri).to_pyarrow_table()["uid"].to_pylist()) == [0, 1, 2]

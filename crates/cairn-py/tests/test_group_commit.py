@@ -4,7 +4,7 @@ carries at most its count, a unit is never committed twice (a retry's
 submission replaces a waiting one, is dropped while one is being
 committed, is answered "landed before" after), every payload is committed,
 discarded or reported failed by a flush, and nothing waits without a
-bound. The Iceberg and Lance sinks run it inside a Ray actor (test_ray_tables.py);
+bound. The table sinks run it inside a Ray actor (test_ray_tables.py);
 these tests draw the schedules Ray would take minutes to produce. Runs in the Ray virtualenv,
 which has hypothesis (scripts/test.sh); elsewhere it shows as skipped."""
 

@@ -354,8 +354,8 @@ HELD_AT = {
 def test_a_driver_killed_inside_a_units_commit_resumes_exactly_once(tmp_path, table_format):
     """The issue's job (100,000 rows, 20 files, a slow transform) killed
     once 3 units are checkpointed and one more is held inside its commit (a
-    failpoint): for Delta and Iceberg its rows are in the table and its
-    checkpoint commit is still to come; for Lance its data files are
+    failpoint): for Iceberg its rows are in the table and its checkpoint
+    commit is still to come; for Delta and Lance its data files are
     written, its ledger entry names them and its table commit is still to
     come. The table then shows
     whole units only. The run again commits a held unit the table records
@@ -939,7 +939,7 @@ def test_a_retried_task_that_makes_other_rows_records_the_tables(tmp_path, table
 
 @pytest.mark.parametrize("table_format", sorted(GROUPED))
 def test_a_task_retried_after_handing_its_unit_over_commits_it_once(tmp_path, table_format):
-    """Group commits (Iceberg, Lance), a transform that is not
+    """Group commits (each format), a transform that is not
     deterministic, a worker dying right after its task handed its unit to
     the job's committer: Ray's retry makes other rows and hands the unit
     over again. The committer commits one attempt's rows (the retry's
@@ -1141,7 +1141,7 @@ class StagedDelta:
         self.table = Table("delta", root)
 
     def stage(self, rows, fence):
-        staged = self.sink._stage(rows, fence)
+        staged = self.sink._stage(self.sink.unit_log()._table(), rows, fence)
         assert staged is not None, "the rows were not staged"
         return staged
 

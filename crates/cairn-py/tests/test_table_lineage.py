@@ -91,7 +91,9 @@ class Delta:
         sink = DeltaDatasink(self.uri)
         entries = {unit: [] for unit in units}
         group = [
-            Submission(unit, sink._stage(table, LetThrough(entries[unit])))
+            Submission(
+                unit, sink._stage(sink.unit_log()._table(), table, LetThrough(entries[unit]))
+            )
             for table, unit in zip(tables, units)
         ]
         outcomes = sink.group_commit().commit_batch(group)
@@ -106,7 +108,7 @@ class Delta:
 
         sink = DeltaDatasink(self.uri)
         entries = []
-        staged = sink._stage(table, LetThrough(entries))
+        staged = sink._stage(sink.unit_log()._table(), table, LetThrough(entries))
         with failpoint("table-after-fence"), pytest.raises(RuntimeError, match="failpoint"):
             sink.group_commit().commit_batch([Submission(unit, staged)])
         assert entries and entries[-1] is not None, unit

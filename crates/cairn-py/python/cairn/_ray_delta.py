@@ -10,11 +10,13 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+from urllib.parse import urlsplit
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 import pyarrow as pa
 
 from ._ray_committer import (
+    FAILED,
     DEFAULT_COMMIT_INTERVAL_SECONDS,
     DEFAULT_COMMIT_TIMEOUT_SECONDS,
     DEFAULT_MAX_UNITS_PER_COMMIT,
@@ -153,7 +155,7 @@ class DeltaUnitLog(UnitIds):
             )
             left = list(rolled_back)
         if left:
-            warn_orphans_left(self.table, left, "Delta's vacuum")
+            warn_orphans_left(self.table, left, "Delta's vacuum(full=True)")
         return deleted
 
     def _table(self) -> Any:
@@ -287,16 +289,19 @@ class DeltaUnitLog(UnitIds):
                 return _files_ledger(files, read if isinstance(read, int) else None)
         return None
 
-    def _pinned_history(self) -> Tuple[Any, Dict[int, Dict[str, Any]]]:
-        """The table and its log's commits by version, listed while no
-        other commit landed: deltalake numbers ``history()``'s commits down
-        from the version it loaded, but lists every commit there is, so a
-        commit landing in between would shift every number."""
+    def _pinned_history(self, since: Optional[int] = None) -> Tuple[Any, Dict[int, Dict[str, Any]]]:
+        """The table and its log's commits by version (those after version
+        ``since`` only, when given), listed while no other commit landed:
+        deltalake numbers ``history()``'s commits down from the version it
+        loaded, but lists every commit there is, so a commit landing in
+        between would shift every number."""
         for _ in range(_HISTORY_ATTEMPTS):
             table = self._table()
             if table is None:
                 return None, {}
-            history = {entry["version"]: entry for entry in table.history()}
+            newer = None if since is None else table.version() - since
+            entries = table.history(limit=newer) if newer is None or newer > 0 else []
+            history = {entry["version"]: entry for entry in entries}
             latest = self._table()
             if latest is not None and latest.version() == table.version():
                 return table, history
@@ -366,6 +371,17 @@ class _GroupCommit:
     filesystem: Any
     path: str
     max_commit_retries: int
+    #: The table's version when the job started (-1: there was none): a
+    #: unit of the job is in a later commit, if any.
+    since: int = -1
+    #: The units the commits read so far record (unit: its files, or None
+    #: for a commit of one unit, and its ledger entry), and the last
+    #: version read: each batch reads only the commits made since (a
+    #: committer Ray restarts reads them from ``since`` once).
+    _recorded: Dict[str, Tuple[Optional[List[str]], Optional[str]]] = dataclasses.field(
+        default_factory=dict, repr=False
+    )
+    _read_to: int = dataclasses.field(default=-1, repr=False)
 
     def make(self) -> Tuple[Callable, Callable]:
         """(commit_batch, discard) for :class:`cairn._ray_committer.GroupCommitter`."""
@@ -405,11 +421,23 @@ class _GroupCommit:
 
         outcomes: Dict[str, Tuple[str, str]] = {}
         log = self._log()
-        table = log._table()
+        table, history = log._pinned_history(since=max(self.since, self._read_to))
         if table is None:
             raise FileNotFoundError(f"no Delta table at {log.table}")
-        live = self._not_recorded(table, list(batch), outcomes)
+        live = self._not_recorded(table, history, list(batch), outcomes)
         if not live:
+            return outcomes
+        changed = why_not_staged(table, None)
+        if changed is not None:
+            # Changed since the units were staged (a constraint or a
+            # feature added): no commit of plain files; the run again
+            # writes them through deltalake's writer.
+            for submission in live:
+                outcomes[submission.unit] = (
+                    FAILED,
+                    f"the Delta table {log.table} changed while the job ran: {changed}",
+                )
+                self.discard(submission.payload)
             return outcomes
         entries = {s.unit: _files_ledger(s.payload.paths, table.version()) for s in live}
         fenced = fence_group(live, entries, outcomes, self.discard)
@@ -437,39 +465,61 @@ class _GroupCommit:
         return outcomes
 
     def _not_recorded(
-        self, table: Any, live: List[Submission], outcomes: Dict[str, Tuple[str, str]]
+        self,
+        table: Any,
+        history: Dict[int, Dict[str, Any]],
+        live: List[Submission],
+        outcomes: Dict[str, Tuple[str, str]],
     ) -> List[Submission]:
-        """The submissions whose unit has no application transaction in the
-        table's snapshot (one lookup a unit; the snapshot keeps them through
-        log clean-up). The others' rows are in the table: one whose staged
-        files the table holds is its own commit (one that raised after it
-        landed), committed with its IDs; any other an earlier submission's,
-        committed with the table's IDs, this submission's files
-        discarded."""
-        landed = [s for s in live if table.transaction_version(APP_ID_PREFIX + s.unit) is not None]
-        if not landed:
+        """The submissions whose unit no commit made since the job started
+        records (``history``: the commits since the last batch's read,
+        kept in :attr:`_recorded`; when the log no longer keeps them all,
+        each unit's application transaction in ``table``'s snapshot is
+        asked instead, a log replay each). The others' rows are in the
+        table: a commit naming this submission's staged files is its own
+        (one that raised after it landed), committed with its IDs; any
+        other an earlier submission's, committed with the table's IDs,
+        this submission's files discarded."""
+        start = max(self.since, self._read_to)
+        if set(history) == set(range(start + 1, table.version() + 1)):
+            for version in sorted(history):
+                entry = history[version]
+                read = entry.get("readVersion")
+                for unit, files in _units_of(entry).items():
+                    ledger = None
+                    if files is not None:
+                        ledger = _files_ledger(files, read if isinstance(read, int) else None)
+                    self._recorded.setdefault(unit, (files, ledger))
+            self._read_to = table.version()
+        else:
+            for s in live:
+                if s.unit not in self._recorded and (
+                    table.transaction_version(APP_ID_PREFIX + s.unit) is not None
+                ):
+                    self._recorded[s.unit] = (None, None)
+        if not any(s.unit in self._recorded for s in live):
             return live
-        active = {uri.rsplit("/", 1)[-1] for uri in table.file_uris()}
+        active: Optional[set] = None
 
-        def own(submission: Submission) -> bool:
+        def own(submission: Submission, files: Optional[List[str]]) -> bool:
+            nonlocal active
+            if files is not None:
+                return sorted(files) == sorted(submission.payload.paths)
+            if active is None:  # the commit's files are not named: the table's
+                active = {uri.rsplit("/", 1)[-1] for uri in table.file_uris()}
             return bool(active.intersection(submission.payload.paths))
 
-        # An earlier submission's entry is the one its retry carries, if any.
+        # An earlier submission's entry is its commit's; else the one its
+        # retry carries, if any.
         recorded = {
             s.unit: (
-                None,
-                _files_ledger(s.payload.paths, None) if own(s) else s.payload.fence.carried_entry,
+                self._recorded[s.unit][0],
+                self._recorded[s.unit][1] or s.payload.fence.carried_entry,
             )
-            for s in landed
+            for s in live
+            if s.unit in self._recorded
         }
-        return settle_recorded(
-            live,
-            recorded,
-            lambda submission, _: own(submission),
-            self._log(),
-            self.discard,
-            outcomes,
-        )
+        return settle_recorded(live, recorded, own, self._log(), self.discard, outcomes)
 
 
 class DeltaDatasink(TableDatasink):
@@ -505,8 +555,10 @@ class DeltaDatasink(TableDatasink):
     lock provider. On a store that ignores conditional writes (Garage),
     deltalake needs ``AWS_S3_ALLOW_UNSAFE_RENAME`` and two commits at once
     can overwrite each other's log entry: run one write task at a time
-    there (``concurrency=1``), or the end of the job (or a resume) will
-    refuse the checkpoint whose units the table lost.
+    there (``concurrency=1``; with ``schema_mode="merge"`` also
+    ``max_units_per_commit=1``: a unit whose rows do not fit is committed
+    by its task, beside the committer), or the end of the job (or a
+    resume) will refuse the checkpoint whose units the table lost.
     """
 
     def __init__(
@@ -533,11 +585,24 @@ class DeltaDatasink(TableDatasink):
         self._partition_by = list(partition_by) if partition_by else None
         self._schema_mode = schema_mode
         self._max_commit_retries = int(max_commit_retries)
+        #: Whether staged files go where deltalake looks: local disk, or
+        #: the filesystem the user gave for the table's directory.
+        self._filesystem_given = filesystem is not None or urlsplit(table_uri).scheme in (
+            "",
+            "file",
+        )
         self.init_group_commits(max_units_per_commit, commit_interval, commit_timeout)
 
     def unit_log(self) -> DeltaUnitLog:
         """What cairn's checkpoint manager asks about pending units."""
         return DeltaUnitLog(self.table_uri, self._storage_options, self.filesystem, self.path)
+
+    def on_write_start(self, schema: Any = None) -> None:
+        # On the driver, before the committer starts: it reads only the
+        # commits this job made.
+        table = self.unit_log()._table()
+        self._since = table.version() if table is not None else -1
+        super().on_write_start(schema)
 
     def group_commit(self) -> _GroupCommit:
         """The committer's side: one Delta commit a group."""
@@ -547,6 +612,7 @@ class DeltaDatasink(TableDatasink):
             self.filesystem,
             self.path,
             self._max_commit_retries,
+            getattr(self, "_since", -1),
         )
 
     def append(self, rows: pa.Table, unit: str, fence: UnitFence) -> Any:
@@ -561,13 +627,20 @@ class DeltaDatasink(TableDatasink):
         is set: then a resume refuses units it no longer finds)."""
         from deltalake import CommitProperties, Transaction, write_deltalake
 
-        if self.hands_units_over():
-            staged = self._stage(rows, fence)
+        table = self.unit_log()._table()
+        if self.hands_units_over() and table is not None:
+            staged = self._stage(table, rows, fence)
             if staged is not None:
                 return self.hand_over(unit, staged, fence)
+            if table.transaction_version(APP_ID_PREFIX + unit) is not None:
+                # The job's committer committed an earlier attempt's.
+                return True
         fence(None)
+        # The snapshot just read: a group commit of an earlier attempt of
+        # this unit landing meanwhile makes this commit fail (deltalake's
+        # check of concurrent application transactions), not land twice.
         write_deltalake(
-            self.table_uri,
+            table if table is not None else self.table_uri,
             rows,
             mode="append",
             partition_by=self._partition_by,
@@ -581,17 +654,20 @@ class DeltaDatasink(TableDatasink):
         )
         return None
 
-    def _stage(self, rows: pa.Table, fence: UnitFence) -> Optional[_Staged]:
-        """The unit's rows written as a Parquet file into the table's
-        directory, in no commit yet; None (nothing written) when the
-        table must take them through deltalake's writer: there is no
-        table yet, it needs deltalake's writer (:func:`why_not_staged`,
-        said once per table and process), or the rows do not fit its
-        schema as they are."""
-        table = self.unit_log()._table()
-        if table is None:
-            return None
+    def _stage(self, table: Any, rows: pa.Table, fence: UnitFence) -> Optional[_Staged]:
+        """The unit's rows written as a Parquet file into the directory of
+        ``table`` (a ``DeltaTable``), in no commit yet; None (nothing
+        written) when the table must take them through deltalake's
+        writer: it needs it (:func:`why_not_staged`; a table on a store
+        with no ``filesystem`` given, which deltalake's
+        ``storage_options`` may not match; said once per table and
+        process), or the rows do not fit its schema as they are."""
         reason = why_not_staged(table, self._partition_by)
+        if reason is None and not self._filesystem_given:
+            reason = (
+                "it is on a store and no filesystem= was given for its directory "
+                "(cairn.build_checkpoint_filesystem(table_uri, options))"
+            )
         if reason is not None:
             if self.table_uri not in _NOT_STAGED:
                 _NOT_STAGED.add(self.table_uri)

@@ -73,10 +73,57 @@ def why_not_staged(table: Any, partition_by: Optional[List[str]]) -> Optional[st
     configuration = table.metadata().configuration or {}
     if any(key.startswith("delta.constraints.") for key in configuration):
         return "it has CHECK constraints"
-    for field in table.schema().fields:
-        if "delta.invariants" in (field.metadata or {}):
-            return f"its column {field.name} has an invariant"
+    # Invariants live in a field's metadata, nested fields' too.
+    if "delta.invariants" in table.schema().to_json():
+        return "a column has an invariant"
     return None
+
+
+def _castable(source: pa.DataType, target: pa.DataType) -> bool:
+    """Whether values of ``source`` are taken into ``target`` as they are
+    (a safe cast then checks each value): the same type, integers into
+    integers, float32 into float64, strings into strings, binaries into
+    binaries, timestamps of the same zone into timestamps, lists and
+    structs of such; not a parse (a string into a number) nor a narrowing
+    of floats."""
+    if source == target:
+        return True
+    for kind in (pa.types.is_integer, pa.types.is_binary, pa.types.is_large_binary):
+        if kind(source) and kind(target):
+            return True
+    strings = (pa.types.is_string, pa.types.is_large_string)
+    if any(a(source) for a in strings) and any(b(target) for b in strings):
+        return True
+    if pa.types.is_floating(source) and pa.types.is_floating(target):
+        return source.bit_width <= target.bit_width
+    if pa.types.is_timestamp(source) and pa.types.is_timestamp(target):
+        return source.tz == target.tz
+    lists = (pa.types.is_list, pa.types.is_large_list, pa.types.is_fixed_size_list)
+    if any(a(source) for a in lists) and any(b(target) for b in lists):
+        return not pa.types.is_fixed_size_list(target) and _castable(
+            source.value_type, target.value_type
+        )
+    if pa.types.is_struct(source) and pa.types.is_struct(target):
+        names = [target.field(i).name for i in range(target.num_fields)]
+        if [source.field(i).name for i in range(source.num_fields)] != names:
+            return False
+        return all(_castable(source.field(i).type, target.field(i).type) for i in range(len(names)))
+    return False
+
+
+def _nullable_inside(kind: pa.DataType) -> bool:
+    """Whether every field nested in ``kind`` takes nulls (a non-null one
+    is checked row by row by deltalake's writer only)."""
+    if pa.types.is_struct(kind):
+        return all(
+            kind.field(i).nullable and _nullable_inside(kind.field(i).type)
+            for i in range(kind.num_fields)
+        )
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind):
+        return kind.value_field.nullable and _nullable_inside(kind.value_type)
+    if pa.types.is_map(kind):
+        return kind.item_field.nullable and _nullable_inside(kind.item_type)
+    return True
 
 
 def fitted(rows: pa.Table, schema: pa.Schema) -> Optional[pa.Table]:
@@ -84,9 +131,16 @@ def fitted(rows: pa.Table, schema: pa.Schema) -> Optional[pa.Table]:
     and types), or None when they do not fit as they are: a column the
     table lacks or one it has that the rows lack (a schema change, left to
     deltalake's writer and its ``schema_mode``), a value the table's type
-    cannot hold exactly, a null in a column the table says has none."""
+    cannot hold exactly or a type it is not taken from as it is
+    (:func:`_castable`), a null in a column the table says has none, a
+    nested field the table says has no nulls."""
     if set(rows.column_names) != set(schema.names) or len(rows.column_names) != len(schema):
         return None
+    for field in schema:
+        if not _castable(rows.schema.field(field.name).type, field.type):
+            return None
+        if not _nullable_inside(field.type):
+            return None
     try:
         cast = rows.select(schema.names).cast(schema)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, TypeError):
@@ -138,9 +192,19 @@ def _bounds(column: pa.ChunkedArray) -> Optional[tuple]:
     if not (numeric or text or pa.types.is_boolean(kind) or pa.types.is_date32(kind)):
         return None
     bounds = pc.min_max(column)
-    low, high = bounds["min"].as_py(), bounds["max"].as_py()
+    try:
+        low, high = bounds["min"].as_py(), bounds["max"].as_py()
+    except (ValueError, OverflowError):
+        return None  # a date Python's calendar does not hold (years 1-9999)
     if pa.types.is_date32(kind):
         return low.isoformat(), high.isoformat()
+    if pa.types.is_floating(kind):
+        # Zero's sign: readers ordering floats totally (arrow-rs) have
+        # -0.0 < 0.0, so a zero bound is widened as Parquet's rule says.
+        if low == 0.0:
+            low = -0.0
+        if high == 0.0:
+            high = 0.0
     return low, high
 
 
@@ -176,13 +240,10 @@ def write_staged(
     """Writes ``rows`` (already in the table's schema) as one Parquet file
     in the table's directory (``table_path`` on the pyarrow
     ``filesystem``) under a new name no commit names yet."""
+    # The statistics first: nothing is written for rows they fail on.
+    stats = file_stats(rows, stats_columns(rows.schema, configuration))
     name = f"part-00000-{uuid.uuid4()}-c000.snappy.parquet"
     with filesystem.open_output_stream(f"{table_path.rstrip('/')}/{name}") as out:
         pq.write_table(rows, out, compression="snappy")
         size = out.tell()
-    return StagedFile(
-        name,
-        size,
-        int(time.time() * 1000),
-        file_stats(rows, stats_columns(rows.schema, configuration)),
-    )
+    return StagedFile(name, size, int(time.time() * 1000), stats)

@@ -9,13 +9,14 @@ wrote files no one sees yet: a job killed midway loses those tasks' rows on
 resume. Here a unit's rows are in the table (readable, a version of their
 own) before its checkpoint commit, and recovery reads the table's history
 for the units left pending: a unit the table records is committed, one it
-does not is written again. Its data files, never committed, are left to
-the format's own clean-up; cairn deletes nothing inside a table.
+does not is written again. Its data files, never committed, are deleted
+where its ledger entry names them and the format's log proves no version
+references them; the rest are left to the format's own clean-up.
 
 Table maintenance removes history (Iceberg's snapshot expiry, Lance's
-version clean-up), so the Iceberg and Lance sinks also write a ledger entry
-into the unit's pending record just before its table commit: where its rows
-will be (the snapshot that adds them, the data files of its version). Ray's
+version clean-up), so the sinks also write a ledger entry into the unit's
+pending record just before its table commit: where its rows will be (the
+snapshot that adds them, the data files of its version). Ray's
 commit carries it into the committed record; a resume looks a unit the
 history no longer records up by its entry in the table's current files.
 """
