@@ -118,8 +118,10 @@ class GroupCommitter:
     _in_flight: Dict[str, Submission] = field(default_factory=dict)
     #: Each unit committed, with its submission's token.
     _committed: Dict[str, str] = field(default_factory=dict)
-    #: The tokens of submissions whose payloads were discarded.
-    _discarded_tokens: set = field(default_factory=set)
+    #: The answer to a decided hand-over sent again, by its token: one
+    #: dropped or replaced (its files deleted), or whose group failed or
+    #: was refused (its files maybe deleted: never taken again).
+    _answered: Dict[str, Tuple[str, str]] = field(default_factory=dict)
     _failed: Dict[str, str] = field(default_factory=dict)
     _flushing: int = 0
     _cv: threading.Condition = field(default_factory=threading.Condition)
@@ -158,13 +160,12 @@ class GroupCommitter:
                 if token and held == token:
                     answer = (QUEUED, "this hand-over was taken before")
                     break
-                if token and token in self._discarded_tokens:
-                    # Sent again after a newer attempt's took its place:
-                    # its files are deleted, so the task must fail.
-                    answer = (FAILED, "this hand-over's files were deleted: a newer attempt's won")
+                if token and token in self._answered:
+                    # Sent again once it was decided (dropped, replaced,
+                    # refused, failed): the same answer, nothing taken.
+                    answer = self._answered[token]
                     break
                 if unit in self._committed:
-                    self._discarded_tokens.add(token)
                     dropped, answer = (
                         payload,
                         (
@@ -172,14 +173,20 @@ class GroupCommitter:
                             f"unit {unit} was committed by an earlier attempt of its task",
                         ),
                     )
+                    self._remember(token, answer)
                     break
                 if unit in self._in_flight:
-                    self._discarded_tokens.add(token)
                     dropped, answer = payload, (QUEUED, "an earlier attempt's submission decides")
+                    self._remember(token, answer)
                     break
                 waiting = next((s for s in self._queue if s.unit == unit), None)
                 if waiting is not None:
-                    self._discarded_tokens.add(waiting.token)
+                    # The replaced hand-over's files are deleted: sent
+                    # again, its task must fail.
+                    self._remember(
+                        waiting.token,
+                        (FAILED, "this hand-over's files were deleted: a newer attempt's won"),
+                    )
                     dropped, waiting.payload = waiting.payload, payload
                     waiting.token = token
                     self._held_bytes += size - waiting.size
@@ -216,6 +223,12 @@ class GroupCommitter:
         if dropped is not None:
             self.discard(dropped)
         return answer
+
+    def _remember(self, token: str, answer: Tuple[str, str]) -> None:
+        """Keeps the answer a decided hand-over gets if it is sent again.
+        Called with the lock."""
+        if token:
+            self._answered[token] = answer
 
     def _held_token(self, unit: str) -> Optional[str]:
         """The token of the submission of ``unit`` committed, being
@@ -321,6 +334,7 @@ class GroupCommitter:
                     self.units += kind == COMMITTED
                 else:
                     self._failed[submission.unit] = f"{kind}: {message}"
+                    self._remember(submission.token, (FAILED, f"{kind}: {message}"))
             self._cv.notify_all()
 
 

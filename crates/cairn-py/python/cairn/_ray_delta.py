@@ -421,7 +421,12 @@ class _GroupCommit:
 
         outcomes: Dict[str, Tuple[str, str]] = {}
         log = self._log()
-        table, history = log._pinned_history(since=max(self.since, self._read_to))
+        try:
+            table, history = log._pinned_history(since=max(self.since, self._read_to))
+        except ValueError:
+            # Other writers kept committing: each unit's application
+            # transaction is asked instead (no history read: not whole).
+            table, history = log._table(), {}
         if table is None:
             raise FileNotFoundError(f"no Delta table at {log.table}")
         live = self._not_recorded(table, history, list(batch), outcomes)
@@ -537,10 +542,11 @@ class DeltaDatasink(TableDatasink):
     through deltalake's own ``write_deltalake``, a commit of its own, when
     the table does not exist yet (its first unit creates it), when its
     rows do not fit the table's schema as they are (new columns:
-    ``schema_mode``), or when the table is partitioned, has CHECK
+    ``schema_mode``), when the table is partitioned, has CHECK
     constraints, invariants or a writer feature beyond appendOnly and
-    timestampNtz (deltalake's writer honours them); and every unit with
-    ``max_units_per_commit=1``.
+    timestampNtz (deltalake's writer honours them), or is on a store and
+    no ``filesystem`` is given for its directory; and every unit with
+    ``max_units_per_commit=1`` (docs/python.md, "Group commits").
 
     ``storage_options`` are deltalake's (``AWS_ENDPOINT_URL``, ...);
     ``filesystem`` is the pyarrow filesystem Ray and cairn's manager see the
@@ -632,8 +638,13 @@ class DeltaDatasink(TableDatasink):
             staged = self._stage(table, rows, fence)
             if staged is not None:
                 return self.hand_over(unit, staged, fence)
-            if table.transaction_version(APP_ID_PREFIX + unit) is not None:
-                # The job's committer committed an earlier attempt's.
+            # A retry only (unit names are new in each run): an earlier
+            # attempt's unit the job's committer committed. A crash point
+            # before the log is read, as for the other reads of a retry.
+            retried = getattr(fence, "retried", True)
+            if retried:
+                crash_point("table-log-read", unit)
+            if retried and table.transaction_version(APP_ID_PREFIX + unit) is not None:
                 return True
         fence(None)
         # The snapshot just read: a group commit of an earlier attempt of

@@ -374,8 +374,12 @@ class UnitFence:
         ids: Any,
         committed_paths: Optional[List[str]] = None,
         carried_entry: Optional[str] = None,
+        retried: bool = True,
     ):
         self.unit = unit
+        #: Whether the task may be a retry (False: a first attempt, whose
+        #: unit is new in this run: no table commit can hold it yet).
+        self.retried = retried
         #: For a retried task, the ledger entry its pending record carries
         #: from an earlier attempt's commit (None: none, or a first attempt).
         self.carried_entry = carried_entry
@@ -710,7 +714,8 @@ class TableDatasink(FileDatasink):
         # (another attempt of the task) or Ray Data's inside one attempt
         # (``retried_map_errors`` runs the task's chain again, with this
         # same context).
-        if retried_here(ctx):
+        retried = retried_here(ctx)
+        if retried:
             crash_point("table-log-read", unit)
             if self._landed_before(ctx, unit, log):
                 # A retried task whose table commit landed before it died.
@@ -719,6 +724,7 @@ class TableDatasink(FileDatasink):
                 return unit
         ctx.kwargs[_COMMIT_TRIED] = True
         fence = self._fence_of(ctx, unit, rows, log.table)
+        fence.retried = retried
         try:
             landed_earlier = self.append(rows, unit, fence)
         except UnitTakenOver as e:
