@@ -123,7 +123,9 @@ def main():
 
         def delta_cairn_unit(dataset, out, ckpt):
             with_cairn(ckpt)
-            dataset().write_datasink(cairn.ray.DeltaDatasink(out, max_units_per_commit=1))
+            dataset().write_datasink(
+                cairn.ray.DeltaDatasink(out, max_units_per_commit=1)
+            )
 
         def delta_ray(dataset, out, ckpt):
             dataset().write_delta(out)
