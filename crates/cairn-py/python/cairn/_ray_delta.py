@@ -31,6 +31,7 @@ from ._ray_table import (
     commit_unit_records,
     crash_point,
     delete_orphans,
+    discard_staged,
     entry_files,
     fence_group,
     old_enough,
@@ -395,14 +396,7 @@ class _GroupCommit:
         retry's, whose unit an earlier attempt committed or is committing;
         one whose fence failed): a file already gone, or one that cannot be
         deleted, is left with a warning."""
-        for name in staged.paths:
-            path = f"{self.path.rstrip('/')}/{name}"
-            try:
-                self.filesystem.delete_file(path)
-            except FileNotFoundError:
-                continue
-            except Exception as e:  # noqa: BLE001 - a file left is logged, never fatal
-                logger.warning("cairn: the unreferenced file %s was left: %s", path, e)
+        discard_staged(self.filesystem, self.path, staged.paths)
 
     def commit_batch(self, batch: List[Submission]) -> Dict[str, Tuple[str, str]]:
         """One Delta commit adding every unit's files: the fences first

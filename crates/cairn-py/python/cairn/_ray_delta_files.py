@@ -60,7 +60,8 @@ def why_not_staged(table: Any, partition_by: Optional[List[str]]) -> Optional[st
     protocol feature an append must honour that only deltalake's writer
     does, a CHECK constraint or a column invariant (which deltalake checks
     each row against)."""
-    if partition_by or table.metadata().partition_columns:
+    metadata = table.metadata()
+    if partition_by or metadata.partition_columns:
         return "it is partitioned"
     protocol = table.protocol()
     features = set(protocol.writer_features or [])
@@ -70,7 +71,7 @@ def why_not_staged(table: Any, partition_by: Optional[List[str]]) -> Optional[st
             return f"its writer features {sorted(extra)} need deltalake's writer"
     elif protocol.min_writer_version > 2:
         return f"its writer version {protocol.min_writer_version} needs deltalake's writer"
-    configuration = table.metadata().configuration or {}
+    configuration = metadata.configuration or {}
     if any(key.startswith("delta.constraints.") for key in configuration):
         return "it has CHECK constraints"
     # Invariants live in a field's metadata, nested fields' too.

@@ -27,6 +27,7 @@ from ._ray_table import (
     commit_unit_records,
     crash_point,
     delete_orphans,
+    discard_staged,
     entry_files,
     fence_group,
     old_enough,
@@ -458,14 +459,9 @@ class _GroupCommit:
         retry's, whose unit an earlier attempt committed or is committing;
         one whose fence failed): a file already gone, or one that cannot be
         deleted, is left with a warning."""
-        data = f"{self.path.rstrip('/')}/data"
-        for name in _file_names(staged.fragments):
-            try:
-                self.filesystem.delete_file(f"{data}/{name}")
-            except FileNotFoundError:
-                continue
-            except Exception as e:  # noqa: BLE001 - a file left is logged, never fatal
-                logger.warning("cairn: the unreferenced file %s/%s was left: %s", data, name, e)
+        discard_staged(
+            self.filesystem, f"{self.path.rstrip('/')}/data", _file_names(staged.fragments)
+        )
 
     def commit_batch(self, batch: List[Submission]) -> Dict[str, Tuple[str, str]]:
         """One version adding every unit's fragments: the fences first

@@ -327,6 +327,23 @@ def delete_orphans(filesystem: Any, paths: List[str], table: str) -> int:
     return deleted
 
 
+def discard_staged(filesystem: Any, directory: str, names: Iterable[str]) -> None:
+    """Deletes a unit's staged data files (``names`` in ``directory`` on
+    the pyarrow ``filesystem``), which no table version names: a file
+    already gone is skipped, one that cannot be deleted is left with a
+    warning, never fatal (a group committer discards a retry's files, or
+    those of a unit whose fence failed)."""
+    directory = directory.rstrip("/")
+    for name in names:
+        path = f"{directory}/{name}"
+        try:
+            filesystem.delete_file(path)
+        except FileNotFoundError:
+            continue
+        except Exception as e:  # noqa: BLE001 - a file left is logged, never fatal
+            logger.warning("cairn: the unreferenced file %s was left: %s", path, e)
+
+
 def warn_orphans_left(table: str, units: List[str], clean_up: str) -> None:
     """Says that the data files the rolled-back ``units`` may have written
     to ``table`` are left: cairn does not know them (a unit killed while it
