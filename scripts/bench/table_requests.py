@@ -5,7 +5,9 @@ test, in a process of its own), into each output:
 
 - Parquet files with cairn's checkpoint (cairn.ray.checkpoint_config);
 - a Delta table, an Iceberg table (SQLite catalog, data on Garage) and a
-  Lance dataset through cairn.ray's sinks with cairn's checkpoint.
+  Lance dataset through cairn.ray's sinks with cairn's checkpoint: group
+  commits (the default), and "delta-unit", "iceberg-unit", "lance-unit"
+  with a commit a unit (max_units_per_commit=1), run when WAYS names them.
 
 Delta and Lance write one task at a time (Garage ignores the conditional
 writes they commit with; docs/python.md), the others at once. Run in the
@@ -15,8 +17,9 @@ ray-venv with the wheel installed and the servers started
     RAY_ADDRESS=local ~/.cache/cairn-tools/ray-venv/bin/python scripts/bench/table_requests.py [ROWS] [FILES]
 
 Prints per output: seconds, units, requests by method and per unit (the
-input's reads included: the Parquet row is the baseline). WAYS=parquet,lance
-(comma-separated) runs some outputs only."""
+input's reads included: the Parquet row is the baseline).
+WAYS=parquet,lance,lance-unit (comma-separated) picks the outputs
+(default: parquet,delta,iceberg,lance)."""
 
 import os
 
@@ -145,7 +148,7 @@ def main():
         write_uid_files(s3, f"{base}/in", files, rows // files)
         data_fs = cairn.build_checkpoint_filesystem(f"s3://{base}", options)
 
-        def delta(out):
+        def delta(out, **grouping):
             storage = {
                 "AWS_ENDPOINT_URL": proxy.endpoint,
                 "AWS_ACCESS_KEY_ID": key,
@@ -155,10 +158,10 @@ def main():
                 "AWS_S3_ALLOW_UNSAFE_RENAME": "true",
             }
             return cairn.ray.DeltaDatasink(
-                out, storage_options=storage, filesystem=data_fs
+                out, storage_options=storage, filesystem=data_fs, **grouping
             ), 1
 
-        def lance(out):
+        def lance(out, **grouping):
             storage = {
                 "aws_endpoint": proxy.endpoint,
                 "aws_access_key_id": key,
@@ -167,10 +170,10 @@ def main():
                 "allow_http": "true",
             }
             return cairn.ray.LanceDatasink(
-                out, storage_options=storage, filesystem=data_fs
+                out, storage_options=storage, filesystem=data_fs, **grouping
             ), 1
 
-        def iceberg(out):
+        def iceberg(out, **grouping):
             from pyiceberg.catalog import load_catalog
 
             name = out.rsplit("/", 1)[-1]
@@ -191,19 +194,27 @@ def main():
                 location=out,
             )
             sink = cairn.ray.IcebergDatasink(
-                "db.t", {"name": "bench", **kwargs}, filesystem=data_fs
+                "db.t", {"name": "bench", **kwargs}, filesystem=data_fs, **grouping
             )
             return sink, None
 
         print(f"{rows} rows in {files} files, Garage behind a counting proxy")
-        wanted = os.environ.get("WAYS")
+        # The group commits' ways by default; the per-unit ones when named.
+        wanted = os.environ.get("WAYS", "parquet,delta,iceberg,lance")
+
+        def a_commit_a_unit(make):
+            return lambda out: make(out, max_units_per_commit=1)
+
         for name, sink in [
             ("parquet", None),
             ("delta", delta),
+            ("delta-unit", a_commit_a_unit(delta)),
             ("iceberg", iceberg),
+            ("iceberg-unit", a_commit_a_unit(iceberg)),
             ("lance", lance),
+            ("lance-unit", a_commit_a_unit(lance)),
         ]:
-            if wanted and name not in wanted.split(","):
+            if name not in wanted.split(","):
                 continue
             out = f"s3://{base}/out-{name}-{uuid.uuid4().hex[:6]}"
             DataContext.get_current().checkpoint_config = cairn.ray.checkpoint_config(

@@ -1,9 +1,11 @@
 """cairn's Delta sink stages a unit's rows as a Parquet file with Delta's
 file statistics, which readers prune files by: drawn tables of integer,
-string, date, float and boolean columns with nulls, staged and committed as
-the sink's committer commits them, then read back by deltalake with drawn
-filters (its pyarrow dataset prunes fragments by those statistics) and
-compared with the same filter evaluated in Python over the rows drawn;
+string, date, float, boolean, timestamp (with and without a time zone)
+and decimal columns with nulls, staged and committed as the sink's
+committer commits them, then read back by deltalake's two readers with
+drawn filters (its pyarrow dataset and its SQL engine both prune files by
+those statistics) and compared with the same filter evaluated in Python
+over the rows drawn;
 the statistics the log holds are checked against the file's own values
 read by pyarrow. And the tables a unit is not staged for (no table yet,
 partitioned, a CHECK constraint, rows that do not fit the schema) go
@@ -37,12 +39,29 @@ SCHEMA = pa.schema(
         ("day", pa.date32()),
         ("score", pa.float64()),
         ("flag", pa.bool_()),
+        ("at", pa.timestamp("us", tz="UTC")),
+        ("local", pa.timestamp("us")),
+        ("price", pa.decimal128(12, 3)),
     ]
 )
 
 #: A column cairn writes no bounds for: files of a table with it get
 #: their row count alone.
-STAMP = pa.field("stamp", pa.timestamp("us"))
+BLOB = pa.field("blob", pa.binary())
+
+UTC = datetime.timezone.utc
+#: Instants from 1900 to 2100 to the microsecond, some on a millisecond.
+STAMPS = st.one_of(
+    st.datetimes(datetime.datetime(1900, 1, 1), datetime.datetime(2100, 1, 1)),
+    st.datetimes(datetime.datetime(1969, 12, 31), datetime.datetime(1970, 1, 2)).map(
+        lambda at: at.replace(microsecond=at.microsecond // 1000 * 1000)
+    ),
+)
+#: Decimals of the column's scale (12 digits: a double holds each; the
+#: row count alone for more digits is in the edge cases).
+PRICES = st.decimals(
+    min_value=-(10**9) + 1, max_value=10**9 - 1, places=3, allow_nan=False, allow_infinity=False
+)
 
 DAYS = st.dates(min_value=datetime.date(1970, 1, 1), max_value=datetime.date(2100, 1, 1))
 #: Strings around Delta's 32-character bound, with characters beyond ASCII.
@@ -66,7 +85,12 @@ def unit_rows(draw, first_uid, schema):
             "day": pa.array(column(DAYS), pa.date32()),
             "score": pa.array(column(st.floats(allow_nan=True)), pa.float64()),
             "flag": pa.array(column(st.booleans()), pa.bool_()),
-            "stamp": pa.array(column(st.integers(0, 2**40)), pa.timestamp("us")),
+            "at": pa.array(
+                column(STAMPS.map(lambda at: at.replace(tzinfo=UTC))), pa.timestamp("us", tz="UTC")
+            ),
+            "local": pa.array(column(STAMPS), pa.timestamp("us")),
+            "price": pa.array(column(PRICES), pa.decimal128(12, 3)),
+            "blob": pa.array(column(st.binary(max_size=4)), pa.binary()),
         },
     ).select(schema.names)
 
@@ -83,7 +107,30 @@ FILTERS = st.one_of(
     st.tuples(st.just("uid"), st.sampled_from(["<", ">=", "!="]), st.integers(0, 200)),
     st.tuples(st.just("score"), st.sampled_from(["<", ">", "!=", "="]), st.floats(allow_nan=False)),
     st.tuples(st.just("flag"), st.sampled_from(["=", "!="]), st.booleans()),
+    st.tuples(
+        st.just("at"),
+        st.sampled_from(["<", "<=", ">", ">=", "="]),
+        STAMPS.map(lambda at: at.replace(tzinfo=UTC)),
+    ),
+    st.tuples(st.just("local"), st.sampled_from(["<", "<=", ">", ">=", "="]), STAMPS),
+    st.tuples(st.just("price"), st.sampled_from(["<", "<=", ">", ">=", "="]), PRICES),
 )
+
+
+def sql_literal(column, value):
+    """``value`` as a literal of ``column``'s type in deltalake's SQL."""
+    if column in ("small", "uid"):
+        return str(value)
+    if column == "day":
+        return f"DATE '{value.isoformat()}'"
+    if column == "at":
+        return f"TIMESTAMP '{value.astimezone(UTC).replace(tzinfo=None).isoformat()}Z'"
+    if column == "local":
+        return f"TIMESTAMP '{value.isoformat()}'"
+    if column == "price":
+        return f"CAST('{value}' AS DECIMAL(12, 3))"
+    return None  # strings, floats, booleans: the pyarrow dataset's filters only
+
 
 OPERATORS = {
     "<": lambda a, b: a < b,
@@ -134,8 +181,8 @@ def staged_group(uri, tables):
 def test_staged_files_statistics_never_make_a_reader_skip_a_matching_row(data):
     with tempfile.TemporaryDirectory() as root:
         uri = f"{root}/t"
-        stamped = data.draw(st.booleans())
-        schema = SCHEMA.append(STAMP) if stamped else SCHEMA
+        blobs = data.draw(st.booleans())
+        schema = SCHEMA.append(BLOB) if blobs else SCHEMA
         deltalake.write_deltalake(uri, schema.empty_table())
         tables, first = [], 0
         for _ in range(data.draw(st.integers(min_value=1, max_value=3))):
@@ -157,7 +204,7 @@ def test_staged_files_statistics_never_make_a_reader_skip_a_matching_row(data):
             bounded = {
                 name for name in schema.names if (action.get("min") or {}).get(name) is not None
             }
-            if stamped and any(row["stamp"] is not None for row in written):
+            if blobs and any(row["blob"] is not None for row in written):
                 assert not bounded, action
             elif bounded:
                 # All or nothing: every column with a value has bounds.
@@ -175,7 +222,13 @@ def test_staged_files_statistics_never_make_a_reader_skip_a_matching_row(data):
                 assert (low is None) == (high is None), (name, action)
                 if low is not None:
                     values = [row[name] for row in written if row[name] is not None]
-                    assert (low, high) == (min(values), max(values)), (name, action)
+                    if name in ("at", "local"):
+                        # Whole milliseconds, widened.
+                        low, high = as_written(low, name), as_written(high, name)
+                        assert low <= min(values) < low + MILLISECOND, (name, action)
+                        assert high - MILLISECOND < max(values) <= high, (name, action)
+                    else:
+                        assert (low, high) == (min(values), max(values)), (name, action)
 
         # A reader's filter, pruning files by those statistics, finds
         # every matching row.
@@ -187,6 +240,24 @@ def test_staged_files_statistics_never_make_a_reader_skip_a_matching_row(data):
             )
             read = table.to_pyarrow_table(columns=["uid"], filters=[(column, operator, value)])
             assert sorted(read["uid"].to_pylist()) == expected, (column, operator, value)
+            literal = sql_literal(column, value)
+            if literal is not None:
+                query = f"SELECT uid FROM t WHERE {column} {operator} {literal}"
+                found = deltalake.QueryBuilder().register("t", table).execute(query).read_all()
+                assert sorted(pa.table(found)["uid"].to_pylist()) == expected, query
+
+
+MILLISECOND = datetime.timedelta(milliseconds=1)
+
+
+def as_written(bound, column):
+    """A timestamp bound as deltalake's add actions give it, as the
+    column's Python values are (aware for ``at``, naive for ``local``)."""
+    if isinstance(bound, str):
+        bound = datetime.datetime.fromisoformat(bound.replace("Z", "+00:00"))
+    if column == "at":
+        return bound if bound.tzinfo else bound.replace(tzinfo=UTC)
+    return bound.replace(tzinfo=None) if bound.tzinfo else bound
 
 
 def test_a_unit_goes_through_deltalakes_writer_where_the_table_needs_it(tmp_path):
@@ -292,6 +363,41 @@ def test_statistics_at_the_edges(tmp_path):
     assert json.loads(file_stats(far, ["day"])) == {"numRecords": 1}
     nan = pa.table({"score": pa.array([1.0, float("nan")])})
     assert json.loads(file_stats(nan, ["score"])) == {"numRecords": 2}
+    # Timestamps in whole milliseconds, widened (the max rounded up, into
+    # the next second or day); before the epoch too; seconds and
+    # nanoseconds alike.
+    late = datetime.datetime(2024, 1, 1, 23, 59, 59, 999_500)
+    early = datetime.datetime(1969, 12, 31, 23, 59, 59, 999_999)
+    stamps = pa.table(
+        {
+            "at": pa.array([late, early], pa.timestamp("us", tz="UTC")),
+            "local": pa.array([late, early], pa.timestamp("ns")),
+            "whole": pa.array([late.replace(microsecond=0)] * 2, pa.timestamp("s")),
+        }
+    )
+    stats = json.loads(file_stats(stamps, ["at", "local", "whole"]))
+    assert stats["minValues"] == {
+        "at": "1969-12-31T23:59:59.999Z",
+        "local": "1969-12-31 23:59:59.999",
+        "whole": "2024-01-01 23:59:59.000",
+    }
+    assert stats["maxValues"] == {
+        "at": "2024-01-02T00:00:00.000Z",
+        "local": "2024-01-02 00:00:00.000",
+        "whole": "2024-01-01 23:59:59.000",
+    }
+    # Past year 9999 once rounded up: the row count alone.
+    end = pa.table({"at": pa.array([datetime.datetime(9999, 12, 31, 23, 59, 59, 999_999)])})
+    assert json.loads(file_stats(end, ["at"])) == {"numRecords": 1}
+    # A decimal a double holds exactly is a JSON number; one with more
+    # digits gives the row count alone.
+    from decimal import Decimal
+
+    held = pa.table({"price": pa.array([Decimal("0.300"), Decimal("-12.5")], pa.decimal128(12, 3))})
+    stats = json.loads(file_stats(held, ["price"]))
+    assert (stats["minValues"]["price"], stats["maxValues"]["price"]) == (-12.5, 0.3)
+    wide = pa.table({"price": pa.array([Decimal("1.0000000000000000001")], pa.decimal128(38, 19))})
+    assert json.loads(file_stats(wide, ["price"])) == {"numRecords": 1}
     # A nested column among the indexed ones: no bounds can be told.
     nested = pa.schema([("uid", pa.int64()), ("tags", pa.list_(pa.string()))])
     assert stats_columns(nested, {}) is None

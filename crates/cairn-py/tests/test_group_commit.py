@@ -279,5 +279,5 @@ def test_drawn_schedules_commit_each_unit_once(submissions, failing, max_units, 
     for unit in {u for u, _, _, _ in submissions}:
         # The last commit of a unit decides: committed, or it failed.
         assert f"u{unit}" in units or any(u == f"u{unit}" for u, _ in failed)
-    assert committer._in_flight == {} and committer._queue == []
+    assert committer._in_flight == {} and committer._queue == {}
     assert committer._held_bytes == 0, "the bytes held were not all given back"

@@ -26,6 +26,7 @@ job's end finds their pending records and keeps the checkpoint.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import logging
 import threading
 import time
@@ -112,7 +113,9 @@ class GroupCommitter:
     max_units: int = DEFAULT_MAX_UNITS_PER_COMMIT
     max_queued: int = 0
     max_held_bytes: int = DEFAULT_MAX_HELD_BYTES
-    _queue: List[Submission] = field(default_factory=list)
+    #: The submissions waiting, by unit, oldest first (a replaced one
+    #: keeps its place).
+    _queue: Dict[str, Submission] = field(default_factory=dict)
     _held_bytes: int = 0
     _waiting_for_room: int = 0
     _in_flight: Dict[str, Submission] = field(default_factory=dict)
@@ -179,7 +182,7 @@ class GroupCommitter:
                     dropped, answer = payload, (QUEUED, "an earlier attempt's submission decides")
                     self._remember(token, answer)
                     break
-                waiting = next((s for s in self._queue if s.unit == unit), None)
+                waiting = self._queue.get(unit)
                 if waiting is not None:
                     # The replaced hand-over's files are deleted: sent
                     # again, its task must fail.
@@ -201,8 +204,8 @@ class GroupCommitter:
                     and self._held_bytes + size <= self.max_held_bytes
                 ):
                     self._failed.pop(unit, None)
-                    self._queue.append(
-                        Submission(unit, payload, time.monotonic(), size, token=token)
+                    self._queue[unit] = Submission(
+                        unit, payload, time.monotonic(), size, token=token
                     )
                     self._held_bytes += size
                     self._cv.notify_all()
@@ -237,7 +240,7 @@ class GroupCommitter:
             return self._committed[unit]
         if unit in self._in_flight:
             return self._in_flight[unit].token
-        waiting = next((s for s in self._queue if s.unit == unit), None)
+        waiting = self._queue.get(unit)
         return None if waiting is None else waiting.token
 
     def flush(self, timeout: float) -> Dict[str, Any]:
@@ -290,16 +293,16 @@ class GroupCommitter:
         with self._cv:
             while True:
                 if self._queue:
-                    due = self._queue[0].arrived + self.interval
+                    due = next(iter(self._queue.values())).arrived + self.interval
                     if (
                         len(self._queue) >= self.max_units
                         or self._flushing
                         or self._waiting_for_room
                         or time.monotonic() >= due
                     ):
-                        batch = self._queue[: self.max_units]
-                        del self._queue[: self.max_units]
+                        batch = list(itertools.islice(self._queue.values(), self.max_units))
                         for submission in batch:
+                            del self._queue[submission.unit]
                             self._in_flight[submission.unit] = submission
                         self._cv.notify_all()
                         return batch

@@ -7,10 +7,14 @@ group commits, on tables whose appends need nothing of deltalake's writer
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import json
+import math
 import re
 import time
 import uuid
+from decimal import Decimal
+from fractions import Fraction
 from typing import Any, Dict, List, Optional
 
 import pyarrow as pa
@@ -176,14 +180,61 @@ def stats_columns(schema: pa.Schema, configuration: Dict[str, Any]) -> Optional[
     return [field.name for field in chosen]
 
 
+#: Milliseconds in one unit of an Arrow timestamp: Delta's statistics of
+#: a timestamp are in milliseconds.
+_MILLIS_PER = {"s": 1000, "ms": 1, "us": Fraction(1, 1000), "ns": Fraction(1, 1_000_000)}
+
+_EPOCH = datetime.datetime(1970, 1, 1)
+
+
+def _timestamp_bounds(column: pa.ChunkedArray) -> Optional[tuple]:
+    """A timestamp column's bounds in whole milliseconds, as Delta's
+    statistics write them (``2024-01-02T03:04:05.123Z`` for a timestamp,
+    ``2024-01-02 03:04:05.123`` without a time zone): the min rounded down,
+    the max rounded up (deltalake's writer cuts both to the millisecond, so
+    its own max may be below the column's: its readers allow for that; a
+    max rounded up needs no allowance from any reader). None past Python's
+    calendar (years 1-9999)."""
+    kind = column.type
+    counts = pc.min_max(column.cast(pa.int64()))
+    per = _MILLIS_PER[kind.unit]
+    low = math.floor(counts["min"].as_py() * per)
+    high = math.ceil(counts["max"].as_py() * per)
+    try:
+        low_at = _EPOCH + datetime.timedelta(milliseconds=low)
+        high_at = _EPOCH + datetime.timedelta(milliseconds=high)
+    except OverflowError:
+        return None
+    if kind.tz is None:
+        return tuple(at.isoformat(" ", "milliseconds") for at in (low_at, high_at))
+    # Values with a zone are instants counted from the epoch in UTC.
+    return tuple(at.isoformat("T", "milliseconds") + "Z" for at in (low_at, high_at))
+
+
+def _decimal_bounds(column: pa.ChunkedArray) -> Optional[tuple]:
+    """A decimal column's exact bounds as JSON numbers (as deltalake's
+    writer writes them), or None when a bound has more digits than a
+    double holds (its JSON text would not be the decimal's value)."""
+    bounds = pc.min_max(column)
+    values = (bounds["min"].as_py(), bounds["max"].as_py())
+    if any(Decimal(repr(float(value))) != value for value in values):
+        return None
+    return tuple(float(value) for value in values)
+
+
 def _bounds(column: pa.ChunkedArray) -> Optional[tuple]:
     """A column's exact (min, max) of its values that are not null, as
     Delta's statistics write them, or None when it cannot be given:
-    integers, booleans, strings (whole: a prefix is no upper bound) and
-    dates; floats only when every value is finite (a NaN is in no min or
-    max and yet matches ``!=``; JSON has no infinity). Timestamps,
-    decimals, binary and the rest: None."""
+    integers, booleans, strings (whole: a prefix is no upper bound), dates,
+    timestamps (in milliseconds, widened: :func:`_timestamp_bounds`) and
+    decimals a double holds exactly; floats only when every value is
+    finite (a NaN is in no min or max and yet matches ``!=``; JSON has no
+    infinity). Binary, nested and the rest: None."""
     kind = column.type
+    if pa.types.is_timestamp(kind):
+        return _timestamp_bounds(column)
+    if pa.types.is_decimal(kind):
+        return _decimal_bounds(column)
     numeric = pa.types.is_integer(kind) and kind != pa.uint64()
     if pa.types.is_floating(kind):
         if not pc.all(pc.is_finite(column)).as_py():

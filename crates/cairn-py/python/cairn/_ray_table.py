@@ -740,8 +740,7 @@ class TableDatasink(FileDatasink):
                 self._record_the_tables_ids(ctx, unit, log, rows)
                 return unit
         ctx.kwargs[_COMMIT_TRIED] = True
-        fence = self._fence_of(ctx, unit, rows, log.table)
-        fence.retried = retried
+        fence = self._fence_of(ctx, unit, rows, log.table, retried)
         try:
             landed_earlier = self.append(rows, unit, fence)
         except UnitTakenOver as e:
@@ -760,16 +759,18 @@ class TableDatasink(FileDatasink):
         crash_point("table-after-commit", unit)
         return unit
 
-    def _fence_of(self, ctx: Any, unit: str, rows: pa.Table, table: str) -> "UnitFence":
+    def _fence_of(
+        self, ctx: Any, unit: str, rows: pa.Table, table: str, retried: bool
+    ) -> "UnitFence":
         """The fence of this task's unit (its pending records, the IDs of
-        its rows), for :meth:`append`."""
+        its rows, whether the task may be a retry), for :meth:`append`."""
         config = DataContext.get_current().checkpoint_config
         if config is None:
-            return UnitFence(unit, table, None, [], None, None)
+            return UnitFence(unit, table, None, [], None, None, retried=retried)
         id_column = config.id_column
         pendings = pending_records(ctx)
         carried = None
-        if pendings and retried_here(ctx):
+        if pendings and retried:
             carried = carried_entry(ctx, config.filesystem, pendings[0].pending_path)
         return UnitFence(
             unit,
@@ -780,6 +781,7 @@ class TableDatasink(FileDatasink):
             rows[id_column] if id_column in rows.column_names else None,
             [p.committed_path for p in pendings],
             carried,
+            retried,
         )
 
     def _landed_before(self, ctx: Any, unit: str, log: Any) -> bool:
