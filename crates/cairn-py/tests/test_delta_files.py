@@ -451,3 +451,72 @@ def test_a_unit_the_committer_committed_is_not_written_again_by_its_retry(tmp_pa
     assert outcomes["late"][0] == "failed" and "changed while the job ran" in outcomes["late"][1]
     assert not any(os.path.exists(f"{uri}/{name}") for name in staged.paths)
     assert sorted(deltalake.DeltaTable(uri).to_pyarrow_table()["uid"].to_pylist()) == [0, 1, 2]
+
+
+def test_a_unit_staged_before_the_tables_schema_changed_is_committed_only_if_it_reads_as_is(
+    tmp_path,
+):
+    """A column added to the table after a unit was staged (nullable): its
+    file is committed and reads nulls there. A column whose type changed
+    (the table overwritten with a new schema): the unit fails, its staged
+    file deleted, the table as the overwrite left it."""
+    uri = f"{tmp_path}/t"
+    deltalake.write_deltalake(uri, pa.table({"uid": pa.array([0], pa.int64())}))
+    sink = DeltaDatasink(uri)
+
+    def stage(rows):
+        staged = sink._stage(sink.unit_log()._table(), rows, LetThrough())
+        assert staged is not None, "the rows were not staged"
+        return staged
+
+    staged = stage(pa.table({"uid": pa.array([1], pa.int64())}))
+    wider = pa.table({"uid": pa.array([2], pa.int64()), "note": ["n"]})
+    deltalake.write_deltalake(uri, wider, mode="append", schema_mode="merge")
+    outcomes = sink.group_commit().commit_batch([Submission("early", staged)])
+    assert outcomes == {"early": (COMMITTED, "")}, outcomes
+    read = deltalake.DeltaTable(uri).to_pyarrow_table().sort_by("uid").to_pylist()
+    assert read == [
+        {"uid": 0, "note": None},
+        {"uid": 1, "note": None},
+        {"uid": 2, "note": "n"},
+    ]
+
+    staged = stage(pa.table({"uid": pa.array([3], pa.int64()), "note": ["m"]}))
+    other = pa.table({"uid": pa.array(["x"], pa.string())})
+    deltalake.write_deltalake(uri, other, mode="overwrite", schema_mode="overwrite")
+    outcomes = sink.group_commit().commit_batch([Submission("stale", staged)])
+    assert outcomes["stale"][0] == "failed" and "no longer reads" in outcomes["stale"][1]
+    assert not any(os.path.exists(f"{uri}/{name}") for name in staged.paths)
+    assert deltalake.DeltaTable(uri).to_pyarrow_table()["uid"].to_pylist() == ["x"]
+
+
+def test_a_table_reads_staged_files_as_they_are_only_when_their_columns_kept_their_types():
+    from cairn._ray_delta_files import reads_files_of
+
+    def schema(*fields):
+        return json.dumps(
+            {
+                "type": "struct",
+                "fields": [
+                    {"name": n, "type": t, "nullable": null, "metadata": {}}
+                    for n, t, null in fields
+                ],
+            }
+        )
+
+    staged = schema(("uid", "long", False), ("text", "string", True))
+    assert reads_files_of(staged, staged)
+    # A nullable column added; the columns in another order.
+    assert reads_files_of(
+        schema(("text", "string", True), ("uid", "long", False), ("note", "string", True)), staged
+    )
+    # A non-null column added: the staged file has none of its values.
+    assert not reads_files_of(
+        schema(("uid", "long", False), ("text", "string", True), ("n", "long", False)), staged
+    )
+    # A column dropped, a type changed, a nullable column made non-null.
+    assert not reads_files_of(schema(("uid", "long", False)), staged)
+    assert not reads_files_of(schema(("uid", "integer", False), ("text", "string", True)), staged)
+    assert not reads_files_of(schema(("uid", "long", False), ("text", "string", False)), staged)
+    # A non-null column made nullable: its files have no nulls to misread.
+    assert reads_files_of(schema(("uid", "long", True), ("text", "string", True)), staged)

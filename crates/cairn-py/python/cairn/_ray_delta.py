@@ -10,6 +10,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import time
+import uuid
 from urllib.parse import urlsplit
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
@@ -22,7 +24,14 @@ from ._ray_committer import (
     DEFAULT_MAX_UNITS_PER_COMMIT,
     Submission,
 )
-from ._ray_delta_files import DATA_FILE, StagedFile, fitted, why_not_staged, write_staged
+from ._ray_delta_files import (
+    DATA_FILE,
+    StagedFile,
+    fitted,
+    reads_files_of,
+    why_not_staged,
+    write_staged,
+)
 from ._ray_table import (
     TableDatasink,
     UnitFence,
@@ -348,6 +357,8 @@ class _Staged:
 
     files: List[StagedFile]
     fence: UnitFence
+    #: The table's schema (Delta's JSON) the files were written in.
+    schema: str = ""
 
     @property
     def paths(self) -> List[str]:
@@ -358,6 +369,37 @@ class _Staged:
 #: Tables whose appends the sink left to deltalake's writer, in this
 #: process (said once each).
 _NOT_STAGED: set = set()
+
+#: How long a write task's process stages units against a table it
+#: loaded: loading a Delta table replays its log and lists every file it
+#: holds, so a load per task grows with the units committed before it
+#: (measured: 0.1 s a task at 6,000 files, against 0.05 s for the rest
+#: of a unit's work).
+_STAGING_TABLE_SECONDS = 30.0
+
+#: The tables staging loaded in this process: (job, table) -> (when,
+#: DeltaTable). Keyed by the job's run: a table another run made, replaced
+#: or deleted is never staged against.
+_STAGING_TABLES: Dict[Tuple[str, str], Tuple[float, Any]] = {}
+
+
+def _staging_table(run: str, log: "DeltaUnitLog") -> Any:
+    """The table as staging sees it (None: none yet): loaded at most
+    :data:`_STAGING_TABLE_SECONDS` ago in this process by this run. Only
+    its schema, protocol and settings are used; the committer checks them
+    again on the table it commits to (:func:`why_not_staged`,
+    :func:`reads_files_of`)."""
+    if not run:
+        return log._table()  # outside a job's write (no run to key it by)
+    key = (run, log.table)
+    now = time.monotonic()
+    cached = _STAGING_TABLES.get(key)
+    if cached is not None and now - cached[0] < _STAGING_TABLE_SECONDS:
+        return cached[1]
+    table = log._table()
+    if table is not None:
+        _STAGING_TABLES[key] = (now, table)
+    return table
 
 
 @dataclasses.dataclass
@@ -427,16 +469,24 @@ class _GroupCommit:
         if not live:
             return outcomes
         changed = why_not_staged(table, None)
-        if changed is not None:
-            # Changed since the units were staged (a constraint or a
-            # feature added): no commit of plain files; the run again
-            # writes them through deltalake's writer.
-            for submission in live:
-                outcomes[submission.unit] = (
-                    FAILED,
-                    f"the Delta table {log.table} changed while the job ran: {changed}",
-                )
-                self.discard(submission.payload)
+        schema = table.schema().to_json()
+        fitting = []
+        for submission in live:
+            staged = submission.payload.schema
+            if changed is None and (not staged or reads_files_of(schema, staged)):
+                fitting.append(submission)
+                continue
+            # Changed since the unit was staged (a constraint or a feature
+            # added, a column's type changed): no commit of these files;
+            # the run again writes the unit through deltalake's writer.
+            why = changed or "its schema no longer reads the unit's files as they are"
+            outcomes[submission.unit] = (
+                FAILED,
+                f"the Delta table {log.table} changed while the job ran: {why}",
+            )
+            self.discard(submission.payload)
+        live = fitting
+        if not live:
             return outcomes
         entries = {s.unit: _files_ledger(s.payload.paths, table.version()) for s in live}
         fenced = fence_group(live, entries, outcomes, self.discard)
@@ -602,6 +652,8 @@ class DeltaDatasink(TableDatasink):
         # commits this job made.
         table = self.unit_log()._table()
         self._since = table.version() if table is not None else -1
+        #: This run, for the write tasks' staging cache.
+        self._run = uuid.uuid4().hex
         super().on_write_start(schema)
 
     def group_commit(self) -> _GroupCommit:
@@ -627,11 +679,15 @@ class DeltaDatasink(TableDatasink):
         is set: then a resume refuses units it no longer finds)."""
         from deltalake import CommitProperties, Transaction, write_deltalake
 
-        table = self.unit_log()._table()
-        if self.hands_units_over() and table is not None:
-            staged = self._stage(table, rows, fence)
+        log = self.unit_log()
+        if self.hands_units_over():
+            staging = _staging_table(getattr(self, "_run", ""), log)
+            staged = None if staging is None else self._stage(staging, rows, fence)
             if staged is not None:
                 return self.hand_over(unit, staged, fence)
+        # Loaded afresh: deltalake's writer commits on this snapshot.
+        table = log._table()
+        if self.hands_units_over() and table is not None:
             # A retry only (unit names are new in each run): an earlier
             # attempt's unit the job's committer committed. A crash point
             # before the log is read, as for the other reads of a retry.
@@ -688,4 +744,4 @@ class DeltaDatasink(TableDatasink):
             return None
         configuration = dict(table.metadata().configuration or {})
         staged = write_staged(fits, self.filesystem, self.path, configuration)
-        return _Staged([staged], fence)
+        return _Staged([staged], fence, table.schema().to_json())

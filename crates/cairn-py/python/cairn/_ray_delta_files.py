@@ -84,6 +84,25 @@ def why_not_staged(table: Any, partition_by: Optional[List[str]]) -> Optional[st
     return None
 
 
+def reads_files_of(current: str, staged: str) -> bool:
+    """Whether a Delta table whose schema is ``current`` (its JSON) reads
+    files written in the schema ``staged`` (the table's when they were
+    written) as they are: each staged column is in it with the same type,
+    nullable or non-null in both (the rows were checked against a
+    non-null column), and the columns it added since take nulls (Delta
+    reads a column a file lacks as nulls)."""
+    now = {f["name"]: f for f in json.loads(current)["fields"]}
+    then = json.loads(staged)["fields"]
+    for field in then:
+        kept = now.get(field["name"])
+        if kept is None or kept["type"] != field["type"]:
+            return False
+        if not kept["nullable"] and field["nullable"]:
+            return False
+    written = {f["name"] for f in then}
+    return all(f["nullable"] for name, f in now.items() if name not in written)
+
+
 def _castable(source: pa.DataType, target: pa.DataType) -> bool:
     """Whether values of ``source`` are taken into ``target`` as they are
     (a safe cast then checks each value): the same type, integers into
