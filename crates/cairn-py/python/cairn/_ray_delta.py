@@ -10,8 +10,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import time
-import uuid
 from urllib.parse import urlsplit
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
@@ -45,6 +43,7 @@ from ._ray_table import (
     fence_group,
     old_enough,
     settle_recorded,
+    staging_table,
     warn_orphans_left,
     without_secrets,
 )
@@ -370,37 +369,6 @@ class _Staged:
 #: process (said once each).
 _NOT_STAGED: set = set()
 
-#: How long a write task's process stages units against a table it
-#: loaded: loading a Delta table replays its log and lists every file it
-#: holds, so a load per task grows with the units committed before it
-#: (measured: 0.1 s a task at 6,000 files, against 0.05 s for the rest
-#: of a unit's work).
-_STAGING_TABLE_SECONDS = 30.0
-
-#: The tables staging loaded in this process: (job, table) -> (when,
-#: DeltaTable). Keyed by the job's run: a table another run made, replaced
-#: or deleted is never staged against.
-_STAGING_TABLES: Dict[Tuple[str, str], Tuple[float, Any]] = {}
-
-
-def _staging_table(run: str, log: "DeltaUnitLog") -> Any:
-    """The table as staging sees it (None: none yet): loaded at most
-    :data:`_STAGING_TABLE_SECONDS` ago in this process by this run. Only
-    its schema, protocol and settings are used; the committer checks them
-    again on the table it commits to (:func:`why_not_staged`,
-    :func:`reads_files_of`)."""
-    if not run:
-        return log._table()  # outside a job's write (no run to key it by)
-    key = (run, log.table)
-    now = time.monotonic()
-    cached = _STAGING_TABLES.get(key)
-    if cached is not None and now - cached[0] < _STAGING_TABLE_SECONDS:
-        return cached[1]
-    table = log._table()
-    if table is not None:
-        _STAGING_TABLES[key] = (now, table)
-    return table
-
 
 @dataclasses.dataclass
 class _GroupCommit:
@@ -652,8 +620,6 @@ class DeltaDatasink(TableDatasink):
         # commits this job made.
         table = self.unit_log()._table()
         self._since = table.version() if table is not None else -1
-        #: This run, for the write tasks' staging cache.
-        self._run = uuid.uuid4().hex
         super().on_write_start(schema)
 
     def group_commit(self) -> _GroupCommit:
@@ -681,7 +647,7 @@ class DeltaDatasink(TableDatasink):
 
         log = self.unit_log()
         if self.hands_units_over():
-            staging = _staging_table(getattr(self, "_run", ""), log)
+            staging = staging_table(getattr(self, "run", ""), log.table, log._table)
             staged = None if staging is None else self._stage(staging, rows, fence)
             if staged is not None:
                 return self.hand_over(unit, staged, fence)

@@ -32,6 +32,7 @@ from ._ray_table import (
     fence_group,
     old_enough,
     settle_recorded,
+    staging_table,
     warn_orphans_left,
     without_secrets,
 )
@@ -619,7 +620,15 @@ class LanceDatasink(TableDatasink):
         readers never see them."""
         import lance
 
-        if _dataset(self.uri, self._storage_options) is None:
+        if self.hands_units_over():
+            dataset = staging_table(
+                getattr(self, "run", ""),
+                self.uri,
+                lambda: _dataset(self.uri, self._storage_options),
+            )
+        else:
+            dataset = _dataset(self.uri, self._storage_options)
+        if dataset is None:
             fence(_CREATE_LEDGER)
             try:
                 created = lance.write_dataset(
@@ -642,7 +651,10 @@ class LanceDatasink(TableDatasink):
                 logger.info("cairn: %s was created meanwhile; appending", self.uri)
         transaction = lance.fragment.write_fragments(
             rows,
-            self.uri,
+            # The dataset as staging loaded it, not opened again (its
+            # manifest lists every fragment); the committer makes its own
+            # transaction on the dataset it commits to.
+            dataset if dataset is not None and self.hands_units_over() else self.uri,
             mode="append",
             return_transaction=True,
             storage_options=self._storage_options,
