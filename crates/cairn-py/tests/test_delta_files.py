@@ -13,6 +13,7 @@ through deltalake's writer, each unit a commit of its own. Runs in the
 Ray virtualenv (scripts/test.sh); elsewhere the tests show as skipped."""
 
 import datetime
+import decimal
 import json
 import os
 import tempfile
@@ -41,7 +42,7 @@ SCHEMA = pa.schema(
         ("flag", pa.bool_()),
         ("at", pa.timestamp("us", tz="UTC")),
         ("local", pa.timestamp("us")),
-        ("price", pa.decimal128(12, 3)),
+        ("price", pa.decimal128(24, 6)),
     ]
 )
 
@@ -57,10 +58,13 @@ STAMPS = st.one_of(
         lambda at: at.replace(microsecond=at.microsecond // 1000 * 1000)
     ),
 )
-#: Decimals of the column's scale (12 digits: a double holds each; the
-#: row count alone for more digits is in the edge cases).
-PRICES = st.decimals(
-    min_value=-(10**9) + 1, max_value=10**9 - 1, places=3, allow_nan=False, allow_infinity=False
+#: Decimals of the column's scale: prices, values below 1e-4 and from
+#: 1e16 (which Python writes in exponent form), each one a double holds
+#: (more digits give the row count alone: the edge cases).
+PRICES = st.one_of(
+    st.decimals(min_value=-(10**9), max_value=10**9, places=3),
+    st.decimals(min_value="-0.0001", max_value="0.0001", places=6),
+    st.sampled_from([10**16, -(10**16), 2**53, 3 * 10**17]).map(decimal.Decimal),
 )
 
 DAYS = st.dates(min_value=datetime.date(1970, 1, 1), max_value=datetime.date(2100, 1, 1))
@@ -89,7 +93,7 @@ def unit_rows(draw, first_uid, schema):
                 column(STAMPS.map(lambda at: at.replace(tzinfo=UTC))), pa.timestamp("us", tz="UTC")
             ),
             "local": pa.array(column(STAMPS), pa.timestamp("us")),
-            "price": pa.array(column(PRICES), pa.decimal128(12, 3)),
+            "price": pa.array(column(PRICES), pa.decimal128(24, 6)),
             "blob": pa.array(column(st.binary(max_size=4)), pa.binary()),
         },
     ).select(schema.names)
@@ -128,7 +132,7 @@ def sql_literal(column, value):
     if column == "local":
         return f"TIMESTAMP '{value.isoformat()}'"
     if column == "price":
-        return f"CAST('{value}' AS DECIMAL(12, 3))"
+        return f"CAST('{value:f}' AS DECIMAL(24, 6))"
     return None  # strings, floats, booleans: the pyarrow dataset's filters only
 
 
@@ -398,6 +402,13 @@ def test_statistics_at_the_edges(tmp_path):
     assert (stats["minValues"]["price"], stats["maxValues"]["price"]) == (-12.5, 0.3)
     wide = pa.table({"price": pa.array([Decimal("1.0000000000000000001")], pa.decimal128(38, 19))})
     assert json.loads(file_stats(wide, ["price"])) == {"numRecords": 1}
+    # Positional digits, never an exponent (deltalake's reader takes
+    # ``1e-05`` for no bound).
+    tiny = pa.table(
+        {"price": pa.array([Decimal("0.00001"), Decimal("1E+16")], pa.decimal128(24, 5))}
+    )
+    text = file_stats(tiny, ["price"])
+    assert '"price": 0.00001' in text and '"price": 10000000000000000.00000' in text, text
     # A nested column among the indexed ones: no bounds can be told.
     nested = pa.schema([("uid", pa.int64()), ("tags", pa.list_(pa.string()))])
     assert stats_columns(nested, {}) is None
@@ -520,3 +531,67 @@ def test_a_table_reads_staged_files_as_they_are_only_when_their_columns_kept_the
     assert not reads_files_of(schema(("uid", "long", False), ("text", "string", False)), staged)
     # A non-null column made nullable: its files have no nulls to misread.
     assert reads_files_of(schema(("uid", "long", True), ("text", "string", True)), staged)
+
+
+def test_a_unit_staged_before_the_table_indexed_more_columns_is_not_committed(tmp_path):
+    """Statistics staged for the first column only; the table then
+    indexes two: a reader would take the second column of the staged file
+    for nulls and skip it for any filter on it, so the unit fails and its
+    file is deleted. Fewer columns indexed since is fine."""
+    uri = f"{tmp_path}/t"
+    rows = pa.table({"uid": pa.array([0], pa.int64()), "n": pa.array([7], pa.int64())})
+    deltalake.write_deltalake(uri, rows, configuration={"delta.dataSkippingNumIndexedCols": "1"})
+    sink = DeltaDatasink(uri)
+
+    def stage(uid):
+        rows = pa.table({"uid": pa.array([uid], pa.int64()), "n": pa.array([7], pa.int64())})
+        staged = sink._stage(sink.unit_log()._table(), rows, LetThrough())
+        assert staged is not None and staged.files[0].indexed == ["uid"], staged
+        return staged
+
+    staged = stage(1)
+    table = deltalake.DeltaTable(uri)
+    table.alter.set_table_properties({"delta.dataSkippingNumIndexedCols": "2"})
+    outcomes = sink.group_commit().commit_batch([Submission("narrow", staged)])
+    assert outcomes["narrow"][0] == "failed" and "indexes columns" in outcomes["narrow"][1]
+    assert not any(os.path.exists(f"{uri}/{name}") for name in staged.paths)
+
+    deltalake.DeltaTable(uri).alter.set_table_properties({"delta.dataSkippingNumIndexedCols": "1"})
+    staged = stage(2)
+    deltalake.DeltaTable(uri).alter.set_table_properties({"delta.dataSkippingNumIndexedCols": "0"})
+    outcomes = sink.group_commit().commit_batch([Submission("wide", staged)])
+    assert outcomes == {"wide": (COMMITTED, "")}, outcomes
+    read = deltalake.DeltaTable(uri).to_pyarrow_table(filters=[("n", "=", 7)])
+    assert sorted(read["uid"].to_pylist()) == [0, 2]
+
+
+def test_staging_loads_a_table_once_a_run_and_a_while(monkeypatch):
+    """A write task's process loads the table it stages against once per
+    run and at most STAGING_SECONDS: another run loads its own; a table
+    not there yet is asked again; loads past their time are let go."""
+    from cairn import _ray_table
+
+    loads = []
+
+    def load(value):
+        def loaded():
+            loads.append(value)
+            return value
+
+        return loaded
+
+    monkeypatch.setattr(_ray_table, "_STAGING", {})
+    now = [1000.0]
+    monkeypatch.setattr(_ray_table.time, "monotonic", lambda: now[0])
+    assert _ray_table.staging_table("run-a", "t", load("a1")) == "a1"
+    assert _ray_table.staging_table("run-a", "t", load("a2")) == "a1"
+    assert _ray_table.staging_table("run-b", "t", load("b1")) == "b1"
+    assert _ray_table.staging_table("", "t", load("c")) == "c"
+    assert _ray_table.staging_table("", "t", load("d")) == "d"
+    assert _ray_table.staging_table("run-a", "none", load(None)) is None
+    assert _ray_table.staging_table("run-a", "none", load(None)) is None
+    assert loads == ["a1", "b1", "c", "d", None, None]
+    now[0] += _ray_table.STAGING_SECONDS
+    assert _ray_table.staging_table("run-a", "t", load("a3")) == "a3"
+    # run-b's load is past its time: let go.
+    assert set(_ray_table._STAGING) == {("run-a", "t")}

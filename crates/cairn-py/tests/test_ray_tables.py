@@ -1023,6 +1023,32 @@ def assert_the_checkpoint_holds_the_tables_ids(table_format, root, retried, out)
     )
 
 
+def test_lance_fragments_staged_before_the_dataset_changed_schema_are_not_committed(tmp_path):
+    """A unit's fragments written in the dataset's schema; the dataset is
+    then overwritten with another schema: the group commit refuses the
+    unit (Lance would take the fragments and fail every read after) and
+    deletes its files; the dataset reads as the overwrite left it."""
+    import lance
+    import pyarrow.fs as pafs
+    from cairn._ray_committer import Submission
+    from cairn._ray_lance import _file_names, _GroupCommit, _Staged
+
+    uri = f"{tmp_path}/d"
+    lance.write_dataset(pa.table({"uid": pa.array([0], pa.int64()), "text": ["a"]}), uri)
+    dataset = lance.dataset(uri)
+    rows = pa.table({"uid": pa.array([1], pa.int64()), "text": ["b"]})
+    written = lance.fragment.write_fragments(rows, dataset, mode="append", return_transaction=True)
+    staged = _Staged(list(written.operation.fragments), None, dataset.schema)
+    files = [f"{uri}/data/{name}" for name in _file_names(staged.fragments)]
+    assert files and all(os.path.exists(f) for f in files)
+    lance.write_dataset(pa.table({"uid": ["x"]}), uri, mode="overwrite")
+    group = _GroupCommit(uri, None, 1, pafs.LocalFileSystem(), uri)
+    outcomes = group.commit_batch([Submission("stale", staged)])
+    assert outcomes["stale"][0] == "failed" and "schema" in outcomes["stale"][1], outcomes
+    assert not any(os.path.exists(f) for f in files), files
+    assert lance.dataset(uri).to_table()["uid"].to_pylist() == ["x"]
+
+
 def test_a_task_run_again_inside_its_attempt_commits_once(tmp_path):
     """Ray Data's `retried_map_errors` runs a map task's chain again inside
     the same Ray attempt (attempt number 0) when it raises: a unit whose

@@ -27,6 +27,7 @@ from ._ray_delta_files import (
     StagedFile,
     fitted,
     reads_files_of,
+    stats_hold,
     why_not_staged,
     write_staged,
 )
@@ -438,16 +439,28 @@ class _GroupCommit:
             return outcomes
         changed = why_not_staged(table, None)
         schema = table.schema().to_json()
+        arrow_schema = pa.schema(table.schema().to_arrow())
+        configuration = dict(table.metadata().configuration or {})
         fitting = []
         for submission in live:
-            staged = submission.payload.schema
-            if changed is None and (not staged or reads_files_of(schema, staged)):
+            staged = submission.payload
+            why = changed
+            if why is None and staged.schema and not reads_files_of(schema, staged.schema):
+                why = "its schema no longer reads the unit's files as they are"
+            written = (
+                [f["name"] for f in json.loads(staged.schema)["fields"]] if staged.schema else []
+            )
+            if why is None and not all(
+                stats_hold(f, written, arrow_schema, configuration) for f in staged.files
+            ):
+                why = "it indexes columns the unit's file statistics do not cover"
+            if why is None:
                 fitting.append(submission)
                 continue
             # Changed since the unit was staged (a constraint or a feature
-            # added, a column's type changed): no commit of these files;
-            # the run again writes the unit through deltalake's writer.
-            why = changed or "its schema no longer reads the unit's files as they are"
+            # added, a column's type changed, more columns indexed): no
+            # commit of these files; the run again writes the unit as the
+            # table is then.
             outcomes[submission.unit] = (
                 FAILED,
                 f"the Delta table {log.table} changed while the job ran: {why}",
@@ -547,7 +560,7 @@ class DeltaDatasink(TableDatasink):
 
     Group commits as ``IcebergDatasink``'s (the same three settings): each
     write task writes its unit's rows as a Parquet file in the table's
-    directory (with Delta's file statistics, exact, or the row count alone:
+    directory (with Delta's file statistics, or the row count alone:
     docs/python.md) and hands it to
     the job's committer, which commits the units it holds in one Delta
     transaction holding an application transaction per unit. A unit goes

@@ -49,6 +49,9 @@ class StagedFile:
     size: int
     modification_time: int
     stats: str
+    #: The columns the statistics give bounds and null counts for (None:
+    #: the row count alone).
+    indexed: Optional[List[str]] = None
 
     def add_action(self) -> Any:
         """deltalake's ``AddAction`` of the file (no partition values)."""
@@ -230,15 +233,34 @@ def _timestamp_bounds(column: pa.ChunkedArray) -> Optional[tuple]:
     return tuple(at.isoformat("T", "milliseconds") + "Z" for at in (low_at, high_at))
 
 
+@dataclasses.dataclass(frozen=True)
+class _Number:
+    """A JSON number written as this text: a decimal's digits as they are
+    (Python's JSON writes a float in exponent form, ``1e-05``, which
+    deltalake's reader takes for no bound)."""
+
+    text: str
+
+
 def _decimal_bounds(column: pa.ChunkedArray) -> Optional[tuple]:
-    """A decimal column's exact bounds as JSON numbers (as deltalake's
-    writer writes them), or None when a bound has more digits than a
-    double holds (its JSON text would not be the decimal's value)."""
+    """A decimal column's exact bounds as JSON numbers in positional form
+    (``0.00001``, as deltalake's writer writes them), or None when a bound
+    has more digits than a double holds (readers parse the number as one:
+    its value would not be the decimal's)."""
     bounds = pc.min_max(column)
     values = (bounds["min"].as_py(), bounds["max"].as_py())
     if any(Decimal(repr(float(value))) != value for value in values):
         return None
-    return tuple(float(value) for value in values)
+    return tuple(_Number(format(value, "f")) for value in values)
+
+
+def _json(value: Any) -> str:
+    """``value`` as JSON, a :class:`_Number` as its text."""
+    if isinstance(value, _Number):
+        return value.text
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{json.dumps(k)}: {_json(v)}" for k, v in value.items()) + "}"
+    return json.dumps(value)
 
 
 def _bounds(column: pa.ChunkedArray) -> Optional[tuple]:
@@ -282,8 +304,9 @@ def _bounds(column: pa.ChunkedArray) -> Optional[tuple]:
 def file_stats(rows: pa.Table, columns: Optional[List[str]]) -> str:
     """Delta's statistics of a file of ``rows`` (JSON), computed from the
     rows: the row count, and for ``columns`` (:func:`stats_columns`) the
-    null counts and exact min and max (:func:`_bounds`), or the row count
-    alone when one of them has values without bounds. All or nothing:
+    null counts and min and max (:func:`_bounds`: exact, timestamps
+    widened to whole milliseconds), or the row count alone when one of
+    them has values without bounds. All or nothing:
     deltalake's reader takes a column missing from a file's bounds for a
     column of nulls and skips the file for any filter on it; a file with
     no bounds at all it reads for every filter."""
@@ -302,7 +325,23 @@ def file_stats(rows: pa.Table, columns: Optional[List[str]]) -> str:
         if bounds is None:
             return json.dumps(count)
         low[name], high[name] = bounds
-    return json.dumps({**count, "minValues": low, "maxValues": high, "nullCount": nulls})
+    return _json({**count, "minValues": low, "maxValues": high, "nullCount": nulls})
+
+
+def stats_hold(
+    staged: StagedFile, written: List[str], schema: pa.Schema, configuration: Dict[str, Any]
+) -> bool:
+    """Whether a staged file's statistics still serve the table's readers
+    under its current ``schema`` and settings: they give the row count
+    alone (read for every filter), or bounds for every column the table
+    now indexes that the file has (``written``, its columns: a reader
+    takes an indexed column without bounds for one of nulls and skips the
+    file for any filter on it, which is right for a column added since,
+    and wrong for one of the file's)."""
+    if staged.indexed is None:
+        return True
+    now = stats_columns(schema, configuration)
+    return now is not None and set(now) & set(written) <= set(staged.indexed)
 
 
 def write_staged(
@@ -312,9 +351,12 @@ def write_staged(
     in the table's directory (``table_path`` on the pyarrow
     ``filesystem``) under a new name no commit names yet."""
     # The statistics first: nothing is written for rows they fail on.
-    stats = file_stats(rows, stats_columns(rows.schema, configuration))
+    indexed = stats_columns(rows.schema, configuration)
+    stats = file_stats(rows, indexed)
+    if "nullCount" not in json.loads(stats):
+        indexed = None
     name = f"part-00000-{uuid.uuid4()}-c000.snappy.parquet"
     with filesystem.open_output_stream(f"{table_path.rstrip('/')}/{name}") as out:
         pq.write_table(rows, out, compression="snappy")
         size = out.tell()
-    return StagedFile(name, size, int(time.time() * 1000), stats)
+    return StagedFile(name, size, int(time.time() * 1000), stats, indexed)

@@ -14,6 +14,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 import pyarrow as pa
 
 from ._ray_committer import (
+    FAILED,
     DEFAULT_COMMIT_INTERVAL_SECONDS,
     DEFAULT_COMMIT_TIMEOUT_SECONDS,
     DEFAULT_MAX_UNITS_PER_COMMIT,
@@ -424,6 +425,9 @@ class _Staged:
 
     fragments: List[Any]
     fence: UnitFence
+    #: The dataset's schema the fragments were written in (None: not
+    #: known, the dataset was created meanwhile).
+    schema: Optional[pa.Schema] = None
 
 
 @dataclasses.dataclass
@@ -482,6 +486,7 @@ class _GroupCommit:
         if dataset is None:
             raise FileNotFoundError(f"no Lance dataset at {without_secrets(self.uri)}")
         live = self._not_recorded(dataset, list(batch), outcomes)
+        live = self._still_fitting(dataset, live, outcomes)
         if not live:
             return outcomes
         base = dataset.version
@@ -505,6 +510,28 @@ class _GroupCommit:
             [(s, entries[s.unit], None) for s in fenced], outcomes, self._log().table
         )
         return outcomes
+
+    def _still_fitting(
+        self, dataset: Any, live: List[Submission], outcomes: Dict[str, Tuple[str, str]]
+    ) -> List[Submission]:
+        """The units whose fragments were written in the dataset's schema
+        as it is now; the others fail and their files are deleted (the
+        dataset was overwritten with, or altered to, another schema since
+        they were staged: Lance would take the fragments and fail every
+        read after). The run again writes them as the dataset is then."""
+        fitting = []
+        for submission in live:
+            staged = submission.payload.schema
+            if staged is None or staged.equals(dataset.schema, check_metadata=False):
+                fitting.append(submission)
+                continue
+            outcomes[submission.unit] = (
+                FAILED,
+                f"the Lance dataset {without_secrets(self.uri)} changed while the job ran: its "
+                "schema is no longer the one the unit's fragments were written in",
+            )
+            self.discard(submission.payload)
+        return fitting
 
     def _not_recorded(
         self, dataset: Any, live: List[Submission], outcomes: Dict[str, Tuple[str, str]]
@@ -660,7 +687,8 @@ class LanceDatasink(TableDatasink):
             storage_options=self._storage_options,
         )
         if self.hands_units_over():
-            staged = _Staged(list(transaction.operation.fragments), fence)
+            schema = dataset.schema if dataset is not None else None
+            staged = _Staged(list(transaction.operation.fragments), fence, schema)
             return self.hand_over(unit, staged, fence)
         transaction = dataclasses.replace(transaction, transaction_properties={UNIT_PROPERTY: unit})
         crash_point("table-before-commit", unit)

@@ -352,6 +352,10 @@ def staging_table(run: str, table: str, load: Callable[[], Any]) -> Any:
         return load()
     key = (run, table)
     now = time.monotonic()
+    # Tables of earlier runs and loads past their time are let go (a
+    # Delta table holds its list of files).
+    for old in [k for k, (when, _) in _STAGING.items() if now - when >= STAGING_SECONDS]:
+        del _STAGING[old]
     cached = _STAGING.get(key)
     if cached is not None and now - cached[0] < STAGING_SECONDS:
         return cached[1]
