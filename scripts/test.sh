@@ -7,8 +7,8 @@
 #                conformance suite on memory, file, Garage and moto), the
 #                lifecycle example, then the tests that need the servers;
 #   Python lane: the dev wheel built and installed, then the package's
-#                fsspec and pyarrow tests (its output printed when both
-#                lanes are done);
+#                fsspec and pyarrow tests and the table sinks' tests that
+#                start no Ray (its output printed when both lanes are done);
 # then the Ray Data 2.60 tests and Ray's metrics test, alone: a Ray node
 # starting on a machine loaded by the Rust tests can miss Ray's fixed 30 s
 # to register.
@@ -54,7 +54,8 @@ phase_done "cargo test --workspace --no-run (the build)"
 
 # The Python lane, in the background: one wheel (scripts/wheel.sh --dev),
 # installed into the tools' virtualenv (fsspec's own abstract tests on
-# memory, local disk and Garage; pyarrow; pickling), into the Ray
+# memory, local disk and Garage; pyarrow; pickling; then, in the Ray
+# virtualenv, the table sinks' tests that start no Ray), into the Ray
 # virtualenv (Ray Data 2.60 on a local cluster: tests/test_ray*.py) and into
 # the ray[default] one (Ray's metrics: tests/test_ray_metrics.py). Cargo
 # holds its build lock only while compiling, so the wheel's build runs

@@ -17,6 +17,7 @@ import decimal
 import json
 import os
 import tempfile
+import types
 
 import pytest
 
@@ -467,8 +468,8 @@ def test_a_unit_the_committer_committed_is_not_written_again_by_its_retry(tmp_pa
 def test_a_unit_staged_before_the_tables_schema_changed_is_committed_only_if_it_reads_as_is(
     tmp_path,
 ):
-    """A column added to the table after a unit was staged (nullable): its
-    file is committed and reads nulls there. A column whose type changed
+    """Columns added to the table after a unit was staged (nullable, one
+    of them nested): its file is committed and reads nulls there. A column whose type changed
     (the table overwritten with a new schema): the unit fails, its staged
     file deleted, the table as the overwrite left it."""
     uri = f"{tmp_path}/t"
@@ -481,18 +482,21 @@ def test_a_unit_staged_before_the_tables_schema_changed_is_committed_only_if_it_
         return staged
 
     staged = stage(pa.table({"uid": pa.array([1], pa.int64())}))
-    wider = pa.table({"uid": pa.array([2], pa.int64()), "note": ["n"]})
+    assert staged.files[0].indexed == ["uid"]
+    # A nested column among the indexed ones now: no count of the table's
+    # indexed columns can be told, but none of the file's is affected.
+    wider = pa.table({"uid": pa.array([2], pa.int64()), "note": ["n"], "tags": [["t"]]})
     deltalake.write_deltalake(uri, wider, mode="append", schema_mode="merge")
     outcomes = sink.group_commit().commit_batch([Submission("early", staged)])
     assert outcomes == {"early": (COMMITTED, "")}, outcomes
     read = deltalake.DeltaTable(uri).to_pyarrow_table().sort_by("uid").to_pylist()
     assert read == [
-        {"uid": 0, "note": None},
-        {"uid": 1, "note": None},
-        {"uid": 2, "note": "n"},
+        {"uid": 0, "note": None, "tags": None},
+        {"uid": 1, "note": None, "tags": None},
+        {"uid": 2, "note": "n", "tags": ["t"]},
     ]
 
-    staged = stage(pa.table({"uid": pa.array([3], pa.int64()), "note": ["m"]}))
+    staged = stage(pa.table({"uid": pa.array([3], pa.int64()), "note": ["m"], "tags": [["u"]]}))
     other = pa.table({"uid": pa.array(["x"], pa.string())})
     deltalake.write_deltalake(uri, other, mode="overwrite", schema_mode="overwrite")
     outcomes = sink.group_commit().commit_batch([Submission("stale", staged)])
@@ -561,8 +565,16 @@ def test_a_unit_staged_before_the_table_indexed_more_columns_is_not_committed(tm
     deltalake.DeltaTable(uri).alter.set_table_properties({"delta.dataSkippingNumIndexedCols": "0"})
     outcomes = sink.group_commit().commit_batch([Submission("wide", staged)])
     assert outcomes == {"wide": (COMMITTED, "")}, outcomes
+    # Named columns: one the file has not (added since) is no matter.
+    deltalake.DeltaTable(uri).alter.set_table_properties({"delta.dataSkippingStatsColumns": "uid"})
+    staged = stage(3)
+    deltalake.DeltaTable(uri).alter.set_table_properties(
+        {"delta.dataSkippingStatsColumns": "uid,later"}
+    )
+    outcomes = sink.group_commit().commit_batch([Submission("named", staged)])
+    assert outcomes == {"named": (COMMITTED, "")}, outcomes
     read = deltalake.DeltaTable(uri).to_pyarrow_table(filters=[("n", "=", 7)])
-    assert sorted(read["uid"].to_pylist()) == [0, 2]
+    assert sorted(read["uid"].to_pylist()) == [0, 2, 3]
 
 
 def test_staging_loads_a_table_once_a_run_and_a_while(monkeypatch):
@@ -582,7 +594,7 @@ def test_staging_loads_a_table_once_a_run_and_a_while(monkeypatch):
 
     monkeypatch.setattr(_ray_table, "_STAGING", {})
     now = [1000.0]
-    monkeypatch.setattr(_ray_table.time, "monotonic", lambda: now[0])
+    monkeypatch.setattr(_ray_table, "time", types.SimpleNamespace(monotonic=lambda: now[0]))
     assert _ray_table.staging_table("run-a", "t", load("a1")) == "a1"
     assert _ray_table.staging_table("run-a", "t", load("a2")) == "a1"
     assert _ray_table.staging_table("run-b", "t", load("b1")) == "b1"

@@ -340,8 +340,24 @@ def stats_hold(
     and wrong for one of the file's)."""
     if staged.indexed is None:
         return True
-    now = stats_columns(schema, configuration)
-    return now is not None and set(now) & set(written) <= set(staged.indexed)
+    # The file's own columns, in the table's order: a column added since
+    # (Delta appends it, maybe nested) is not in the file, and a reader
+    # taking it for nulls there is right. Leaving the others out can only
+    # make more of the file's columns count as indexed: never fewer.
+    kept = set(written)
+    own = pa.schema([field for field in schema if field.name in kept])
+    named = configuration.get("delta.dataSkippingStatsColumns")
+    if named:
+        wanted = [name.strip().strip("`") for name in named.split(",") if name.strip()]
+        # A name whose column is not in the file (one added since) is
+        # no column of the file's; a nested or unknown one of the file's
+        # stays, and then nothing can be told (refused).
+        mine = [name for name in wanted if name.split(".")[0] in kept]
+        if not mine:
+            return True
+        configuration = {**configuration, "delta.dataSkippingStatsColumns": ",".join(mine)}
+    now = stats_columns(own, configuration)
+    return now is not None and set(now) <= set(staged.indexed)
 
 
 def write_staged(
