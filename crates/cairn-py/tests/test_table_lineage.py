@@ -429,7 +429,7 @@ FORMATS = {"delta": Delta, "iceberg": Iceberg, "lance": Lance}
 @settings(
     max_examples=int(os.environ.get("CAIRN_LINEAGE_EXAMPLES", "40")),
     deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture],
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(steps=st.lists(STEPS, min_size=1, max_size=8))
 def test_a_unit_is_recorded_exactly_when_the_table_holds_its_rows(table_format, steps):
