@@ -185,7 +185,21 @@ fn simultaneous_starts(place: &Place, starts: usize, rounds: usize) {
                 "round {round}: a refused run must say why: {message}"
             );
         }
-        assert_eq!(writers, 1, "round {round}: exactly one run writes");
+        // Each run's exit and the end of what it said, for a failure.
+        let runs: Vec<String> = outputs
+            .iter()
+            .map(|o| {
+                let said = text(o);
+                let tail = &said[said.floor_char_boundary(said.len().saturating_sub(600))..];
+                format!("{:?}: ...{tail}", o.status.code())
+            })
+            .collect();
+        assert_eq!(
+            writers,
+            1,
+            "round {round}: exactly one run writes; the runs:\n{}",
+            runs.join("\n---\n")
+        );
         place.assert_exactly_once("in", &format!("out{round}"));
     }
 }
