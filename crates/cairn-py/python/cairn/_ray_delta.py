@@ -16,7 +16,6 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 import pyarrow as pa
 
 from ._ray_committer import (
-    FAILED,
     DEFAULT_COMMIT_INTERVAL_SECONDS,
     DEFAULT_COMMIT_TIMEOUT_SECONDS,
     DEFAULT_MAX_UNITS_PER_COMMIT,
@@ -43,6 +42,7 @@ from ._ray_table import (
     entry_files,
     fence_group,
     old_enough,
+    refuse_unfitting,
     settle_recorded,
     staging_table,
     warn_orphans_left,
@@ -438,11 +438,13 @@ class _GroupCommit:
         if not live:
             return outcomes
         changed = why_not_staged(table, None)
-        schema = table.schema().to_json()
-        arrow_schema = pa.schema(table.schema().to_arrow())
+        current = table.schema()
+        schema, arrow_schema = current.to_json(), pa.schema(current.to_arrow())
         configuration = dict(table.metadata().configuration or {})
-        fitting = []
-        for submission in live:
+
+        def why_not(submission: Submission) -> Optional[str]:
+            # Changed since the unit was staged (a constraint or a feature
+            # added, a column's type changed, more columns indexed).
             staged = submission.payload
             why = changed
             if why is None and staged.schema and not reads_files_of(schema, staged.schema):
@@ -454,19 +456,13 @@ class _GroupCommit:
                 stats_hold(f, written, arrow_schema, configuration) for f in staged.files
             ):
                 why = "it indexes columns the unit's file statistics do not cover"
-            if why is None:
-                fitting.append(submission)
-                continue
-            # Changed since the unit was staged (a constraint or a feature
-            # added, a column's type changed, more columns indexed): no
-            # commit of these files; the run again writes the unit as the
-            # table is then.
-            outcomes[submission.unit] = (
-                FAILED,
-                f"the Delta table {log.table} changed while the job ran: {why}",
+            return (
+                None
+                if why is None
+                else f"the Delta table {log.table} changed while the job ran: {why}"
             )
-            self.discard(submission.payload)
-        live = fitting
+
+        live = refuse_unfitting(live, outcomes, self.discard, why_not)
         if not live:
             return outcomes
         entries = {s.unit: _files_ledger(s.payload.paths, table.version()) for s in live}
@@ -660,7 +656,7 @@ class DeltaDatasink(TableDatasink):
 
         log = self.unit_log()
         if self.hands_units_over():
-            staging = staging_table(getattr(self, "run", ""), log.table, log._table)
+            staging = staging_table(self.run, log.table, log._table)
             staged = None if staging is None else self._stage(staging, rows, fence)
             if staged is not None:
                 return self.hand_over(unit, staged, fence)

@@ -15,7 +15,7 @@ import time
 import uuid
 from decimal import Decimal
 from fractions import Fraction
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -310,9 +310,15 @@ def file_stats(rows: pa.Table, columns: Optional[List[str]]) -> str:
     deltalake's reader takes a column missing from a file's bounds for a
     column of nulls and skips the file for any filter on it; a file with
     no bounds at all it reads for every filter."""
+    return _statistics(rows, columns)[0]
+
+
+def _statistics(rows: pa.Table, columns: Optional[List[str]]) -> Tuple[str, Optional[List[str]]]:
+    """:func:`file_stats`, and the columns it gives bounds and null counts
+    for (None: the row count alone)."""
     count = {"numRecords": rows.num_rows}
     if columns is None:
-        return json.dumps(count)
+        return json.dumps(count), None
     low: Dict[str, Any] = {}
     high: Dict[str, Any] = {}
     nulls: Dict[str, int] = {}
@@ -323,9 +329,10 @@ def file_stats(rows: pa.Table, columns: Optional[List[str]]) -> str:
             continue  # only nulls: no bounds, as Delta writes it
         bounds = _bounds(column)
         if bounds is None:
-            return json.dumps(count)
+            return json.dumps(count), None
         low[name], high[name] = bounds
-    return _json({**count, "minValues": low, "maxValues": high, "nullCount": nulls})
+    stats = _json({**count, "minValues": low, "maxValues": high, "nullCount": nulls})
+    return stats, columns
 
 
 def stats_hold(
@@ -367,10 +374,7 @@ def write_staged(
     in the table's directory (``table_path`` on the pyarrow
     ``filesystem``) under a new name no commit names yet."""
     # The statistics first: nothing is written for rows they fail on.
-    indexed = stats_columns(rows.schema, configuration)
-    stats = file_stats(rows, indexed)
-    if "nullCount" not in json.loads(stats):
-        indexed = None
+    stats, indexed = _statistics(rows, stats_columns(rows.schema, configuration))
     name = f"part-00000-{uuid.uuid4()}-c000.snappy.parquet"
     with filesystem.open_output_stream(f"{table_path.rstrip('/')}/{name}") as out:
         pq.write_table(rows, out, compression="snappy")

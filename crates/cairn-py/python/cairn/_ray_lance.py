@@ -14,7 +14,6 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 import pyarrow as pa
 
 from ._ray_committer import (
-    FAILED,
     DEFAULT_COMMIT_INTERVAL_SECONDS,
     DEFAULT_COMMIT_TIMEOUT_SECONDS,
     DEFAULT_MAX_UNITS_PER_COMMIT,
@@ -32,6 +31,7 @@ from ._ray_table import (
     entry_files,
     fence_group,
     old_enough,
+    refuse_unfitting,
     settle_recorded,
     staging_table,
     warn_orphans_left,
@@ -486,7 +486,20 @@ class _GroupCommit:
         if dataset is None:
             raise FileNotFoundError(f"no Lance dataset at {without_secrets(self.uri)}")
         live = self._not_recorded(dataset, list(batch), outcomes)
-        live = self._still_fitting(dataset, live, outcomes)
+
+        def why_not(submission: Submission) -> Optional[str]:
+            # Overwritten with, or altered to, another schema since the
+            # unit was staged: Lance would take the fragments and fail
+            # every read after.
+            staged = submission.payload.schema
+            if staged is None or staged.equals(dataset.schema, check_metadata=False):
+                return None
+            return (
+                f"the Lance dataset {without_secrets(self.uri)} changed while the job ran: its "
+                "schema is no longer the one the unit's fragments were written in"
+            )
+
+        live = refuse_unfitting(live, outcomes, self.discard, why_not)
         if not live:
             return outcomes
         base = dataset.version
@@ -510,28 +523,6 @@ class _GroupCommit:
             [(s, entries[s.unit], None) for s in fenced], outcomes, self._log().table
         )
         return outcomes
-
-    def _still_fitting(
-        self, dataset: Any, live: List[Submission], outcomes: Dict[str, Tuple[str, str]]
-    ) -> List[Submission]:
-        """The units whose fragments were written in the dataset's schema
-        as it is now; the others fail and their files are deleted (the
-        dataset was overwritten with, or altered to, another schema since
-        they were staged: Lance would take the fragments and fail every
-        read after). The run again writes them as the dataset is then."""
-        fitting = []
-        for submission in live:
-            staged = submission.payload.schema
-            if staged is None or staged.equals(dataset.schema, check_metadata=False):
-                fitting.append(submission)
-                continue
-            outcomes[submission.unit] = (
-                FAILED,
-                f"the Lance dataset {without_secrets(self.uri)} changed while the job ran: its "
-                "schema is no longer the one the unit's fragments were written in",
-            )
-            self.discard(submission.payload)
-        return fitting
 
     def _not_recorded(
         self, dataset: Any, live: List[Submission], outcomes: Dict[str, Tuple[str, str]]
@@ -649,9 +640,7 @@ class LanceDatasink(TableDatasink):
 
         if self.hands_units_over():
             dataset = staging_table(
-                getattr(self, "run", ""),
-                self.uri,
-                lambda: _dataset(self.uri, self._storage_options),
+                self.run, self.uri, lambda: _dataset(self.uri, self._storage_options)
             )
         else:
             dataset = _dataset(self.uri, self._storage_options)
@@ -678,10 +667,10 @@ class LanceDatasink(TableDatasink):
                 logger.info("cairn: %s was created meanwhile; appending", self.uri)
         transaction = lance.fragment.write_fragments(
             rows,
-            # The dataset as staging loaded it, not opened again (its
-            # manifest lists every fragment); the committer makes its own
+            # The dataset opened above, not opened again (its manifest
+            # lists every fragment); a group's committer makes its own
             # transaction on the dataset it commits to.
-            dataset if dataset is not None and self.hands_units_over() else self.uri,
+            dataset if dataset is not None else self.uri,
             mode="append",
             return_transaction=True,
             storage_options=self._storage_options,

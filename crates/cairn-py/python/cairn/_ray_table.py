@@ -552,6 +552,27 @@ def fence_group(
     return fenced
 
 
+def refuse_unfitting(
+    live: List[Submission],
+    outcomes: Dict[str, Tuple[str, str]],
+    discard: Callable[[Any], None],
+    why_not: Callable[[Submission], Optional[str]],
+) -> List[Submission]:
+    """The submissions whose staged files the table still takes as they
+    are (``why_not`` gives None); each other one fails with its reason
+    (the table changed while the job ran) and its staged files are
+    discarded: the run again writes its unit as the table is then."""
+    fitting = []
+    for submission in live:
+        why = why_not(submission)
+        if why is None:
+            fitting.append(submission)
+            continue
+        outcomes[submission.unit] = (FAILED, why)
+        discard(submission.payload)
+    return fitting
+
+
 def held_by_earlier_commits(log: Any, submissions: List[Submission]) -> Dict[str, str]:
     """The units of ``submissions`` (those the table's history does not
     record) whose pending record carries a ledger entry that finds their
@@ -656,6 +677,11 @@ class TableDatasink(FileDatasink):
     committer where the write starts, waits for its last commit before the
     checkpoint is ended, and stops it."""
 
+    #: The run this sink writes (set by :meth:`on_write_start`; empty
+    #: outside a job's write), which the write tasks' staging cache is
+    #: keyed by (:func:`staging_table`).
+    run: str = ""
+
     #: At most this many units in one table commit (1: each task commits
     #: its own unit); set by :meth:`init_group_commits`.
     _max_units_per_commit = 1
@@ -724,8 +750,6 @@ class TableDatasink(FileDatasink):
                     "manager rolls back a unit the table already holds, and its rows are written "
                     "twice. Use cairn.ray.checkpoint_config(...)"
                 )
-        #: This run, which the write tasks' staging cache is keyed by
-        #: (:func:`staging_table`).
         self.run = uuid.uuid4().hex
         super().on_write_start(schema)
         self._committer = None  # a sink used again names its new job's
