@@ -9,7 +9,8 @@
 #   Python lane: the dev wheel built and installed, then the package's
 #                fsspec and pyarrow tests and the table sinks' tests that
 #                start no Ray (its output printed when both lanes are done);
-# then the Ray Data 2.60 tests and Ray's metrics test, alone: a Ray node
+# then the Ray Data 2.60 tests (two pytest processes at once) and Ray's
+# metrics test, alone: a Ray node
 # starting on a machine loaded by the Rust tests can miss Ray's fixed 30 s
 # to register.
 #   scripts/test.sh [extra cargo test args]
@@ -91,16 +92,34 @@ python_lane() {
 # The Ray tests, once the Rust lane is done: a Ray node that cannot
 # register within Ray's fixed 30 s (its raylet starved by the Rust tests'
 # load) fails its test, so they get the machine to themselves (but for
-# CAIRN_TEST_ALONGSIDE's command, at the lowest priority).
-ray_tests() {
-  local tools="${CAIRN_TOOLS:-$HOME/.cache/cairn-tools}" status=0
+# CAIRN_TEST_ALONGSIDE's command, at the lowest priority). They run as two
+# pytest processes at once, each with its own shared Ray instance: one
+# alone left about 40% of the two cores idle while its jobs waited on
+# Ray's scheduling, kills and timeouts. The table sinks' files are one
+# stream, the rest the other (about the same time each).
+ray_stream() {
+  local tools="${CAIRN_TOOLS:-$HOME/.cache/cairn-tools}" name="$1"
+  shift
   # The skipping property test draws 300 cases here
   # (scripts/bench/skip_props.sh runs thousands).
-  (cd crates/cairn-py/tests && CAIRN_SKIP_PROP_EXAMPLES="${CAIRN_SKIP_PROP_EXAMPLES:-300}" \
-    "$tools/ray-venv/bin/python" -m pytest test_ray.py test_ray_read.py test_ray_shards.py \
-    test_ray_skip_props.py test_ray_sinks.py test_ray_tables.py test_ray_limits.py \
-    test_ray_upstream.py test_ray_writer.py test_pandas.py test_docs.py \
-    -q -p no:cacheprovider -rsxX --durations=15) || status=1
+  (cd crates/cairn-py/tests && CAIRN_TEST_RAY_STREAM="$name" \
+    CAIRN_SKIP_PROP_EXAMPLES="${CAIRN_SKIP_PROP_EXAMPLES:-300}" \
+    "$tools/ray-venv/bin/python" -m pytest "$@" -q -p no:cacheprovider -rsxX --durations=15) \
+    >"target/test-ray-$name.log" 2>&1
+}
+ray_tests() {
+  local tools="${CAIRN_TOOLS:-$HOME/.cache/cairn-tools}" status=0 tables=0 rest=0
+  ray_stream tables test_ray_tables.py test_ray_sinks.py test_ray_writer.py &
+  local tables_pid=$!
+  ray_stream rest test_ray.py test_ray_read.py test_ray_shards.py test_ray_skip_props.py \
+    test_ray_limits.py test_ray_upstream.py test_pandas.py test_docs.py || rest=1
+  wait "$tables_pid" || tables=1
+  for name in rest tables; do
+    echo
+    echo "---- Ray tests: $name ----"
+    cat "target/test-ray-$name.log"
+  done
+  [ "$rest" -eq 0 ] && [ "$tables" -eq 0 ] || status=1
   phase_done "Ray tests"
   # cairn's counts in Ray's metrics: Ray exports them only with ray[default].
   (cd crates/cairn-py/tests && "$tools/ray-metrics-venv/bin/python" -m pytest test_ray_metrics.py -q -p no:cacheprovider -rs) || status=1

@@ -31,11 +31,32 @@ IDLE_TITLES = (
 )
 
 
+#: Set by scripts/test.sh to a different value for each pytest process
+#: of Ray tests it runs at once; every process a test starts (its drivers,
+#: Ray instances and their workers) inherits it.
+STREAM_ENV = "CAIRN_TEST_RAY_STREAM"
+
+
+def _of_this_stream(pid: str) -> bool:
+    """Whether process `pid` belongs to this test process's stream (its
+    environment holds the same `STREAM_ENV`; always, without one)."""
+    stream = os.environ.get(STREAM_ENV)
+    if not stream:
+        return True
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            environment = f.read().split(b"\0")
+    except OSError:
+        return False
+    return f"{STREAM_ENV}={stream}".encode() in environment
+
+
 def ray_processes(title: bytes = b"ray::") -> list:
     """The pids of this machine's Ray worker processes whose title starts
     with `title` (Ray titles a worker's process `ray::<task or class>`;
     the state API needs Ray's dashboard), but those that run no task
-    (`IDLE_TITLES`)."""
+    (`IDLE_TITLES`) and those of another stream of tests running at the
+    same time (`STREAM_ENV`)."""
     pids = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -45,7 +66,7 @@ def ray_processes(title: bytes = b"ray::") -> list:
                 line = f.read()
         except OSError:
             continue
-        if line.startswith(title) and not line.startswith(IDLE_TITLES):
+        if line.startswith(title) and not line.startswith(IDLE_TITLES) and _of_this_stream(entry):
             pids.append(int(entry))
     return pids
 
