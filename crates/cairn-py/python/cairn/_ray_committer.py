@@ -535,6 +535,11 @@ def submit_to(
                     "handed to it"
                 ) from None
             # Ray restarts it (what it held is lost: the job's end says so).
+            # The committer that died may have fenced and committed the
+            # unit: the next one reads its records before committing it.
+            fence = getattr(payload, "fence", None)
+            if fence is not None:
+                fence.resent = True
             logger.warning(
                 "cairn: the committer of %s died (%s); unit %s is handed to it again once "
                 "Ray restarted it",

@@ -1,8 +1,13 @@
 """cairn's Apache Iceberg sink for Ray Data: the units waiting for their
-commit at the same time appended in one Iceberg snapshot whose summary
-records them (``cairn.units``: each unit and the write UUID that names its
-data files; a snapshot of a single unit, as cairn made them before, names
-it in ``cairn.unit``), the snapshot's ID their ledger entry; see
+commit at the same time appended in one Iceberg snapshot, each unit's
+ledger entry (written into its pending checkpoint record before the
+commit) naming that snapshot and the write UUID in its data files' names.
+The snapshot's summary says how many units it carries
+(``cairn.group-size``) and names none of them: every metadata file of a
+table repeats every snapshot's summary, so names there made a job's
+metadata grow with its units times its commits. Only a unit whose record
+can keep no entry is named (``cairn.units``: it and its write UUID), as a
+snapshot of a single unit names it (``cairn.unit``). See
 :mod:`cairn._ray_table` and :mod:`cairn._ray_committer`."""
 
 from __future__ import annotations
@@ -44,9 +49,14 @@ logger = logging.getLogger(__name__)
 #: one unit, as cairn made them with ``max_units_per_commit=1``).
 UNIT_PROPERTY = "cairn.unit"
 
-#: The snapshot-summary key of a group commit's units: a JSON object of
-#: each unit and the write UUID in its data files' names.
+#: The snapshot-summary key of the units of a group commit whose
+#: checkpoint record keeps no ledger entry (no checkpoint, or a task with
+#: more than one record): a JSON object of each unit and the write UUID in
+#: its data files' names.
 UNITS_PROPERTY = "cairn.units"
+
+#: The snapshot-summary key of how many units a group commit carries.
+GROUP_SIZE_PROPERTY = "cairn.group-size"
 
 #: Commits that lose the race to another unit's (the catalog's
 #: compare-and-swap of the metadata pointer) are retried this many times
@@ -58,19 +68,23 @@ DEFAULT_MAX_COMMIT_RETRIES = 100
 _ADDED = 1
 
 
-def _ledger(snapshot: Any) -> str:
-    """The ledger entry of a unit whose rows ``snapshot`` adds: its ID and
-    its parent's (the snapshot the commit is made on, None for a table's
-    first), and its manifest list and sequence number (which name the files
-    the commit wrote, should it never land)."""
-    return json.dumps(
-        {
-            "snapshot": snapshot.snapshot_id,
-            "base": snapshot.parent_snapshot_id,
-            "manifest_list": snapshot.manifest_list,
-            "sequence": snapshot.sequence_number,
-        }
-    )
+def _ledger(snapshot: Any, write_uuid: Optional[str] = None) -> str:
+    """The ledger entry of a unit whose rows ``snapshot`` adds: its ID
+    (pyiceberg keeps it through its own retries of the commit) and its
+    parent's (the snapshot the commit is made on, None for a table's
+    first), its manifest list and sequence number (which name the files
+    the commit wrote, should it never land), and for a group commit the
+    write UUID in the unit's data files' names (which of the snapshot's
+    files are the unit's)."""
+    entry: Dict[str, Any] = {
+        "snapshot": snapshot.snapshot_id,
+        "base": snapshot.parent_snapshot_id,
+        "manifest_list": snapshot.manifest_list,
+        "sequence": snapshot.sequence_number,
+    }
+    if write_uuid is not None:
+        entry["write_uuid"] = write_uuid
+    return json.dumps(entry)
 
 
 def _ledger_field(entry: str, field: str) -> Optional[int]:
@@ -81,6 +95,16 @@ def _ledger_field(entry: str, field: str) -> Optional[int]:
     except (ValueError, AttributeError):
         return None
     return value if isinstance(value, int) else None
+
+
+def _ledger_write_uuid(entry: Optional[str]) -> Optional[str]:
+    """The write UUID a group commit's ledger entry names (None for any
+    other entry)."""
+    try:
+        value = json.loads(entry).get("write_uuid") if entry else None
+    except (ValueError, AttributeError):
+        return None
+    return value if isinstance(value, str) else None
 
 
 def _catalog(catalog_kwargs: Mapping[str, Any]) -> Any:
@@ -120,9 +144,12 @@ def _snapshot_of(metadata: Any, unit: str) -> Any:
 
 
 class IcebergUnitLog(UnitIds):
-    """The units an Iceberg table's snapshots record (``cairn.unit`` or a
-    group commit's ``cairn.units`` in their summaries), for cairn's
-    recovery."""
+    """The units an Iceberg table's snapshots record (``cairn.unit`` or
+    ``cairn.units`` in their summaries) and those whose ledger entries name
+    a snapshot (a group commit's units), for cairn's recovery. Recovery
+    asks :meth:`lineage` by name, then :meth:`held` with the entries of the
+    units it lacks; a unit :meth:`held` was told of is then found by its
+    entry (:meth:`unit_ids`, :meth:`ledger_of`)."""
 
     def __init__(self, table_identifier: str, catalog_kwargs: Mapping[str, Any], location: str):
         self._identifier = table_identifier
@@ -130,6 +157,8 @@ class IcebergUnitLog(UnitIds):
         self._location = location
         #: The table, for messages: its identifier and location.
         self.table = f"{table_identifier} ({without_secrets(location)})"
+        #: The ledger entries :meth:`held` was given, by unit.
+        self._told: Dict[str, str] = {}
 
     def _metadata(self) -> Any:
         return _catalog(self._catalog_kwargs).load_table(self._identifier).metadata
@@ -139,15 +168,34 @@ class IcebergUnitLog(UnitIds):
         unit."""
         return _snapshot_of(self._metadata(), unit) is not None
 
+    def _snapshot_with_uuid(self, metadata: Any, unit: str) -> Tuple[Any, Optional[str]]:
+        """The snapshot of ``metadata`` that adds ``unit``'s rows (its
+        summary names it, or the entry :meth:`held` was told names it) and
+        the write UUID in the unit's files' names (None: all the snapshot's
+        files are the unit's); (None, None) when none is kept."""
+        snapshot = _snapshot_of(metadata, unit)
+        if snapshot is not None:
+            return snapshot, _units_of(snapshot.summary)[unit]
+        entry = self._told.get(unit)
+        own, write_uuid = _ledger_field(entry or "", "snapshot"), _ledger_write_uuid(entry)
+        if own is None or write_uuid is None:
+            return None, None
+        snapshot = next((s for s in metadata.snapshots if s.snapshot_id == own), None)
+        return (snapshot, write_uuid) if snapshot is not None else (None, None)
+
+    def tell(self, entries: Mapping[str, Optional[str]]) -> None:
+        """Remembers the ledger entries of units (unit: entry; None: none)
+        that :meth:`unit_ids` and :meth:`ledger_of` find them by."""
+        self._told.update({unit: entry for unit, entry in entries.items() if entry})
+
     def unit_ids(self, unit: str, id_column: str) -> Optional[pa.Array]:
         """``id_column`` of the data files the snapshot recording ``unit``
         added (its manifest entries of status ADDED; of a group commit,
         those whose names carry the unit's write UUID)."""
         table = _catalog(self._catalog_kwargs).load_table(self._identifier)
-        snapshot = _snapshot_of(table.metadata, unit)
+        snapshot, write_uuid = self._snapshot_with_uuid(table.metadata, unit)
         if snapshot is None:
             return None
-        write_uuid = _units_of(snapshot.summary)[unit]
         entries = table.inspect.entries(snapshot_id=snapshot.snapshot_id)
         added = [
             entry["data_file"]["file_path"]
@@ -165,25 +213,39 @@ class IcebergUnitLog(UnitIds):
 
     def ledger_of(self, unit: str) -> Optional[str]:
         """The ledger entry of ``unit``: the ID of the snapshot of the
-        table's metadata that records it."""
-        snapshot = _snapshot_of(self._metadata(), unit)
-        return None if snapshot is None else _ledger(snapshot)
+        table's metadata that records it (a group commit's unit: the entry
+        :meth:`held` was told, when its snapshot is kept)."""
+        metadata = self._metadata()
+        snapshot = _snapshot_of(metadata, unit)
+        if snapshot is not None:
+            return _ledger(snapshot)
+        found, _ = self._snapshot_with_uuid(metadata, unit)
+        return self._told[unit] if found is not None else None
 
     def held(self, entries: Mapping[str, str]) -> List[str]:
-        """The units of ``entries`` (unit: ledger entry) whose snapshot
-        added a data file the current snapshot still holds: its manifest
-        entries keep the ID of the snapshot that added each file through
-        snapshot expiry. A file a compaction rewrote is held under the
-        compaction's snapshot, so its unit is not found here (the caller
-        refuses rather than guess)."""
+        """The units of ``entries`` (unit: ledger entry) whose snapshot is
+        in the current snapshot's ancestry as :meth:`lineage` walks it (a
+        group commit's units, which no summary names), or added a data file
+        the current snapshot still holds: its manifest entries keep the ID
+        of the snapshot that added each file through snapshot expiry. A file
+        a compaction rewrote is held under the compaction's snapshot, so
+        its unit is not found here once its snapshot expired (the caller
+        refuses rather than guess). Remembers the entries, for
+        :meth:`unit_ids` and :meth:`ledger_of`."""
         from pyiceberg.manifest import ManifestContent
 
+        self.tell(entries)
         wanted = {unit: _ledger_field(entry, "snapshot") for unit, entry in entries.items()}
-        looked_for = {snapshot for snapshot in wanted.values() if snapshot is not None}
         table = _catalog(self._catalog_kwargs).load_table(self._identifier)
         current = table.current_snapshot()
-        if current is None or not looked_for:
+        if current is None or not any(s is not None for s in wanted.values()):
             return []
+        in_lineage = self._walk(table.metadata).snapshots
+        found = [unit for unit, snapshot in wanted.items() if snapshot in in_lineage]
+        wanted = {u: s for u, s in wanted.items() if u not in found and s is not None}
+        looked_for = set(wanted.values())
+        if not looked_for:
+            return found
         live: Set[int] = set()
         # The current snapshot's data manifests, entry by entry, until
         # every snapshot looked for is seen.
@@ -194,7 +256,7 @@ class IcebergUnitLog(UnitIds):
                 live.add(entry.snapshot_id)
             if looked_for <= live:
                 break
-        return [unit for unit, snapshot in wanted.items() if snapshot in live]
+        return found + [unit for unit, snapshot in wanted.items() if snapshot in live]
 
     def absent(self, entries: Mapping[str, str]) -> List[str]:
         """The units of ``entries`` whose commit is not in the current
@@ -357,27 +419,33 @@ class IcebergUnitLog(UnitIds):
         out of the ancestry; a compaction (``replace``) keeps every row. An
         overwrite that rewrote every data file and left rows raises: whether
         it was a delete of some rows or a replacement of all cannot be told
-        from its summary."""
-        metadata = self._metadata()
+        from its summary. A group commit's units are not named here: their
+        entries find them (:meth:`held`)."""
+        walked = self._walk(self._metadata())
+        return [u for u in units if u in walked.units], walked.cut
+
+    def _walk(self, metadata: Any) -> "_Ancestry":
+        """The current snapshot's ancestry as :meth:`lineage` reads it."""
         by_id = {s.snapshot_id: s for s in metadata.snapshots}
-        in_lineage = set()
+        walked = _Ancestry(set(), set(), None)
         snapshot_id = metadata.current_snapshot_id
-        expired = None
         while snapshot_id is not None:
             if snapshot_id not in by_id:
-                expired = (
+                walked.cut = (
                     f"the Iceberg table {self.table}'s snapshot {snapshot_id} and its ancestors "
                     "were expired"
                 )
                 break
             snapshot = by_id[snapshot_id]
             summary = snapshot.summary
+            walked.snapshots.add(snapshot_id)
             if summary is not None:
-                in_lineage.update(_units_of(summary))
+                walked.units.update(_units_of(summary))
                 # A cherry-pick's copy of a unit's commit holds its rows.
                 source = _source_of(snapshot)
                 if source is not None and source in by_id:
-                    in_lineage.update(_units_of(by_id[source].summary))
+                    walked.units.update(_units_of(by_id[source].summary))
+                    walked.snapshots.add(source)
                 emptied = _cut_by(summary)
                 if emptied is None:
                     raise ValueError(
@@ -391,11 +459,23 @@ class IcebergUnitLog(UnitIds):
             if snapshot.parent_snapshot_id is None and _had_a_parent(snapshot):
                 # pyiceberg's expiry clears the parent of the oldest
                 # snapshot it keeps.
-                expired = (
+                walked.cut = (
                     f"the Iceberg table {self.table}'s snapshots before {snapshot_id} were expired"
                 )
             snapshot_id = snapshot.parent_snapshot_id
-        return [u for u in units if u in in_lineage], expired
+        return walked
+
+
+@dataclass
+class _Ancestry:
+    """What the walk up a table's current snapshot's ancestry found."""
+
+    #: The units the summaries of its snapshots name.
+    units: Set[str]
+    #: Its snapshots' IDs (and those of the commits its cherry-picks copied).
+    snapshots: Set[int]
+    #: Where it was cut by expiry, for messages (None: whole).
+    cut: Optional[str]
 
 
 def _commit_retry_seconds(table: Any) -> float:
@@ -567,9 +647,10 @@ class _GroupCommit:
                 )
 
     def commit_batch(self, batch: List[Submission]) -> Dict[str, Tuple[str, str]]:
-        """One snapshot adding every unit's files, its summary naming each
-        unit and its write UUID: the fences first (each unit's pending
-        record checked and its ledger entry, the snapshot's, written into
+        """One snapshot adding every unit's files, its summary saying how
+        many units it carries (and naming those whose record keeps no
+        entry): the fences first (each unit's pending record checked and
+        its ledger entry, the snapshot's and its write UUID, written into
         it), then the commit, then each unit's committed checkpoint record.
         A commit that lost the race is retried on the table's new metadata
         (a new snapshot, the entries written again). A unit the table
@@ -581,17 +662,16 @@ class _GroupCommit:
         outcomes: Dict[str, Tuple[str, str]] = {}
         live = list(batch)
         attempt = 0
-        entry = None
         while live:
             table = self._table()
             live = self._not_recorded(table.metadata, live, outcomes)
             if not live:
                 break
-            grouped = {s.unit: s.payload.write_uuid for s in live}
-            properties = {
-                **self.snapshot_properties,
-                UNITS_PROPERTY: json.dumps(grouped, sort_keys=True),
-            }
+            properties = {**self.snapshot_properties, GROUP_SIZE_PROPERTY: str(len(live))}
+            # Only units that no entry will find are named.
+            named = {s.unit: s.payload.write_uuid for s in live if not s.payload.fence.keeps_entry}
+            if named:
+                properties[UNITS_PROPERTY] = json.dumps(named, sort_keys=True)
             before = {snapshot.snapshot_id for snapshot in table.metadata.snapshots}
             transaction = table.transaction()
             with transaction._append_snapshot_producer(properties) as append_files:
@@ -603,8 +683,8 @@ class _GroupCommit:
                 for snapshot in transaction.table_metadata.snapshots
                 if snapshot.snapshot_id not in before
             )
-            entry = _ledger(staged)
-            fenced = fence_group(live, {s.unit: entry for s in live}, outcomes, self.discard)
+            entries = {s.unit: _ledger(staged, s.payload.write_uuid) for s in live}
+            fenced = fence_group(live, entries, outcomes, self.discard)
             if len(fenced) < len(live):
                 live = fenced  # staged again without the units refused
                 continue
@@ -619,7 +699,9 @@ class _GroupCommit:
                 continue
             crash_point("table-after-commit", live[0].unit)
             commit_unit_records(
-                [(s, entry, None) for s in live], outcomes, without_secrets(self.location)
+                [(s, entries[s.unit], None) for s in live],
+                outcomes,
+                without_secrets(self.location),
             )
             break
         return outcomes
@@ -627,11 +709,15 @@ class _GroupCommit:
     def _not_recorded(
         self, metadata: Any, live: List[Submission], outcomes: Dict[str, Tuple[str, str]]
     ) -> List[Submission]:
-        """The submissions whose unit no snapshot of ``metadata`` records.
-        The others' rows are in the table: a snapshot that names this
-        submission's write UUID is its own commit (an earlier try that
-        landed), committed with its IDs; one that names another is an
-        earlier submission's, whose committer died before the unit's
+        """The submissions whose unit no snapshot of ``metadata`` records:
+        by name in its summary, or (a group commit's unit) by the ledger
+        entry the unit's checkpoint record holds now, read for a unit an
+        earlier commit may hold (a retried task's, or one handed over
+        again after its committer died: that committer may have fenced and
+        committed it). The others' rows are in the table: a snapshot that
+        names this submission's write UUID is its own commit (an earlier
+        try that landed), committed with its IDs; one that names another is
+        an earlier submission's, whose committer died before the unit's
         records: committed with the table's IDs, this submission's staged
         files discarded."""
         recorded: Dict[str, Tuple[Optional[str], str]] = {}
@@ -640,7 +726,21 @@ class _GroupCommit:
             entry = _ledger(snapshot) if units else ""
             for unit, write_uuid in units.items():
                 recorded[unit] = (write_uuid, entry)
+        kept = {snapshot.snapshot_id for snapshot in metadata.snapshots}
+        for submission in live:
+            fence = submission.payload.fence
+            if submission.unit in recorded or not (fence.retried or fence.resent):
+                continue
+            entry = fence.recorded_entry()
+            if entry is None:
+                continue
+            # Also what finds the unit's rows should its snapshot expire.
+            fence.carried_entry = entry
+            write_uuid = _ledger_write_uuid(entry)
+            if write_uuid is not None and _ledger_field(entry, "snapshot") in kept:
+                recorded[submission.unit] = (write_uuid, entry)
         log = IcebergUnitLog(self.table_identifier, self.catalog_kwargs, self.location)
+        log.tell({s.unit: s.payload.fence.carried_entry for s in live if s.unit in recorded})
         return settle_recorded(
             live,
             recorded,
@@ -648,6 +748,7 @@ class _GroupCommit:
             log,
             self.discard,
             outcomes,
+            lambda submission, entry: (_ledger_write_uuid(entry) == submission.payload.write_uuid),
         )
 
 
@@ -706,7 +807,7 @@ class IcebergDatasink(TableDatasink):
         self.table_identifier = table_identifier
         self._catalog_kwargs = dict(catalog_kwargs)
         self._snapshot_properties = dict(snapshot_properties or {})
-        for key in (UNIT_PROPERTY, UNITS_PROPERTY):
+        for key in (UNIT_PROPERTY, UNITS_PROPERTY, GROUP_SIZE_PROPERTY):
             if key in self._snapshot_properties:
                 raise ValueError(f"snapshot_properties: {key!r} is cairn's; use another key")
         self._max_commit_retries = int(max_commit_retries)

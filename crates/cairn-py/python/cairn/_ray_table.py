@@ -438,6 +438,9 @@ class UnitFence:
         #: For a retried task, the ledger entry its pending record carries
         #: from an earlier attempt's commit (None: none, or a first attempt).
         self.carried_entry = carried_entry
+        #: Whether the unit was handed over again after its committer died
+        #: (that committer may have fenced and committed it).
+        self.resent = False
         self.table = table
         self._filesystem = filesystem
         self._pending_paths = pending_paths
@@ -458,6 +461,29 @@ class UnitFence:
     def ids(self) -> Any:
         """The IDs of the unit's rows (None: no checkpoint)."""
         return self._ids
+
+    @property
+    def keeps_entry(self) -> bool:
+        """Whether :meth:`write_ledger` writes the unit's ledger entry into
+        its pending record (a checkpoint, and one record of the unit's
+        IDs): else only the table's history can name the unit."""
+        return (
+            self._filesystem is not None
+            and self._ids is not None
+            and len(set(self._pending_paths)) == 1
+        )
+
+    def recorded_entry(self) -> Optional[str]:
+        """The ledger entry the unit's checkpoint records hold now: its
+        pending record's, else its committed record's (None: neither has
+        one). A committer reads it for a unit an earlier commit may hold."""
+        if not self.keeps_entry:
+            return None
+        for path in sorted(set(self._pending_paths)) + sorted(set(self._committed_paths)):
+            entry = ledger_entry(self._filesystem, path)
+            if entry is not None:
+                return entry
+        return None
 
     def __call__(self, ledger: Optional[str], landed: bool = False) -> None:
         """Before a commit: :meth:`require_pending`, then the entry
@@ -598,6 +624,7 @@ def settle_recorded(
     log: Any,
     discard: Callable[[Any], None],
     outcomes: Dict[str, Tuple[str, str]],
+    own_entry: Optional[Callable[[Submission, str], bool]] = None,
 ) -> List[Submission]:
     """A group committer's check before its commit: returns the submissions
     whose unit the table does not hold yet. ``recorded`` maps each unit the
@@ -608,12 +635,15 @@ def settle_recorded(
     (committed with the table's IDs, or the submission's when the table's
     cannot be read; its staged files discarded). A unit the history no
     longer records is found by its carried entry
-    (:func:`held_by_earlier_commits`), as an earlier submission's."""
+    (:func:`held_by_earlier_commits`): the submission's own commit when
+    ``own_entry(submission, entry)`` says so, else an earlier
+    submission's."""
     held = held_by_earlier_commits(log, [s for s in live if s.unit not in recorded])
     left, done = [], []
     for submission in live:
         if submission.unit in held:
-            entry, ours = held[submission.unit], False
+            entry = held[submission.unit]
+            ours = own_entry is not None and own_entry(submission, entry)
         elif submission.unit in recorded:
             names, entry = recorded[submission.unit]
             ours = own(submission, names)
@@ -1038,6 +1068,18 @@ class TableDatasink(FileDatasink):
         log = self.unit_log()
         found = set(log.lineage(pending)[0] if hasattr(log, "lineage") else log.recorded(pending))
         lost = [u for u in pending if u not in found]
+        if lost and config is not None and hasattr(log, "held"):
+            # A unit no log names (an Iceberg group commit's) is found by
+            # the ledger entry its committer wrote into its pending record.
+            directory = unwrap_protocol(config.checkpoint_path)
+            entries = {}
+            for unit in lost:
+                path = os.path.join(directory, f"{unit}{PENDING_CHECKPOINT_SUFFIX}.parquet")
+                entry = ledger_entry(config.filesystem, path)
+                if entry is not None:
+                    entries[unit] = entry
+            held = set(log.held(entries)) if entries else set()
+            lost = [u for u in lost if u not in held]
         if lost:
             raise RuntimeError(
                 f"cairn: {len(lost)} unit(s) were handed to the table committer of "
