@@ -217,7 +217,12 @@ def main():
                 table = catalog.load_table("db.t")
                 written = table.scan(selected_fields=("uid",)).to_arrow().num_rows
                 commits = len(table.snapshots())
-                units = sum(len(recorded_units(s.summary)) for s in table.snapshots())
+                # A group snapshot names no unit: it says how many it carries.
+                units = sum(
+                    int((s.summary or {}).get("cairn.group-size") or 0)
+                    or len(recorded_units(s.summary))
+                    for s in table.snapshots()
+                )
                 commits = f"{commits} ({units} units)"
             elif name.startswith("lance"):
                 import lance

@@ -1360,3 +1360,27 @@ def test_a_group_commit_fences_each_unit_and_commits_them_in_one_snapshot(
     assert not os.path.exists(f"{ckpt}/e.pending.parquet")
     record = pq.read_table(f"{ckpt}/e.parquet")
     assert sorted(record["uid"].to_pylist()) == list(range(400, 500))
+
+    if table_format != "iceberg":
+        return
+    # pyiceberg reports a commit failed that landed (a response lost, its
+    # last retry, which checks nothing): the committer finds the snapshot
+    # it tried in the table's metadata and commits no second one.
+    from pyiceberg.exceptions import CommitFailedException
+    from pyiceberg.table import Transaction
+
+    commit = Transaction.commit_transaction
+
+    def landed_then_failed(transaction):
+        monkeypatch.setattr(Transaction, "commit_transaction", commit)
+        commit(transaction)
+        raise CommitFailedException("the response was lost")
+
+    monkeypatch.setattr(Transaction, "commit_transaction", landed_then_failed)
+    f = handed_over("f", 500, retried=False)
+    assert staging.group.commit_batch([f]) == {"f": (COMMITTED, "")}
+    expected.update(range(500, 600))
+    assert staging.table.uids() == expected, "a commit reported failed was made again"
+    assert all(os.path.exists(p) for p in staging.data_files(f))
+    record = pq.read_table(f"{ckpt}/f.parquet")
+    assert sorted(record["uid"].to_pylist()) == list(range(500, 600))

@@ -384,12 +384,20 @@ class _CommitterActor:
     def __init__(
         self, make: Callable[[], Tuple[Callable, Callable]], interval: float, max_units: int
     ):
+        import ray
+
         commit_batch, discard = make()
         self._committer = GroupCommitter(commit_batch, discard, interval, max_units)
+        #: Whether Ray restarted this committer: the one that died may have
+        #: fenced and committed any unit handed over to it.
+        self._restarted = bool(ray.get_runtime_context().was_current_actor_reconstructed)
 
     def submit(
         self, unit: str, payload: Any, timeout: float, size: int, token: str = ""
     ) -> Tuple[str, str]:
+        fence = getattr(payload, "fence", None)
+        if self._restarted and fence is not None:
+            fence.resent = True
         return self._committer.submit(unit, payload, timeout, size, token)
 
     def flush(self, timeout: float) -> Dict[str, Any]:

@@ -12,6 +12,7 @@ snapshot of a single unit names it (``cairn.unit``). See
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import time
@@ -26,7 +27,9 @@ from ._ray_committer import (
     DEFAULT_COMMIT_TIMEOUT_SECONDS,
     DEFAULT_MAX_UNITS_PER_COMMIT,
     DEFAULT_COMMIT_INTERVAL_SECONDS,
+    FAILED,
     Submission,
+    fence_all,
 )
 from ._ray_table import (
     TableDatasink,
@@ -653,7 +656,9 @@ class _GroupCommit:
         its ledger entry, the snapshot's and its write UUID, written into
         it), then the commit, then each unit's committed checkpoint record.
         A commit that lost the race is retried on the table's new metadata
-        (a new snapshot, the entries written again). A unit the table
+        (a new snapshot, the entries written again), unless that metadata
+        holds the snapshot it reported failed (pyiceberg gives up on a
+        response lost after the commit landed). A unit the table
         already records (an earlier submission's commit, made by a
         committer that died before its records) is not committed again:
         its checkpoint record is committed from the table."""
@@ -662,9 +667,11 @@ class _GroupCommit:
         outcomes: Dict[str, Tuple[str, str]] = {}
         live = list(batch)
         attempt = 0
+        #: The entries of the commit that last reported failure, by unit.
+        tried: Dict[str, str] = {}
         while live:
             table = self._table()
-            live = self._not_recorded(table.metadata, live, outcomes)
+            live = self._not_recorded(table.metadata, live, outcomes, tried)
             if not live:
                 break
             properties = {**self.snapshot_properties, GROUP_SIZE_PROPERTY: str(len(live))}
@@ -694,6 +701,7 @@ class _GroupCommit:
             except CommitFailedException:
                 if attempt == self.max_commit_retries:
                     raise
+                tried = entries
                 time.sleep(min(0.05 * 2**attempt, 2.0))
                 attempt += 1
                 continue
@@ -707,14 +715,21 @@ class _GroupCommit:
         return outcomes
 
     def _not_recorded(
-        self, metadata: Any, live: List[Submission], outcomes: Dict[str, Tuple[str, str]]
+        self,
+        metadata: Any,
+        live: List[Submission],
+        outcomes: Dict[str, Tuple[str, str]],
+        tried: Mapping[str, str],
     ) -> List[Submission]:
         """The submissions whose unit no snapshot of ``metadata`` records:
-        by name in its summary, or (a group commit's unit) by the ledger
-        entry the unit's checkpoint record holds now, read for a unit an
-        earlier commit may hold (a retried task's, or one handed over
-        again after its committer died: that committer may have fenced and
-        committed it). The others' rows are in the table: a snapshot that
+        by name in its summary, or (a group commit's unit) by a ledger
+        entry: the one of this call's commit that reported failure
+        (``tried``), or the one the unit's checkpoint record holds now,
+        read for a unit an earlier committer may have committed (a retried
+        task's, one handed over again after its committer died, or any
+        unit a restarted committer takes: that committer may have fenced
+        and committed it; a unit whose record cannot be read fails, its
+        files kept). The others' rows are in the table: a snapshot that
         names this submission's write UUID is its own commit (an earlier
         try that landed), committed with its IDs; one that names another is
         an earlier submission's, whose committer died before the unit's
@@ -727,20 +742,44 @@ class _GroupCommit:
             for unit, write_uuid in units.items():
                 recorded[unit] = (write_uuid, entry)
         kept = {snapshot.snapshot_id for snapshot in metadata.snapshots}
-        for submission in live:
-            fence = submission.payload.fence
-            if submission.unit in recorded or not (fence.retried or fence.resent):
-                continue
-            entry = fence.recorded_entry()
-            if entry is None:
-                continue
-            # Also what finds the unit's rows should its snapshot expire.
-            fence.carried_entry = entry
+        entries = {s.unit: tried[s.unit] for s in live if s.unit in tried}
+        asked = [
+            s
+            for s in live
+            if s.unit not in recorded
+            and s.unit not in entries
+            and (s.payload.fence.retried or s.payload.fence.resent)
+        ]
+        read: Dict[str, Optional[str]] = {}
+
+        def read_entry(submission: Submission) -> None:
+            read[submission.unit] = submission.payload.fence.recorded_entry()
+
+        errors = fence_all([functools.partial(read_entry, s) for s in asked])
+        unread = set()
+        for submission, error in zip(asked, errors):
+            if error is not None:
+                # Whether an earlier commit holds it cannot be told: its
+                # files may be the table's, so they are kept; its pending
+                # record settles it.
+                outcomes[submission.unit] = (
+                    FAILED,
+                    f"its checkpoint record could not be read ({error})",
+                )
+                unread.add(submission.unit)
+            elif read.get(submission.unit) is not None:
+                entry = read[submission.unit]
+                entries[submission.unit] = entry
+                # What finds the unit's rows should its snapshot expire.
+                submission.payload.fence.carried_entry = entry
+        live = [s for s in live if s.unit not in unread]
+        for unit, entry in entries.items():
             write_uuid = _ledger_write_uuid(entry)
-            if write_uuid is not None and _ledger_field(entry, "snapshot") in kept:
-                recorded[submission.unit] = (write_uuid, entry)
+            if unit not in recorded and write_uuid is not None:
+                if _ledger_field(entry, "snapshot") in kept:
+                    recorded[unit] = (write_uuid, entry)
         log = IcebergUnitLog(self.table_identifier, self.catalog_kwargs, self.location)
-        log.tell({s.unit: s.payload.fence.carried_entry for s in live if s.unit in recorded})
+        log.tell({unit: entries[unit] for unit in entries if unit in recorded})
         return settle_recorded(
             live,
             recorded,

@@ -30,7 +30,7 @@ import os
 import re
 import time
 import uuid
-from typing import Any, Callable, Dict, Iterable, List, Optional, Protocol, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Optional, Protocol, Sequence, Tuple
 from urllib.parse import urlsplit, urlunsplit
 
 import pyarrow as pa
@@ -198,6 +198,30 @@ def ledger_entry(filesystem: Any, path: str) -> Optional[str]:
         return None
     entry = metadata.get(LEDGER_KEY.encode())
     return None if entry is None else entry.decode()
+
+
+def record_entries(
+    filesystem: Any, directory: str, units: Iterable[str], suffixes: Sequence[str]
+) -> Dict[str, str]:
+    """The ledger entries of ``units``' records in the checkpoint
+    ``directory``, read on a few threads: each unit's first record that has
+    one, of those named ``<unit><suffix>.parquet`` (``""``: the committed
+    record, Ray's pending suffix: the pending one), in ``suffixes``' order.
+    A unit with none is left out; a read that fails raises."""
+    units = list(units)
+    found: Dict[str, str] = {}
+
+    def read(unit: str) -> None:
+        for suffix in suffixes:
+            entry = ledger_entry(filesystem, os.path.join(directory, f"{unit}{suffix}.parquet"))
+            if entry is not None:
+                found[unit] = entry
+                return
+
+    for error in fence_all([functools.partial(read, unit) for unit in units]):
+        if error is not None:
+            raise error
+    return found
 
 
 def carried_entry(ctx: Any, filesystem: Any, pending_path: str) -> Optional[str]:
@@ -1071,13 +1095,12 @@ class TableDatasink(FileDatasink):
         if lost and config is not None and hasattr(log, "held"):
             # A unit no log names (an Iceberg group commit's) is found by
             # the ledger entry its committer wrote into its pending record.
-            directory = unwrap_protocol(config.checkpoint_path)
-            entries = {}
-            for unit in lost:
-                path = os.path.join(directory, f"{unit}{PENDING_CHECKPOINT_SUFFIX}.parquet")
-                entry = ledger_entry(config.filesystem, path)
-                if entry is not None:
-                    entries[unit] = entry
+            entries = record_entries(
+                config.filesystem,
+                unwrap_protocol(config.checkpoint_path),
+                lost,
+                [PENDING_CHECKPOINT_SUFFIX],
+            )
             held = set(log.held(entries)) if entries else set()
             lost = [u for u in lost if u not in held]
         if lost:
@@ -1127,15 +1150,17 @@ class TableDatasink(FileDatasink):
         found = set(log.lineage(units)[0] if hasattr(log, "lineage") else log.recorded(units))
         missing = sorted(u for u in units if u not in found)
         if missing and hasattr(log, "held") and config is not None:
-            # Units whose history maintenance removed: their ledger entries,
-            # in their committed records, say where their rows are.
-            directory = unwrap_protocol(config.checkpoint_path)
-            entries = {}
-            for unit in missing:
-                # Named as Ray's checkpoint writer names a committed record.
-                entry = ledger_entry(config.filesystem, os.path.join(directory, f"{unit}.parquet"))
-                if entry is not None:
-                    entries[unit] = entry
+            # Units whose history maintenance removed, or that no history
+            # names (an Iceberg group commit's): their ledger entries say
+            # where their rows are. The committed record's, else the
+            # pending one's (a unit whose group landed and whose records its
+            # committer did not commit).
+            entries = record_entries(
+                config.filesystem,
+                unwrap_protocol(config.checkpoint_path),
+                missing,
+                ["", PENDING_CHECKPOINT_SUFFIX],
+            )
             held = set(log.held(entries)) if entries else set()
             missing = [u for u in missing if u not in held]
         if missing:
