@@ -1384,3 +1384,18 @@ def test_a_group_commit_fences_each_unit_and_commits_them_in_one_snapshot(
     assert all(os.path.exists(p) for p in staging.data_files(f))
     record = pq.read_table(f"{ckpt}/f.parquet")
     assert sorted(record["uid"].to_pylist()) == list(range(500, 600))
+
+    # The same, with pyiceberg's clean-up after the failure it reports: the
+    # landed snapshot's manifest list is gone, and no unit is settled on a
+    # table that cannot be read past it.
+    def landed_then_cleaned(transaction):
+        monkeypatch.setattr(Transaction, "commit_transaction", commit)
+        commit(transaction)
+        os.remove(staging.table._iceberg().current_snapshot().manifest_list.removeprefix("file://"))
+        raise CommitFailedException("the response was lost")
+
+    monkeypatch.setattr(Transaction, "commit_transaction", landed_then_cleaned)
+    g = handed_over("g", 600, retried=False)
+    with pytest.raises(RuntimeError, match="which is gone"):
+        staging.group.commit_batch([g])
+    assert not os.path.exists(f"{ckpt}/g.parquet"), "a unit settled on a broken table"

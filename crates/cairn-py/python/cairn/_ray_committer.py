@@ -389,8 +389,14 @@ class _CommitterActor:
         commit_batch, discard = make()
         self._committer = GroupCommitter(commit_batch, discard, interval, max_units)
         #: Whether Ray restarted this committer: the one that died may have
-        #: fenced and committed any unit handed over to it.
-        self._restarted = bool(ray.get_runtime_context().was_current_actor_reconstructed)
+        #: fenced and committed any unit handed over to it. Not known (the
+        #: question to Ray's control store failed): taken as restarted,
+        #: which costs a read a unit, where a constructor that raised
+        #: would never be restarted.
+        try:
+            self._restarted = bool(ray.get_runtime_context().was_current_actor_reconstructed)
+        except Exception:  # noqa: BLE001 - see above
+            self._restarted = True
 
     def submit(
         self, unit: str, payload: Any, timeout: float, size: int, token: str = ""

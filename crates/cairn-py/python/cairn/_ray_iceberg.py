@@ -481,6 +481,28 @@ class _Ancestry:
     cut: Optional[str]
 
 
+#: How many times a committer reads a unit's checkpoint record before the
+#: unit fails (whether an earlier commit holds it cannot be told).
+_RECORD_READS = 3
+
+
+def _require_manifest_list(snapshot: Any, io: Any, location: str) -> None:
+    """Raises when ``snapshot``, found in the table's metadata as the
+    commit of a unit, lists a manifest list that is gone: pyiceberg deletes
+    a commit's files when it reports the commit failed, and a commit whose
+    answer was lost on its last try can have landed anyway, leaving the
+    table pointing at deleted files. Nothing settles a unit on such a
+    table."""
+    if not io.new_input(snapshot.manifest_list).exists():
+        raise RuntimeError(
+            f"cairn: the Iceberg table {without_secrets(location)}'s snapshot "
+            f"{snapshot.snapshot_id} lists the manifest list {snapshot.manifest_list}, which is "
+            "gone (pyiceberg reported its commit failed and deleted the commit's files, and it "
+            "had landed): the table cannot be read past it. Roll the table back to the "
+            "snapshot before it, then run the job again"
+        )
+
+
 def _commit_retry_seconds(table: Any) -> float:
     """How long pyiceberg goes on retrying a commit after the sink's fence
     (the table's ``commit.retry.total-timeout-ms``, 30 minutes by
@@ -671,7 +693,7 @@ class _GroupCommit:
         tried: Dict[str, str] = {}
         while live:
             table = self._table()
-            live = self._not_recorded(table.metadata, live, outcomes, tried)
+            live = self._not_recorded(table, live, outcomes, tried)
             if not live:
                 break
             properties = {**self.snapshot_properties, GROUP_SIZE_PROPERTY: str(len(live))}
@@ -716,12 +738,12 @@ class _GroupCommit:
 
     def _not_recorded(
         self,
-        metadata: Any,
+        table: Any,
         live: List[Submission],
         outcomes: Dict[str, Tuple[str, str]],
         tried: Mapping[str, str],
     ) -> List[Submission]:
-        """The submissions whose unit no snapshot of ``metadata`` records:
+        """The submissions whose unit no snapshot of ``table``'s metadata records:
         by name in its summary, or (a group commit's unit) by a ledger
         entry: the one of this call's commit that reported failure
         (``tried``), or the one the unit's checkpoint record holds now,
@@ -735,14 +757,18 @@ class _GroupCommit:
         an earlier submission's, whose committer died before the unit's
         records: committed with the table's IDs, this submission's staged
         files discarded."""
+        metadata = table.metadata
         recorded: Dict[str, Tuple[Optional[str], str]] = {}
         for snapshot in metadata.snapshots:
             units = _units_of(snapshot.summary)
             entry = _ledger(snapshot) if units else ""
             for unit, write_uuid in units.items():
                 recorded[unit] = (write_uuid, entry)
-        kept = {snapshot.snapshot_id for snapshot in metadata.snapshots}
         entries = {s.unit: tried[s.unit] for s in live if s.unit in tried}
+        for submission in live:
+            if submission.unit in entries:
+                # What finds the unit's rows should its snapshot expire.
+                submission.payload.fence.carried_entry = entries[submission.unit]
         asked = [
             s
             for s in live
@@ -753,7 +779,15 @@ class _GroupCommit:
         read: Dict[str, Optional[str]] = {}
 
         def read_entry(submission: Submission) -> None:
-            read[submission.unit] = submission.payload.fence.recorded_entry()
+            # A read that fails is tried again before its unit fails.
+            for attempt in range(_RECORD_READS):
+                try:
+                    read[submission.unit] = submission.payload.fence.recorded_entry()
+                    return
+                except Exception:
+                    if attempt + 1 == _RECORD_READS:
+                        raise
+                    time.sleep(0.2 * 2**attempt)
 
         errors = fence_all([functools.partial(read_entry, s) for s in asked])
         unread = set()
@@ -773,11 +807,18 @@ class _GroupCommit:
                 # What finds the unit's rows should its snapshot expire.
                 submission.payload.fence.carried_entry = entry
         live = [s for s in live if s.unit not in unread]
+        by_id = {snapshot.snapshot_id: snapshot for snapshot in metadata.snapshots}
+        checked: Set[int] = set()
         for unit, entry in entries.items():
             write_uuid = _ledger_write_uuid(entry)
             if unit not in recorded and write_uuid is not None:
-                if _ledger_field(entry, "snapshot") in kept:
-                    recorded[unit] = (write_uuid, entry)
+                snapshot = by_id.get(_ledger_field(entry, "snapshot"))
+                if snapshot is None:
+                    continue
+                if snapshot.snapshot_id not in checked:
+                    _require_manifest_list(snapshot, table.io, self.location)
+                    checked.add(snapshot.snapshot_id)
+                recorded[unit] = (write_uuid, entry)
         log = IcebergUnitLog(self.table_identifier, self.catalog_kwargs, self.location)
         log.tell({unit: entries[unit] for unit in entries if unit in recorded})
         return settle_recorded(

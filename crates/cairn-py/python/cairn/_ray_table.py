@@ -1095,11 +1095,13 @@ class TableDatasink(FileDatasink):
         if lost and config is not None and hasattr(log, "held"):
             # A unit no log names (an Iceberg group commit's) is found by
             # the ledger entry its committer wrote into its pending record.
+            # (Its committed record's: a unit committed by an earlier pass
+            # of a group commit that then failed.)
             entries = record_entries(
                 config.filesystem,
                 unwrap_protocol(config.checkpoint_path),
                 lost,
-                [PENDING_CHECKPOINT_SUFFIX],
+                ["", PENDING_CHECKPOINT_SUFFIX],
             )
             held = set(log.held(entries)) if entries else set()
             lost = [u for u in lost if u not in held]
