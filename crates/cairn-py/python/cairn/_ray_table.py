@@ -224,6 +224,29 @@ def record_entries(
     return found
 
 
+def not_in_table(log: Any, config: Any, units: List[str]) -> List[str]:
+    """The units of ``units`` the table ``log`` reads does not hold, as a
+    job's end checks them: those its history does not record and whose
+    ledger entry, in their record in the checkpoint ``config`` names (the
+    committed one, else the pending one), does not find them either: a
+    unit whose history maintenance removed, or that no history names (an
+    Iceberg group commit's; one whose group landed and whose records its
+    committer did not commit, or committed by an earlier pass of a group
+    commit that then failed)."""
+    found = set(log.lineage(units)[0] if hasattr(log, "lineage") else log.recorded(units))
+    missing = [u for u in units if u not in found]
+    if missing and config is not None and hasattr(log, "held"):
+        entries = record_entries(
+            config.filesystem,
+            unwrap_protocol(config.checkpoint_path),
+            missing,
+            ["", PENDING_CHECKPOINT_SUFFIX],
+        )
+        held = set(log.held(entries)) if entries else set()
+        missing = [u for u in missing if u not in held]
+    return missing
+
+
 def carried_entry(ctx: Any, filesystem: Any, pending_path: str) -> Optional[str]:
     """The ledger entry of a retried task's pending record: the one cairn's
     checkpoint writer carried into it, else read from the record."""
@@ -1090,21 +1113,7 @@ class TableDatasink(FileDatasink):
             return
         pending = sorted(pending)
         log = self.unit_log()
-        found = set(log.lineage(pending)[0] if hasattr(log, "lineage") else log.recorded(pending))
-        lost = [u for u in pending if u not in found]
-        if lost and config is not None and hasattr(log, "held"):
-            # A unit no log names (an Iceberg group commit's) is found by
-            # the ledger entry its committer wrote into its pending record.
-            # (Its committed record's: a unit committed by an earlier pass
-            # of a group commit that then failed.)
-            entries = record_entries(
-                config.filesystem,
-                unwrap_protocol(config.checkpoint_path),
-                lost,
-                ["", PENDING_CHECKPOINT_SUFFIX],
-            )
-            held = set(log.held(entries)) if entries else set()
-            lost = [u for u in lost if u not in held]
+        lost = not_in_table(log, config, pending)
         if lost:
             raise RuntimeError(
                 f"cairn: {len(lost)} unit(s) were handed to the table committer of "
@@ -1149,22 +1158,7 @@ class TableDatasink(FileDatasink):
         if not units:
             return
         log = self.unit_log()
-        found = set(log.lineage(units)[0] if hasattr(log, "lineage") else log.recorded(units))
-        missing = sorted(u for u in units if u not in found)
-        if missing and hasattr(log, "held") and config is not None:
-            # Units whose history maintenance removed, or that no history
-            # names (an Iceberg group commit's): their ledger entries say
-            # where their rows are. The committed record's, else the
-            # pending one's (a unit whose group landed and whose records its
-            # committer did not commit).
-            entries = record_entries(
-                config.filesystem,
-                unwrap_protocol(config.checkpoint_path),
-                missing,
-                ["", PENDING_CHECKPOINT_SUFFIX],
-            )
-            held = set(log.held(entries)) if entries else set()
-            missing = [u for u in missing if u not in held]
+        missing = not_in_table(log, config, sorted(units))
         if missing:
             raise RuntimeError(
                 f"cairn.ray.{type(self).__name__}: {len(missing)} unit(s) this job committed are "
