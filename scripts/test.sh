@@ -109,7 +109,7 @@ ray_stream() {
 }
 ray_tests() {
   local tools="${CAIRN_TOOLS:-$HOME/.cache/cairn-tools}" status=0 tables=0 rest=0
-  ray_stream tables test_ray_tables.py test_ray_sinks.py test_ray_writer.py &
+  ray_stream tables test_ray_tables.py test_ray_sinks.py test_ray_writer.py test_ray_rerun.py &
   local tables_pid=$!
   ray_stream rest test_ray.py test_ray_read.py test_ray_shards.py test_ray_skip_props.py \
     test_ray_limits.py test_ray_upstream.py test_pandas.py test_docs.py || rest=1

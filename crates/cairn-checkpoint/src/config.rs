@@ -79,6 +79,11 @@ pub struct CheckpointConfig {
     /// of writing nothing ([`Error::FinishedOverOtherInput`]). `None`: not
     /// known (a marker then binds the job by output and ID column only).
     pub input_digest: Option<String>,
+    /// Whether the IDs the output already holds count as committed
+    /// (the output held rows when the door started its first run): kept
+    /// in the job record at the checkpoint's first open, and read from it
+    /// on every later one ([`JobRecord::output_ids_committed`]).
+    pub output_ids_committed: bool,
 }
 
 impl CheckpointConfig {
@@ -100,6 +105,7 @@ impl CheckpointConfig {
             unit_log: None,
             check_output: true,
             input_digest: None,
+            output_ids_committed: false,
         }
     }
 
@@ -300,9 +306,17 @@ impl CheckpointConfig {
         let fresh = recorded.is_none() && state.committed.is_empty() && state.pending.is_empty();
         let job = match recorded {
             Some(mut record) => {
-                // The input this run reads is the one the job ends with.
-                if self.input_digest.is_some() && record.input_digest != self.input_digest {
-                    record.input_digest = self.input_digest.clone();
+                // The input this run reads is the one the job ends with;
+                // a table's checkpoint made before the record said so
+                // learns it here.
+                let digest_changed =
+                    self.input_digest.is_some() && record.input_digest != self.input_digest;
+                let table_learned = self.unit_log.is_some() && !record.table_output;
+                if digest_changed || table_learned {
+                    if digest_changed {
+                        record.input_digest = self.input_digest.clone();
+                    }
+                    record.table_output |= self.unit_log.is_some();
                     dir.write_job_record(&record).await?;
                 }
                 record
@@ -312,6 +326,8 @@ impl CheckpointConfig {
                 // this output before any unit is written or rolled back.
                 let mut record = JobRecord::new(output_url, &self.id_column);
                 record.input_digest = self.input_digest.clone();
+                record.output_ids_committed = self.output_ids_committed;
+                record.table_output = self.unit_log.is_some();
                 dir.write_job_record(&record).await?;
                 record
             }

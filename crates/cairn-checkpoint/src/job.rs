@@ -43,6 +43,17 @@ pub struct JobRecord {
     /// lists it (Ray's): a finished job's marker binds the job to it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub input_digest: Option<String>,
+    /// The output already held rows when this checkpoint's first run
+    /// opened it (a finished job's, or a table's), and the door counts the
+    /// IDs the output holds as committed: every run of this job then
+    /// skips them, resumes included, not only the IDs of its own units.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub output_ids_committed: bool,
+    /// The output is a table (Delta, Iceberg, Lance) whose own log says
+    /// which units reached it: only a door that reads that log (cairn's
+    /// Ray manager) may settle this checkpoint's pending units.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub table_output: bool,
 }
 
 /// One input file as a run saw it.
@@ -115,6 +126,8 @@ impl JobRecord {
             partition_by: Vec::new(),
             inputs: Vec::new(),
             input_digest: None,
+            output_ids_committed: false,
+            table_output: false,
         }
     }
 

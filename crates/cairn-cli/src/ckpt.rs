@@ -5,9 +5,9 @@ use std::io::Write;
 use arrow_array::Array;
 use arrow_array::cast::AsArray;
 use cairn_checkpoint::internals::{
-    CheckpointDir, JobRecord, RunId, classify, decode_ids, found_layout, infer_id_column,
+    CheckpointConfig, CheckpointDir, JobRecord, classify, decode_ids, found_layout, infer_id_column,
 };
-use cairn_checkpoint::{StringMode, UnitName};
+use cairn_checkpoint::{Checkpoint, StringMode, UnitName};
 use cairn_fs::{FileSystem, StorageOptions, build_checkpoint_filesystem};
 use clap::Subcommand;
 
@@ -87,6 +87,70 @@ async fn with_output_layout(
     Ok(dir.with_layout(layout))
 }
 
+/// The table format whose files `out_path` holds, by the directory each
+/// keeps its log in (Delta's `_delta_log`, Lance's `_versions`, Iceberg's
+/// `metadata`), or "a table" when the job record says the output is one;
+/// `None` for a file output.
+async fn table_format(
+    job: Option<&JobRecord>,
+    out_fs: &FileSystem,
+    out_path: &str,
+) -> CliResult<Option<&'static str>> {
+    let base = out_path.trim_end_matches('/');
+    let fs = out_fs.uncached();
+    for (log, format) in [("_delta_log", "Delta"), ("_versions", "Lance")] {
+        if fs.exists(&format!("{base}/{log}")).await? {
+            return Ok(Some(format));
+        }
+    }
+    // A directory named `metadata` alone could be anyone's: Iceberg's
+    // holds its `<n>-<uuid>.metadata.json` files.
+    let metadata = format!("{base}/metadata");
+    if fs.exists(&metadata).await?
+        && fs
+            .ls(&metadata)
+            .await?
+            .iter()
+            .any(|entry| entry.name.ends_with(".metadata.json"))
+    {
+        return Ok(Some("Iceberg"));
+    }
+    Ok(job.filter(|job| job.table_output).map(|_| "a table"))
+}
+
+/// Refuses `cairn ckpt COMMAND` on the checkpoint `path` of a job whose
+/// output is a table, changing nothing: which of its pending units reached
+/// the table only the table's log says, and rolling back one the table
+/// holds writes its rows again on the resume.
+async fn refuse_table(
+    job: Option<&JobRecord>,
+    out_fs: &FileSystem,
+    out_path: &str,
+    path: &str,
+    command: &str,
+) -> CliResult<()> {
+    let Some(format) = table_format(job, out_fs, out_path).await? else {
+        return Ok(());
+    };
+    let table = out_fs.url(&out_fs.strip(out_path)?);
+    let why = match command {
+        "gc" => {
+            "its pending units are settled by the table's log (a unit the table holds is committed, not rolled back), which only cairn's Ray manager reads; rolling one back here would have the resume write its rows twice"
+        }
+        _ => {
+            "the table names its own data files, so a unit's data is found through the table's log, not by file names"
+        }
+    };
+    Err(format!(
+        "cairn ckpt {command} refuses the checkpoint {path}: its output {table} is {} ({why}). Nothing was changed. Run the job again with cairn.ray.checkpoint_config: the resume settles every pending unit by the table's log before it writes, and checks every committed unit against the table",
+        match format {
+            "a table" => "a table".to_string(),
+            format => format!("a {format} table"),
+        }
+    )
+    .into())
+}
+
 /// Runs one `cairn ckpt` subcommand; returns the process exit code.
 pub async fn run(command: CkptCommand, options: &StorageOptions) -> CliResult<u8> {
     let mut out = std::io::stdout().lock();
@@ -141,6 +205,7 @@ pub async fn run(command: CkptCommand, options: &StorageOptions) -> CliResult<u8
             let (_, dir, _) = open(&path, options).await?;
             let (out_fs, out_path) = FileSystem::from_url(&output, options)?;
             let job = dir.check_output(&out_fs.url(&out_path)).await?;
+            refuse_table(job.as_ref(), &out_fs, &out_path, &path, "verify").await?;
             let dir = with_output_layout(dir, job.as_ref(), &out_fs, &out_path).await?;
             let state = dir.load(StringMode::default()).await?;
             let check = dir.check_data(&state, &out_fs, &out_path).await?;
@@ -177,7 +242,7 @@ pub async fn run(command: CkptCommand, options: &StorageOptions) -> CliResult<u8
             Ok(if missing.is_empty() { 0 } else { 1 })
         }
         CkptCommand::Gc { path, output } => {
-            let (_, dir, _) = open(&path, options).await?;
+            let (fs, dir, column) = open(&path, options).await?;
             let (out_fs, out_path) = FileSystem::from_url(&output, options)?;
             cairn_checkpoint::internals::refuse_overlap(
                 dir.fs(),
@@ -189,19 +254,25 @@ pub async fn run(command: CkptCommand, options: &StorageOptions) -> CliResult<u8
             // Refused before the lease is taken: a wrong output would roll
             // back pending records while their data stays in the real one.
             let job = dir.check_output(&out_fs.url(&out_path)).await?;
-            let dir = with_output_layout(dir, job.as_ref(), &out_fs, &out_path).await?;
-            let lease = dir
-                .acquire_lease(&RunId::new(), std::time::Duration::from_secs(120))
+            refuse_table(job.as_ref(), &out_fs, &out_path, &path, "gc").await?;
+            let layout = with_output_layout(dir, job.as_ref(), &out_fs, &out_path)
+                .await?
+                .layout();
+            // The one sequence every door runs: the lease taken and kept
+            // alive while recovery runs, pending units rolled back, then
+            // the lease released with everything else kept (or a finished
+            // job's cut-short clean-up ended).
+            let mut config = CheckpointConfig::new(column.as_deref().unwrap_or("id"), &path);
+            config.filesystem = Some(fs);
+            config.storage_options = options.clone();
+            config.output_layout = layout;
+            config.read_ids = false;
+            let run = Checkpoint::with_config(config, None)
+                .without_output_check()
+                .open(&out_fs, &out_path)
                 .await?;
-            let state = match dir.load(StringMode::default()).await {
-                Ok(state) => state,
-                Err(e) => {
-                    dir.release_lease(lease).await?;
-                    return Err(e.into());
-                }
-            };
-            if state.complete {
-                let cleaned = dir.clean_up(Some((&out_fs, &out_path))).await?;
+            if run.finished_before() {
+                let cleaned = run.finish().await?;
                 writeln!(
                     out,
                     "the run had finished and its clean-up was interrupted; finished it ({} files deleted)",
@@ -209,9 +280,8 @@ pub async fn run(command: CkptCommand, options: &StorageOptions) -> CliResult<u8
                 )?;
                 return Ok(0);
             }
-            let report = dir.recover(&out_fs, &output, &state).await;
-            dir.release_lease(lease).await?;
-            let report = report?;
+            let report = run.recovery().clone();
+            run.abandon().await?;
             writeln!(
                 out,
                 "rolled back {} units ({} data files deleted); released {} pending records of committed units",

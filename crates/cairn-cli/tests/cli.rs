@@ -279,6 +279,91 @@ fn ckpt_commands_on_a_checkpoint_written_like_ray() {
     );
 }
 
+#[test]
+fn gc_and_verify_refuse_a_table_jobs_checkpoint_and_change_nothing() {
+    let Some(python) = cairn_conformance::tools_python("cairn ckpt gc on a table's checkpoint")
+    else {
+        return;
+    };
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../scripts/ray_style_idfiles.py"
+    );
+    // Each table format by the directory its log is in; a table no marker
+    // shows, by the job record cairn's Ray manager writes for a table.
+    for (format, marker) in [
+        ("Delta", "_delta_log/00000000000000000000.json"),
+        ("Lance", "_versions/1.manifest"),
+        ("Iceberg", "metadata/00000-a.metadata.json"),
+        ("a table", ""),
+    ] {
+        let tmp = tempfile::tempdir().unwrap();
+        let ckpt = format!("{}/ckpt", tmp.path().display());
+        let table = format!("{}/table", tmp.path().display());
+        std::fs::create_dir_all(&ckpt).unwrap();
+        std::fs::create_dir_all(&table).unwrap();
+        let made = Command::new(&python)
+            .args([script, "write", &ckpt, "row_id"])
+            .output()
+            .unwrap();
+        assert!(made.status.success(), "{}", stderr(&made));
+        if marker.is_empty() {
+            let record = serde_json::json!({"output": format!("file://{table}"), "id_column": "row_id", "table_output": true});
+            std::fs::write(format!("{ckpt}/.cairn-job.json"), record.to_string()).unwrap();
+        } else {
+            let path = format!("{table}/{marker}");
+            std::fs::create_dir_all(std::path::Path::new(&path).parent().unwrap()).unwrap();
+            std::fs::write(&path, "{}").unwrap();
+        }
+        let before = listing(&[&ckpt, &table]);
+        for command in ["gc", "verify"] {
+            let out = cairn(&["ckpt", command, &ckpt, "--output", &table]);
+            assert!(!out.status.success(), "{format}: {command} was not refused");
+            let said = stderr(&out);
+            assert!(
+                said.contains(&format!("cairn ckpt {command} refuses"))
+                    && said.contains(format)
+                    && said.contains("Nothing was changed")
+                    && said.contains("cairn.ray.checkpoint_config"),
+                "{format}: {said}"
+            );
+        }
+        assert_eq!(
+            listing(&[&ckpt, &table]),
+            before,
+            "{format}: something changed"
+        );
+        // What holds for any checkpoint still answers.
+        let status: serde_json::Value =
+            serde_json::from_str(&ok(&["ckpt", "status", "--json", &ckpt])).unwrap();
+        assert_eq!(status["uncommitted_pending_units"], 1, "{format}");
+        assert_eq!(
+            ok(&["ckpt", "ids", &ckpt]).lines().count(),
+            1500,
+            "{format}"
+        );
+    }
+}
+
+/// Every file under `roots` with its bytes, sorted.
+fn listing(roots: &[&str]) -> Vec<(String, Vec<u8>)> {
+    let mut found = Vec::new();
+    let mut todo: Vec<std::path::PathBuf> = roots.iter().map(std::path::PathBuf::from).collect();
+    while let Some(dir) = todo.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                todo.push(path);
+            } else {
+                let bytes = std::fs::read(&path).unwrap();
+                found.push((path.display().to_string(), bytes));
+            }
+        }
+    }
+    found.sort();
+    found
+}
+
 fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }

@@ -230,8 +230,12 @@ pub(crate) fn lease_ttl_arg(seconds: Option<f64>) -> PyResult<Option<std::time::
 /// releases the lease (the writers that follow are Ray's). Without an
 /// output, only loads: pending units are left as they are. `input_digest`
 /// names the input the run reads (recorded for the completion marker).
+/// `output_ids_committed` says that the output already holds rows whose
+/// IDs count as committed: kept in the job record by a checkpoint's first
+/// open, and reported (`output_ids_committed`) from the record by every
+/// open, so each run of the job knows to skip them.
 #[pyfunction]
-#[pyo3(signature = (checkpoint_fs, checkpoint_url, id_column, output_fs=None, output_dir=None, exact_strings=false, lease_ttl=None, read_ids=true, unit_log=None, input_digest=None))]
+#[pyo3(signature = (checkpoint_fs, checkpoint_url, id_column, output_fs=None, output_dir=None, exact_strings=false, lease_ttl=None, read_ids=true, unit_log=None, input_digest=None, output_ids_committed=false))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn open_checkpoint<'py>(
     py: Python<'py>,
@@ -245,8 +249,10 @@ pub(crate) fn open_checkpoint<'py>(
     read_ids: bool,
     unit_log: Option<&Bound<'py, PyAny>>,
     input_digest: Option<String>,
+    output_ids_committed: bool,
 ) -> PyResult<(NativeIdSet, Bound<'py, PyDict>)> {
     let mut config = CheckpointConfig::new(id_column, checkpoint_url);
+    config.output_ids_committed = output_ids_committed;
     // The input the job reads: a finished job's marker over other input
     // refuses the run instead of making it write nothing.
     config.input_digest = input_digest;
@@ -264,7 +270,7 @@ pub(crate) fn open_checkpoint<'py>(
     let set = match (output_fs, output_dir) {
         (Some(output_fs), Some(output_dir)) => {
             let output = output_fs.fs();
-            let (state, recovery) = wait(py, async {
+            let (state, recovery, output_ids_committed) = wait(py, async {
                 // Ray records no partition columns: an output holding
                 // directories (partition_cols) is searched at any depth.
                 if unit_log.is_none() {
@@ -279,7 +285,9 @@ pub(crate) fn open_checkpoint<'py>(
                 let run = Checkpoint::with_config(config, None)
                     .open(&output, output_dir)
                     .await?;
-                run.hand_over().await
+                let output_ids_committed = run.job().output_ids_committed;
+                let (state, recovery) = run.hand_over().await?;
+                Ok::<_, cairn_checkpoint::Error>((state, recovery, output_ids_committed))
             })
             .map_err(checkpoint_to_py)?;
             let names = |units: &[cairn_checkpoint::UnitName]| -> Vec<String> {
@@ -297,6 +305,7 @@ pub(crate) fn open_checkpoint<'py>(
             // The job finished here before: its clean-up was cut short, and
             // every one of its rows is in the output.
             report.set_item("finished", state.complete)?;
+            report.set_item("output_ids_committed", output_ids_committed)?;
             report.set_item("foreign", state.foreign.clone())?;
             state.ids
         }

@@ -49,6 +49,10 @@ def column_counts(fs, prefix, column):
     files of that one column (read by NumPy)."""
     counts = collections.Counter()
     for path in files(fs, prefix):
+        # Passed over as pyarrow's and Ray's readers pass them over (a
+        # finished job's record, `_cairn_job.json`, among them).
+        if path.rsplit("/", 1)[-1].startswith(("_", ".")):
+            continue
         counts.update(_column(fs, path, column))
     return counts
 

@@ -27,6 +27,8 @@ by test_ray.py so the test can kill it with SIGKILL. One JSON argument:
     partition_cols              with the parquet sink: the transform adds `source` (one of
                                 PARTITION_SOURCES by uid % 4) and `write_parquet` partitions
                                 by these columns (hive-style directories)
+    existing_output             cairn.ray.checkpoint_config's ("skip" or "append")
+    mode                        the file sink's save mode (Ray's: "append", "overwrite", ...)
     die_after_done              once the write has returned, the driver dies at once (exit
                                 137, no exit handlers run), as one killed then
     model_pool                  the transform runs as a model does: a class on an actor pool
@@ -151,6 +153,8 @@ def main() -> None:
     keep = {"delete_checkpoint_on_success": spec.get("delete_checkpoint_on_success", True)}
     if "max_filter_memory" in spec:
         keep["max_filter_memory"] = spec["max_filter_memory"]
+    if "existing_output" in spec:
+        keep["existing_output"] = spec["existing_output"]
     if spec["manager"] == "cairn":
         config = cairn.ray.checkpoint_config(spec["id_column"], spec["checkpoint"], options, **keep)
     else:
@@ -274,7 +278,8 @@ def main() -> None:
     elif partition_cols:
         ds.write_parquet(output, filesystem=data_fs, partition_cols=partition_cols)
     else:
-        getattr(ds, f"write_{sink}")(output, filesystem=data_fs)
+        write_mode = {"mode": spec["mode"]} if "mode" in spec else {}
+        getattr(ds, f"write_{sink}")(output, filesystem=data_fs, **write_mode)
     print("JOB DONE", flush=True)
     after = spec.get("after_done")
     if after == "raise":

@@ -17,6 +17,7 @@ import dataclasses
 import os
 import re
 import signal
+import subprocess
 import time
 import uuid
 
@@ -442,6 +443,18 @@ def test_a_driver_killed_inside_a_units_commit_resumes_exactly_once(tmp_path, ta
         # A group commit adds the rows of every unit it records.
         assert added == set().union(*(units[u][1] for u in table.units_with(held)))
 
+    # An operator's `cairn ckpt gc` here rolled the held unit back though
+    # the table may hold it (its rows then written twice by the run
+    # again): refused now, and nothing changed.
+    before = sorted(os.listdir(f"{root}/ckpt"))
+    gc = subprocess.run(
+        [cairn_binary(), "ckpt", "gc", f"{root}/ckpt", "--output", spec["output"]],
+        capture_output=True,
+        text=True,
+    )
+    assert gc.returncode != 0 and "cairn ckpt gc refuses" in gc.stderr, gc.stdout + gc.stderr
+    assert sorted(os.listdir(f"{root}/ckpt")) == before
+
     # The run again, where a worker dies right after its unit's table
     # commit: Ray runs the task again in the same driver, which finds the
     # unit in the table and commits nothing.
@@ -490,6 +503,13 @@ def test_a_driver_killed_inside_a_units_commit_resumes_exactly_once(tmp_path, ta
             pq.read_table(uri.removeprefix("file://"), columns=["uid"])["uid"].to_pylist()
         )
     assert by_files == counts
+
+
+def cairn_binary():
+    """The `cairn` command scripts/test.sh built (target/debug/cairn)."""
+    path = os.path.join(os.path.dirname(__file__), "../../../target/debug/cairn")
+    assert os.path.exists(path), f"no {path}: build it with cargo build -p cairn-cli"
+    return os.path.abspath(path)
 
 
 def append_and_delete_a_row(table_format, root):

@@ -79,6 +79,7 @@ def open_checkpoint(
     read_ids: bool = True,
     unit_log: Optional[UnitLog] = None,
     input_digest: Optional[str] = None,
+    output_ids_committed: bool = False,
 ) -> Tuple[NativeIdSet, Dict[str, Any]]: ...
 def finish_checkpoint(
     checkpoint_fs: NativeFileSystem,

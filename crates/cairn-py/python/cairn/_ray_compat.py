@@ -273,6 +273,25 @@ def plan_checkpoint_writer(is_cairns: Callable[[Any], bool], writer_class: type)
     _plan_write_op.CheckpointWriter = Writers
 
 
+def guard_file_writes(check: Callable[[Any], None]) -> None:
+    """Has ``check(sink)`` run on the driver first when a Ray file sink's
+    write starts: Ray 2.60 calls ``on_write_start`` before it plans the
+    job (so before any checkpoint manager runs), and with
+    ``mode='overwrite'`` it deletes the output's files there. Once."""
+    original = FileDatasink.on_write_start
+    if getattr(original, "_cairn_guarded", False):
+        return
+
+    def on_write_start(self: Any, schema: Any = None) -> None:
+        if not self._write_started:
+            check(self)
+        original(self, schema)
+
+    on_write_start._cairn_guarded = True  # type: ignore[attr-defined]
+    on_write_start.__doc__ = original.__doc__
+    FileDatasink.on_write_start = on_write_start
+
+
 def _file_sources(op: Any) -> Optional[List[Tuple[List[str], Any]]]:
     parents = list(getattr(op, "input_dependencies", None) or [])
     if not parents:

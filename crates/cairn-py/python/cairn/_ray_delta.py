@@ -11,7 +11,7 @@ import dataclasses
 import json
 import logging
 from urllib.parse import urlsplit
-from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
 
 import pyarrow as pa
 
@@ -174,6 +174,17 @@ class DeltaUnitLog(UnitIds):
         if not DeltaTable.is_deltatable(self._uri, storage_options=self._storage_options):
             return None
         return DeltaTable(self._uri, storage_options=self._storage_options)
+
+    def table_ids(self, id_column: str) -> Optional[Iterator[pa.Array]]:
+        """``id_column`` of every row of the table's current version
+        (deltalake's pyarrow dataset, that column alone), or None when
+        there is no table."""
+        table = self._table()
+        if table is None:
+            return None
+        dataset = table.to_pyarrow_dataset()
+        self._column_of(dataset.schema.names, id_column)
+        return (batch.column(0) for batch in dataset.to_batches(columns=[id_column]))
 
     def landed(self, unit: str) -> bool:
         """Whether the table's snapshot holds the unit's application

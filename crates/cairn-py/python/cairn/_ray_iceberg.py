@@ -18,7 +18,7 @@ import logging
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Mapping, Optional, Set, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Set, Tuple
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -165,6 +165,22 @@ class IcebergUnitLog(UnitIds):
 
     def _metadata(self) -> Any:
         return _catalog(self._catalog_kwargs).load_table(self._identifier).metadata
+
+    def table_ids(self, id_column: str) -> Optional[Iterator[pa.Array]]:
+        """``id_column`` of every row of the table's current snapshot
+        (pyiceberg's scan of that column alone), or None when the catalog
+        has no such table."""
+        from pyiceberg.exceptions import NoSuchTableError
+
+        try:
+            table = _catalog(self._catalog_kwargs).load_table(self._identifier)
+        except NoSuchTableError:
+            return None
+        self._column_of([f.name for f in table.schema().fields], id_column)
+        if table.current_snapshot() is None:
+            return iter(())
+        reader = table.scan(selected_fields=(id_column,)).to_arrow_batch_reader()
+        return (batch.column(0) for batch in reader)
 
     def landed(self, unit: str) -> bool:
         """Whether a snapshot of the table's current metadata records the

@@ -9,7 +9,7 @@ import dataclasses
 import json
 import logging
 import re
-from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
 
 import pyarrow as pa
 
@@ -153,6 +153,15 @@ class LanceUnitLog(UnitIds):
         self._path = path
         #: The dataset, for messages.
         self.table = without_secrets(uri)
+
+    def table_ids(self, id_column: str) -> Optional[Iterator[pa.Array]]:
+        """``id_column`` of every row of the dataset's latest version (that
+        column alone), or None when there is no dataset."""
+        dataset = _dataset(self._uri, self._storage_options)
+        if dataset is None:
+            return None
+        self._column_of(dataset.schema.names, id_column)
+        return (batch.column(0) for batch in dataset.to_batches(columns=[id_column]))
 
     def landed(self, unit: str) -> bool:
         """Whether a transaction of the versions made since the job started

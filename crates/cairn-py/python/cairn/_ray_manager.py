@@ -20,6 +20,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import ray
 from ray.data.checkpoint import CheckpointConfig
+from ray.data.context import DataContext
 from ray.data.block import BlockAccessor
 
 from . import _protocol_of, build_checkpoint_filesystem
@@ -37,6 +38,7 @@ from ._ray_compat import (
     RayCheckpointManager,
     called_on_rays_success,
     datasink_being_planned,
+    guard_file_writes,
     inputs_being_planned,
     plan_checkpoint_writer,
     plan_filter_operator,
@@ -47,6 +49,16 @@ from ._ray_fit import Demand, check_fit, misfit
 from ._ray_fs import cairn_of
 from ._ray_table import TableDatasink, record_clean_up
 from ._ray_writer import MovingCheckpointWriter
+from ._ray_output import (
+    EXISTING_OUTPUT_CHOICES,
+    HoldsRows,
+    SameJob,
+    checkpoint_is_new,
+    committed_set,
+    judge_existing_output,
+    output_ids,
+    write_record,
+)
 from ._ray_read import (
     offer_committed,
     withdraw_committed,
@@ -72,6 +84,9 @@ _MAX_FILTER_MEMORY = "_cairn_max_filter_memory"
 
 #: Where checkpoint_config keeps its shard_timeout on Ray's CheckpointConfig.
 _SHARD_TIMEOUT = "_cairn_shard_timeout"
+
+#: Where checkpoint_config keeps its existing_output on Ray's CheckpointConfig.
+_EXISTING_OUTPUT = "_cairn_existing_output"
 
 #: cairn's checkpoint filter actors ask for max(checkpoint_actor_memory_bytes,
 #: this many times the set's size) of memory each, as Ray's do.
@@ -272,6 +287,37 @@ def _listed(paths: List[str], filesystem: Any) -> List[str]:
     return lines
 
 
+def _save_mode(sink: Any) -> str:
+    """The save mode of Ray's file sink ``sink`` (``append`` for any other)."""
+    mode = getattr(sink, "mode", "append")
+    return str(getattr(mode, "value", mode))
+
+
+def _refuse_overwriting_a_resume(sink: Any) -> None:
+    """Refuses, before Ray deletes anything, a file sink's
+    ``mode='overwrite'`` under cairn's manager when the checkpoint holds
+    committed units or a finished job's marker: Ray would delete their
+    files, and the run would skip their rows."""
+    config = DataContext.get_current().checkpoint_config
+    if _save_mode(sink) != "overwrite" or config is None:
+        return
+    if not _is_cairns(getattr(config, "checkpoint_manager_cls", None)):
+        return
+    checkpoint_fs = cairn_of(config.filesystem) if config.filesystem is not None else None
+    if checkpoint_fs is None:
+        return
+    directory = _local(config.checkpoint_path, checkpoint_fs)
+    if checkpoint_is_new(checkpoint_fs, directory):
+        return
+    raise ValueError(
+        f"cairn: the write's mode='overwrite' would delete the files in {sink.path}, and the "
+        f"checkpoint {config.checkpoint_path} holds units this job already committed there "
+        "(or records that it finished): the run would skip their rows, so they would be lost. "
+        "Nothing was deleted or written. Resume with the default mode='append'; to write the "
+        "job afresh, delete the checkpoint first, then run with mode='overwrite'"
+    )
+
+
 def _sink_being_planned() -> str:
     """The datasink of the plan Ray is planning, named for a message."""
     sink = datasink_being_planned()
@@ -397,6 +443,20 @@ class CheckpointManager(RayCheckpointManager):
         # A table sink's log, not file names, says which units reached it.
         sink = datasink_being_planned()
         unit_log = sink.unit_log() if isinstance(sink, TableDatasink) else None
+        digest = _input_digest()
+        mode = _save_mode(sink)
+        # What the output holds before this job's first unit: judged once,
+        # on a new checkpoint (its job record keeps the verdict for every
+        # later run of the job).
+        existing = None
+        if (
+            getattr(self._config, _EXISTING_OUTPUT, "skip") == "skip"
+            and mode != "overwrite"
+            and checkpoint_is_new(checkpoint_fs, _local(self.checkpoint_path, checkpoint_fs))
+        ):
+            existing = judge_existing_output(
+                sink, unit_log, output_fs, output_dir, self.id_column, digest
+            )
         # Settled and listed first, the IDs not read: their files' size
         # decides whether the set is loaded here or spread over shards.
         _, report = open_checkpoint(
@@ -409,16 +469,31 @@ class CheckpointManager(RayCheckpointManager):
             read_ids=False,
             unit_log=unit_log,
             # A marker exists only where Ray deletes the checkpoint.
-            input_digest=_input_digest() if self._config.delete_checkpoint_on_success else None,
+            input_digest=digest if self._config.delete_checkpoint_on_success else None,
+            output_ids_committed=isinstance(existing, HoldsRows),
         )
+        started_before = bool(report.get("finished") or report["committed_units"])
         if self._config.delete_checkpoint_on_success:
             self._clean_up_on_success(
                 checkpoint_fs,
                 checkpoint_url,
                 output_fs,
                 output_dir,
-                sink if isinstance(sink, TableDatasink) else None,
+                sink,
+                digest,
             )
+        if isinstance(existing, SameJob) and not started_before:
+            logger.warning(
+                "cairn: this job already finished (output %s, ID column %s, the same input: "
+                "%s) at %s: every row is in the output, so this run writes none. To write "
+                "them again, pass mode='overwrite' to the write (replaces the output) or "
+                "existing_output='append' to cairn.ray.checkpoint_config (adds them beside)",
+                output_dir,
+                self.id_column,
+                digest,
+                existing.record.get("finished_at"),
+            )
+            return ray.put(_EveryRowCommitted()), 0
         if report.get("finished"):
             logger.warning(
                 "cairn: the checkpoint %s records that this job (output %s, ID column %s) "
@@ -443,6 +518,8 @@ class CheckpointManager(RayCheckpointManager):
                 checkpoint_url,
                 ", ".join(report["foreign"]),
             )
+        if report.get("output_ids_committed"):
+            return self._load_from_output(sink, unit_log, output_fs, output_dir, existing)
         if report["committed_units"] == 0:
             logger.info("cairn: nothing committed in %s", checkpoint_url)
             return None, 0
@@ -495,13 +572,57 @@ class CheckpointManager(RayCheckpointManager):
         )
         return ref, size
 
+    def _load_from_output(
+        self,
+        sink: Any,
+        unit_log: Any,
+        output_fs: CairnFileSystem,
+        output_dir: str,
+        existing: Any,
+    ) -> Tuple[Optional[Any], int]:
+        """The committed set of a job whose output held rows before its
+        first unit: the IDs the output holds now (those rows, and every
+        unit this job committed since), read back in one projected scan."""
+        started = time.monotonic()
+        data, count = committed_set(
+            output_ids(sink, unit_log, output_fs, output_dir, self.id_column)
+        )
+        if isinstance(existing, HoldsRows):
+            logger.warning(
+                "cairn: the output holds rows already (%s): the %d IDs there count as "
+                "committed, and only input rows with other IDs are written",
+                existing.what,
+                count,
+            )
+        logger.info(
+            "cairn: %d IDs read back from the output %s in %.2f s (a set of %d bytes)",
+            count,
+            output_dir,
+            time.monotonic() - started,
+            data.nbytes,
+        )
+        if count == 0:
+            return None, 0
+        filter_actors = self._filter_actors(data.nbytes)
+        check_fit(
+            filter_actors,
+            None,
+            "Add memory to the nodes, or lower checkpoint_actor_memory_bytes on the "
+            "CheckpointConfig",
+        )
+        self._warn_if_starved(filter_actors)
+        ref = ray.put(data)
+        offer_committed(self._data_context, self.checkpoint_path, ref)
+        return ref, data.nbytes
+
     def _clean_up_on_success(
         self,
         checkpoint_fs: CairnFileSystem,
         checkpoint_url: str,
         output_fs: CairnFileSystem,
         output_dir: str,
-        table_sink: Optional[TableDatasink],
+        sink: Any,
+        input_digest: Optional[str],
     ) -> None:
         """Has Ray's ``delete_checkpoint_on_success`` (a ``delete_dir`` of
         the checkpoint through its filesystem, on this driver, once the job
@@ -513,6 +634,7 @@ class CheckpointManager(RayCheckpointManager):
         lease_ttl = self._lease_ttl
         id_column = self.id_column
         checkpoint_path = self.checkpoint_path
+        table_sink = sink if isinstance(sink, TableDatasink) else None
         unit_log = table_sink.unit_log() if table_sink is not None else None
         # The checkpoint this manager ends (the driver's current context may
         # name another: Ray Data takes the one the dataset was made in).
@@ -528,6 +650,14 @@ class CheckpointManager(RayCheckpointManager):
                     # Units handed to the job's committer are committed (or
                     # the checkpoint kept) before it is ended.
                     table_sink.end_commits(checkpoint_config)
+                elif not getattr(sink, "_skip_write", False):
+                    # Every unit is committed: the record that the job
+                    # finished goes beside its files before the checkpoint
+                    # (whose completion marker says the same until then)
+                    # is deleted. A table's own rows are its record. (A
+                    # write Ray skipped, mode='ignore' over an output
+                    # that held files, wrote no files to record.)
+                    write_record(output_fs, output_dir, id_column, input_digest, checkpoint_url)
                 report = finish_checkpoint(
                     checkpoint_fs._native,
                     checkpoint_url,
@@ -631,6 +761,7 @@ def _is_cairns(manager_class: Any) -> bool:
 
 
 plan_filter_operator(_is_cairns, _filter_pool)
+guard_file_writes(_refuse_overwriting_a_resume)
 plan_checkpoint_writer(_is_cairns, MovingCheckpointWriter)
 
 
@@ -701,6 +832,7 @@ def checkpoint_config(
     lease_ttl: Optional[float] = None,
     max_filter_memory: Optional[int] = DEFAULT_MAX_FILTER_MEMORY,
     shard_timeout: float = DEFAULT_SHARD_TIMEOUT,
+    existing_output: str = "skip",
     **ray_kwargs: Any,
 ) -> CheckpointConfig:
     """A Ray ``CheckpointConfig`` with cairn's manager, filter and checkpoint
@@ -715,7 +847,14 @@ def checkpoint_config(
     memory, and no machine holds the whole set (None: never split).
     ``shard_timeout`` bounds, in seconds (600 by default), each wait for
     cairn's actors and tasks: a shard placed or answering, the set's
-    loader tasks, the filter pool's first actors. Other keyword arguments
+    loader tasks, the filter pool's first actors. ``existing_output`` says
+    what a job's first run does with rows its output already holds:
+    ``"skip"`` (the default) writes nothing when the output's record says
+    this same job (ID column and input) finished there, skips the IDs the
+    output holds when a finished job's files (read back from Parquet or
+    JSON) or a table's rows are there, and refuses files no cairn job
+    recorded; ``"append"`` writes every row beside them, as Ray alone
+    does. Other keyword arguments
     go to ``CheckpointConfig`` unchanged (``delete_checkpoint_on_success``,
     ...). An ``override_filesystem`` given there must be cairn's: a
     :class:`cairn.fsspec.CairnFileSystem` (wrapped for pyarrow here) or what
@@ -762,6 +901,12 @@ def checkpoint_config(
             "unplaced or unanswering (600 by default)"
         )
     setattr(config, _SHARD_TIMEOUT, float(shard_timeout))
+    if existing_output not in EXISTING_OUTPUT_CHOICES:
+        raise ValueError(
+            f"existing_output={existing_output!r}: give 'skip' (rows the output already holds "
+            "are not written again; the default) or 'append' (every row is written beside them)"
+        )
+    setattr(config, _EXISTING_OUTPUT, existing_output)
     # Ray consults the manager only when the checkpoint directory exists:
     # made now, so the first run is settled and checked (its sink among
     # others) as every resume is.

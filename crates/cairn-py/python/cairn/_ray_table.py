@@ -30,7 +30,18 @@ import os
 import re
 import time
 import uuid
-from typing import Any, Callable, Dict, Iterable, List, Optional, Protocol, Sequence, Tuple
+from typing import (
+    Any,
+    Callable,
+    Dict,
+    Iterable,
+    Iterator,
+    List,
+    Optional,
+    Protocol,
+    Sequence,
+    Tuple,
+)
 from urllib.parse import urlsplit, urlunsplit
 
 import pyarrow as pa
@@ -182,6 +193,25 @@ class UnitIds:
         """The ledger entry of ``unit``, read from the table's history
         (None when no commit there records it, or the format keeps none)."""
         return None
+
+    def table_ids(self, id_column: str) -> Optional[Iterator[pa.Array]]:
+        """``id_column`` of every row the table holds now, chunk by chunk,
+        read with the format's own reader (that column alone), or None when
+        there is no table yet. A table without the column is refused: which
+        input rows it holds cannot be told."""
+        raise NotImplementedError
+
+    def _column_of(self, names: Iterable[str], id_column: str) -> None:
+        """Refuses a table whose schema (``names``) has no ``id_column``."""
+        if id_column not in names:
+            from ._ray_output import ExistingOutputRefused
+
+            raise ExistingOutputRefused(
+                f"the table {getattr(self, 'table', '')} already holds rows and has no column "
+                f"{id_column!r}, so cairn cannot tell which input rows it holds. Nothing was "
+                "written. Write to another table, or pass existing_output='append' to "
+                "cairn.ray.checkpoint_config to add every row beside them"
+            )
 
 
 #: The key, in a unit's record's Parquet key-value metadata, of its

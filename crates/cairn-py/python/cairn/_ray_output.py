@@ -1,0 +1,251 @@
+"""What a job's output already holds when a run starts, for cairn's Ray
+manager: the record a finished job leaves beside its data files
+(``_cairn_job.json``), and the IDs of the rows an output holds, read back
+from its Parquet or JSON files or from a table with the table's own reader.
+
+A run on a new checkpoint over an output that holds rows is judged here
+(:func:`judge_existing_output`): the same finished job (its record names
+this ID column and this input) writes nothing; a finished job's output
+read by other input, or a table that holds rows, has its IDs counted as
+committed (the rows there are never written again); files no cairn job
+recorded are refused, as ``cairn job run`` refuses them."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any, Dict, Iterator, Optional, Tuple
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.dataset as pads
+
+from ._arrow_fs import arrow_filesystem
+from ._native import NativeIdSetBuilder
+from .fsspec import CairnFileSystem
+
+logger = logging.getLogger("cairn.ray")
+
+#: The finished job's record, beside its data files. Its name starts with
+#: ``_``, so Ray's and pyarrow's readers of the output pass over it.
+RECORD_NAME = "_cairn_job.json"
+
+#: What the record's ``kind`` says.
+RECORD_KIND = "cairn finished job"
+
+#: ``checkpoint_config(existing_output=...)``'s choices.
+EXISTING_OUTPUT_CHOICES = ("skip", "append")
+
+#: The file sinks whose files cairn reads IDs back from, by Ray's class
+#: name: the pyarrow dataset format that reads them.
+_READABLE_FORMATS = {"ParquetDatasink": "parquet", "JSONDatasink": "json"}
+
+
+class ExistingOutputRefused(ValueError):
+    """A run refused before anything is written: its output holds rows
+    cairn cannot tell apart from the ones it would write."""
+
+
+@dataclass
+class SameJob:
+    """The output's record says this very job finished there: the same ID
+    column and the same input digest."""
+
+    record: Dict[str, Any]
+
+
+@dataclass
+class HoldsRows:
+    """The output holds rows whose IDs count as committed (``what``:
+    where they come from, for the log)."""
+
+    what: str
+
+
+def _record_path(output_dir: str) -> str:
+    return f"{output_dir.rstrip('/')}/{RECORD_NAME}"
+
+
+def read_record(output_fs: CairnFileSystem, output_dir: str) -> Optional[Dict[str, Any]]:
+    """The record of a finished job in ``output_dir``, or None when there
+    is none. A record that is not cairn's JSON is refused: deleting it is
+    the user's call, never a guess."""
+    path = _record_path(output_dir)
+    try:
+        body = output_fs.cat_file(path)
+    except FileNotFoundError:
+        return None
+    try:
+        record = json.loads(body)
+        if not isinstance(record, dict) or record.get("kind") != RECORD_KIND:
+            raise ValueError(f"its kind is not {RECORD_KIND!r}")
+        return record
+    except ValueError as e:
+        raise ExistingOutputRefused(
+            f"{output_fs.unstrip_protocol(path)} is not a finished job's record cairn can read "
+            f"({e}); restore it, or move it away and say how to treat the output's files with "
+            "checkpoint_config(..., existing_output='append')"
+        ) from e
+
+
+def write_record(
+    output_fs: CairnFileSystem,
+    output_dir: str,
+    id_column: str,
+    input_digest: Optional[str],
+    checkpoint: str,
+) -> None:
+    """Writes (or replaces) the record of a job that finished writing to
+    ``output_dir``: its ID column, the digest of its input (None: the
+    input was not files cairn lists) and when it finished."""
+    record = {
+        "kind": RECORD_KIND,
+        "id_column": id_column,
+        "input_digest": input_digest,
+        "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "checkpoint": checkpoint,
+    }
+    output_fs.pipe_file(_record_path(output_dir), json.dumps(record, indent=2).encode())
+
+
+def first_data_file(output_fs: CairnFileSystem, output_dir: str) -> Optional[str]:
+    """A file of ``output_dir`` that a reader of it would read (none whose
+    name, or a directory's on its path, starts with ``.`` or ``_``), or
+    None when it holds none or does not exist."""
+    base = output_dir.rstrip("/") + "/"
+    try:
+        names = output_fs.find(output_dir)
+    except FileNotFoundError:
+        return None
+    for name in names:
+        below = name[len(base) :] if name.startswith(base) else name.rsplit("/", 1)[-1]
+        if not any(part.startswith((".", "_")) for part in below.split("/") if part):
+            return output_fs.unstrip_protocol(name)
+    return None
+
+
+def checkpoint_is_new(checkpoint_fs: CairnFileSystem, checkpoint_dir: str) -> bool:
+    """Whether the checkpoint holds nothing of a job yet: no job record, no
+    committed or pending unit, no completion marker (a lease left by a
+    refused open does not count)."""
+    try:
+        names = checkpoint_fs.ls(checkpoint_dir, detail=False)
+    except FileNotFoundError:
+        return True
+    for name in names:
+        base = name.rstrip("/").rsplit("/", 1)[-1]
+        if base.endswith(".parquet") or base in (".cairn-job.json", ".cairn-complete"):
+            return False
+    return True
+
+
+def judge_existing_output(
+    sink: Any,
+    unit_log: Any,
+    output_fs: CairnFileSystem,
+    output_dir: str,
+    id_column: str,
+    input_digest: Optional[str],
+) -> Optional[Any]:
+    """How a run on a new checkpoint treats what its output holds: None
+    (nothing there), :class:`SameJob`, or :class:`HoldsRows`; raises
+    :class:`ExistingOutputRefused` for rows cairn cannot judge."""
+    if unit_log is not None:
+        batches = unit_log.table_ids(id_column)
+        if batches is None:
+            return None
+        if any(len(ids) for ids in batches):
+            return HoldsRows(f"the table {unit_log.table}")
+        return None
+    url = output_fs.unstrip_protocol(output_dir)
+    record = read_record(output_fs, output_dir)
+    if record is not None:
+        if (
+            input_digest is not None
+            and record.get("input_digest") == input_digest
+            and record.get("id_column") == id_column
+        ):
+            return SameJob(record)
+        _readable_format(sink, url, record)
+        return HoldsRows(
+            f"{url}, where a job with ID column {record.get('id_column')!r} finished at "
+            f"{record.get('finished_at')} over {record.get('input_digest') or 'input cairn could not list'}"
+        )
+    example = first_data_file(output_fs, output_dir)
+    if example is None:
+        return None
+    raise ExistingOutputRefused(
+        f"the output {url} already holds files ({example}, ...) and no cairn job recorded "
+        f"finishing there ({RECORD_NAME}), and the checkpoint has nothing committed: writing "
+        "now would add every row again beside them. Nothing was written. Write somewhere else, "
+        "restore the checkpoint those files belong to, or, to add beside them anyway, pass "
+        "existing_output='append' to cairn.ray.checkpoint_config (or mode='overwrite' to the "
+        "write, which replaces them)"
+    )
+
+
+def _readable_format(sink: Any, url: str, record: Dict[str, Any]) -> str:
+    """The pyarrow format ``sink``'s files are read back in, or a refusal
+    for a sink whose files cairn does not read IDs from."""
+    name = type(sink).__name__
+    found = _READABLE_FORMATS.get(name)
+    if found is None:
+        raise ExistingOutputRefused(
+            f"the output {url} holds a finished job's rows (finished at "
+            f"{record.get('finished_at')}) and this run reads other input, so the rows already "
+            f"there must be skipped by their IDs; cairn reads IDs back from Parquet and JSON "
+            f"files only, and this write is {name}. Nothing was written. Run it over the "
+            "finished job's input (it then writes nothing), write somewhere else, or pass "
+            "existing_output='append' to cairn.ray.checkpoint_config to add every row beside "
+            "them (or mode='overwrite' to the write, which replaces them)"
+        )
+    return found
+
+
+def output_ids(
+    sink: Any, unit_log: Any, output_fs: CairnFileSystem, output_dir: str, id_column: str
+) -> Iterator[pa.Array]:
+    """The IDs of the rows the output holds, chunk by chunk: a table's by
+    its own reader (one projected scan), a file sink's from its Parquet or
+    JSON files (the ID column alone read from Parquet; hive partition
+    directories read as pyarrow writes them)."""
+    if unit_log is not None:
+        batches = unit_log.table_ids(id_column)
+        return iter(()) if batches is None else batches
+    url = output_fs.unstrip_protocol(output_dir)
+    found = _readable_format(sink, url, read_record(output_fs, output_dir) or {})
+    try:
+        dataset = pads.dataset(
+            output_fs._strip_protocol(output_dir),
+            format=found,
+            filesystem=arrow_filesystem(output_fs),
+            partitioning="hive",
+        )
+    except FileNotFoundError:
+        return iter(())
+    if id_column not in dataset.schema.names:
+        raise ExistingOutputRefused(
+            f"the files of {url} have no column {id_column!r}, so cairn cannot tell which input "
+            "rows they hold. Nothing was written. Write somewhere else, or pass "
+            "existing_output='append' to cairn.ray.checkpoint_config to add every row beside them"
+        )
+    return (batch.column(0) for batch in dataset.to_batches(columns=[id_column]))
+
+
+def committed_set(chunks: Iterator[pa.Array]) -> Tuple[np.ndarray, int]:
+    """cairn's compact set of the non-null IDs of ``chunks`` as the bytes
+    the filter actors read (a NumPy array of them), and how many IDs."""
+    builder = NativeIdSetBuilder()
+    for chunk in chunks:
+        if isinstance(chunk, pa.ChunkedArray):
+            pieces = chunk.chunks
+        else:
+            pieces = [chunk]
+        for piece in pieces:
+            if pa.types.is_dictionary(piece.type):
+                piece = piece.dictionary_decode()
+            builder.push(piece)
+    ids = builder.build()
+    return np.frombuffer(ids.to_bytes(), dtype=np.uint8), len(ids)
