@@ -161,7 +161,11 @@ impl CheckpointConfig {
     /// clears a checkpoint another job finished with, refuses a checkpoint
     /// whose job record names another output (and records this output in a
     /// new checkpoint), recovers pending units, loads the committed IDs.
-    pub async fn open(&self, output_fs: &FileSystem, output_dir: &str) -> Result<OpenCheckpoint> {
+    pub(crate) async fn open(
+        &self,
+        output_fs: &FileSystem,
+        output_dir: &str,
+    ) -> Result<OpenCheckpoint> {
         let dir = self.dir()?;
         crate::job::refuse_overlap(&dir.fs, &dir.dir, output_fs, output_dir, "output")?;
         if dir.fs.isfile(&dir.dir).await? {
@@ -358,22 +362,22 @@ impl CheckpointConfig {
 
 /// A checkpoint opened for a run: the lease held, recovery done, IDs loaded.
 #[derive(Debug)]
-pub struct OpenCheckpoint {
+pub(crate) struct OpenCheckpoint {
     /// The directory.
-    pub dir: CheckpointDir,
+    pub(crate) dir: CheckpointDir,
     /// This run's identity (unit names start with it).
-    pub run: RunId,
+    pub(crate) run: RunId,
     /// The lease this run holds, renewed in the background since it was
     /// taken; `keeper.stop()` gives it back to release.
-    pub keeper: LeaseKeeper,
+    pub(crate) keeper: LeaseKeeper,
     /// The committed IDs and units.
-    pub state: CommittedState,
+    pub(crate) state: CommittedState,
     /// What recovery did.
-    pub recovery: RecoveryReport,
+    pub(crate) recovery: RecoveryReport,
     /// What the checkpoint belongs to (written at the first open).
-    pub job: JobRecord,
+    pub(crate) job: JobRecord,
     /// Whether this open made the checkpoint: nothing was committed or
     /// pending and it had no job record. A run refused before its first
     /// unit may then remove it whole ([`CheckpointDir::clean_up`]).
-    pub fresh: bool,
+    pub(crate) fresh: bool,
 }

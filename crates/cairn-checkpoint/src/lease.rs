@@ -44,6 +44,7 @@ use crate::commit::CheckpointDir;
 use crate::error::{Error, Result};
 use crate::layout::{LEASE_FILE, LEASE_PREFIX, RunId, UnitName, lease_file};
 use crate::store_clock::{STORE_CLOCK_GRAIN_MS, epoch_millis};
+use crate::token::random_token;
 
 /// The lease file's content.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -231,27 +232,6 @@ fn mark_abandoned(holder: String, free: Instant) {
         }
         gone.push((holder, free));
     }
-}
-
-/// A random 128-bit token: the standard library's randomly keyed hasher,
-/// fed the time, the process and a counter.
-pub(crate) fn random_token() -> String {
-    use std::hash::{BuildHasher, Hasher};
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let half = || {
-        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-        h.write_u128(
-            SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map(|d| d.as_nanos())
-                .unwrap_or_default(),
-        );
-        h.write_u32(std::process::id());
-        h.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
-        h.finish()
-    };
-    format!("{:016x}{:016x}", half(), half())
 }
 
 impl LeaseRecord {

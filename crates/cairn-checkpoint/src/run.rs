@@ -186,7 +186,7 @@ impl Checkpoint {
         match run.check_output(self).await {
             Ok(()) => Ok(run),
             Err(e) => {
-                run.end_unused().await;
+                run.end_refused().await;
                 Err(e)
             }
         }
@@ -387,17 +387,17 @@ impl Run {
     /// checkpoint kept), so the next run rolls those units back and writes
     /// their rows.
     pub async fn finish(self) -> Result<CleanupReport> {
-        self.finish_leaving_marker(false).await
+        self.end_success(false).await
     }
 
-    /// [`Run::finish`] that, when it deletes the checkpoint, stops before
-    /// the last step: the completion marker stays (`marker_left`), saying
-    /// the job finished, until it is removed
-    /// (`CheckpointDir::remove_completion_marker`): a driver that removes
-    /// it only when it exits cleanly leaves, when stopped otherwise after
-    /// the job, a checkpoint on which a run again writes nothing.
-    #[cfg_attr(not(feature = "internals"), allow(dead_code))]
-    pub(crate) async fn finish_leaving_marker(self, leave_marker: bool) -> Result<CleanupReport> {
+    /// The end of a successful run ([`Run::finish`]); with `leave_marker`,
+    /// when it deletes the checkpoint, it stops before the last step: the
+    /// completion marker stays (`marker_left`), saying the job finished,
+    /// until it is removed (`CheckpointDir::remove_completion_marker`): a
+    /// driver that removes it only when it exits cleanly leaves, when
+    /// stopped otherwise after the job, a checkpoint on which a run again
+    /// writes nothing.
+    async fn end_success(self, leave_marker: bool) -> Result<CleanupReport> {
         let unfinished: Vec<UnitName> = {
             let mut units: Vec<UnitName> = self.in_flight().keys().cloned().collect();
             units.sort();
@@ -438,7 +438,8 @@ impl Run {
         self.open.dir.release_lease(lease).await
     }
 
-    /// Ends a run refused before its first unit: a checkpoint this run
+    /// Ends a run refused before its first unit (by [`Checkpoint::open`]'s
+    /// checks, or by the caller's own planning): a checkpoint this run
     /// made (nothing was committed or pending, and it had no job record)
     /// loses the job record and the lease this run wrote, and the directory
     /// once empty (no completion marker: a removal cut short must never
@@ -447,7 +448,19 @@ impl Run {
     /// lease is still this run's: a run that took it over owns the
     /// directory now. What fails here is logged: the refusal is the error
     /// to report.
-    async fn end_unused(self) {
+    ///
+    /// ```
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// use cairn_checkpoint::Checkpoint;
+    /// use cairn_fs::{FileSystem, StorageOptions};
+    /// let output = FileSystem::new("memory", &StorageOptions::new()).unwrap();
+    /// let checkpoint = Checkpoint::at("memory:///doc-refused/ckpt", &StorageOptions::new(), "id").unwrap();
+    /// let run = checkpoint.open(&output, "memory:///doc-refused/out").await.unwrap();
+    /// run.end_refused().await;
+    /// assert!(!output.exists("memory:///doc-refused/ckpt/.cairn-job.json").await.unwrap());
+    /// # })
+    /// ```
+    pub async fn end_refused(self) {
         if !self.open.fresh || !self.in_flight().is_empty() {
             if let Err(e) = self.abandon().await {
                 tracing::warn!("could not release the checkpoint lease: {e}");
@@ -610,15 +623,6 @@ impl Run {
         self.fenced(self.open.dir.write_job_record(record)).await
     }
 
-    /// Ends a run refused before its first unit (a job runner's planning
-    /// refused it): a checkpoint this run made (nothing committed or
-    /// pending, no job record before) is removed, any other kept with its
-    /// lease released. What fails here is logged, not returned: the
-    /// refusal is the error to report.
-    pub async fn end_refused(self) {
-        self.end_unused().await
-    }
-
     /// Ends this process's hold on the checkpoint for writers elsewhere
     /// (Ray's write tasks, which commit through their own records): the
     /// lease released, everything kept. Returns what the open found.
@@ -631,6 +635,6 @@ impl Run {
     /// [`Run::finish`] that leaves the completion marker (a driver removes
     /// it when it exits cleanly).
     pub async fn finish_keeping_marker(self) -> Result<CleanupReport> {
-        self.finish_leaving_marker(true).await
+        self.end_success(true).await
     }
 }

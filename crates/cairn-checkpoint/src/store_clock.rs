@@ -26,7 +26,7 @@ impl CheckpointDir {
         let probe = self.file(&format!(
             "{}clock-{}",
             cairn_fs::PROBE_PREFIX,
-            crate::lease::random_token()
+            crate::token::random_token()
         ));
         self.fs
             .pipe(&probe, bytes::Bytes::new(), WriteMode::Overwrite)

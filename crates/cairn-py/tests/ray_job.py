@@ -7,8 +7,10 @@ by test_ray.py so the test can kill it with SIGKILL. One JSON argument:
                                 (cairn.ray.read_parquet, which skips committed row groups)
     storage_options             s3 options (flat)
     id_column                   "uid" or "row_hash" (read with include_row_hash)
-    manager                     "cairn" (cairn.ray.checkpoint_config) or "ray"
-                                (Ray's own manager and filter over cairn's filesystem)
+    manager                     "cairn" (cairn.ray.checkpoint_config), "cairn-by-hand"
+                                (Ray's CheckpointConfig with cairn's manager, filter and
+                                filesystem, built by hand) or "ray" (Ray's own manager and
+                                filter over cairn's filesystem)
     sleep                       seconds per batch in the transform (so a kill lands midway)
     delete_checkpoint_on_success
     sink                        "parquet" (default), "json", "csv" or "numpy" (the uid column)
@@ -157,6 +159,17 @@ def main() -> None:
         keep["existing_output"] = spec["existing_output"]
     if spec["manager"] == "cairn":
         config = cairn.ray.checkpoint_config(spec["id_column"], spec["checkpoint"], options, **keep)
+    elif spec["manager"] == "cairn-by-hand":
+        # Ray's CheckpointConfig with cairn's classes, built by hand: no
+        # directory made for it (checkpoint_config makes one).
+        config = CheckpointConfig(
+            id_column=spec["id_column"],
+            checkpoint_path=spec["checkpoint"],
+            override_filesystem=cairn.build_checkpoint_filesystem(spec["checkpoint"], options),
+            checkpoint_manager_cls=cairn.ray.CheckpointManager,
+            checkpoint_filter_cls=cairn.ray.CheckpointFilter,
+            **keep,
+        )
     else:
         config = CheckpointConfig(
             id_column=spec["id_column"],

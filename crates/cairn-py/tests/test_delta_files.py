@@ -31,7 +31,7 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from cairn._ray_committer import COMMITTED, Submission  # noqa: E402
-from cairn._ray_delta import DeltaDatasink  # noqa: E402
+from cairn._ray_delta import ORPHAN_CLEAN_UP, DeltaDatasink  # noqa: E402
 
 SCHEMA = pa.schema(
     [
@@ -607,3 +607,24 @@ def test_staging_loads_a_table_once_a_run_and_a_while(monkeypatch):
     assert _ray_table.staging_table("run-a", "t", load("a3")) == "a3"
     # run-b's load is past its time: let go.
     assert set(_ray_table._STAGING) == {("run-a", "t")}
+
+
+def test_the_orphan_warnings_advice_removes_an_orphan_and_keeps_every_row(tmp_path):
+    """The advice the warning about a rolled-back unit's files gives, run
+    as written: a Parquet file no version references (what a unit killed
+    before its commit leaves) is removed, the table's rows are not (the
+    advice given before, vacuum(full=True), removed nothing: it is a dry
+    run, and spares files younger than 7 days)."""
+    import deltalake
+    from deltalake import write_deltalake
+
+    uri = str(tmp_path / "table")
+    rows = pa.table({"uid": pa.array(range(100), pa.int64())})
+    write_deltalake(uri, rows)
+    orphan = os.path.join(uri, "part-00000-orphan.parquet")
+    pq.write_table(pa.table({"uid": pa.array([1000], pa.int64())}), orphan)
+    call = ORPHAN_CLEAN_UP.split(", run once")[0]
+    eval(call, {"deltalake": deltalake, "uri": uri})
+    assert not os.path.exists(orphan)
+    left = deltalake.DeltaTable(uri).to_pyarrow_table()["uid"].to_pylist()
+    assert sorted(left) == list(range(100))

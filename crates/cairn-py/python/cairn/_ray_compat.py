@@ -228,9 +228,14 @@ def plan_filter_operator(
             return _RAYS_FILTER_OPERATOR(
                 physical_input_op, data_context, data_file_dir, data_file_filesystem
             )
-        info = config.filesystem.get_file_info(unwrap_protocol(config.checkpoint_path))
-        if info.type == pafs.FileType.NotFound:
-            return physical_input_op
+        path = unwrap_protocol(config.checkpoint_path)
+        if config.filesystem.get_file_info(path).type == pafs.FileType.NotFound:
+            # Ray skips the manager of a checkpoint that does not exist
+            # yet; cairn's must see the first run too (a hand-built config
+            # has no directory made by checkpoint_config): it refuses a
+            # sink that would lose rows, judges what the output holds and
+            # registers the clean-up that ends the checkpoint.
+            config.filesystem.create_dir(path, recursive=True)
         manager = config.checkpoint_manager_cls(checkpoint_config=config, data_context=data_context)
         ids_ref, size = manager.load_checkpoint(data_file_dir, data_file_filesystem)
         if not ids_ref:

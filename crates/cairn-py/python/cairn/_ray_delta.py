@@ -100,6 +100,17 @@ def _files_ledger(files: List[str], base: Optional[int]) -> str:
     return json.dumps(entry)
 
 
+#: The orphan warning's advice, as written (tested): deltalake's vacuum
+#: lists the directory only with ``full=True``, deletes only with
+#: ``dry_run=False``, and spares files younger than its retention (7 days)
+#: unless told otherwise; a staged file a running job's committer holds is
+#: one of those, hence "once no job writes the table".
+ORPHAN_CLEAN_UP = (
+    "deltalake.DeltaTable(uri).vacuum(retention_hours=0, enforce_retention_duration=False, "
+    "full=True, dry_run=False), run once no job writes the table,"
+)
+
+
 class DeltaUnitLog(UnitIds):
     """The units a Delta table's log records (its application
     transactions named ``cairn:<unit>``), for cairn's recovery."""
@@ -165,7 +176,7 @@ class DeltaUnitLog(UnitIds):
             )
             left = list(rolled_back)
         if left:
-            warn_orphans_left(self.table, left, "Delta's vacuum(full=True)")
+            warn_orphans_left(self.table, left, ORPHAN_CLEAN_UP)
         return deleted
 
     def _table(self) -> Any:
@@ -612,6 +623,30 @@ class DeltaDatasink(TableDatasink):
         commit_interval: float = DEFAULT_COMMIT_INTERVAL_SECONDS,
         commit_timeout: float = DEFAULT_COMMIT_TIMEOUT_SECONDS,
     ):
+        """The sink's settings (docs/python.md has what each does).
+
+        Args:
+            table_uri: the Delta table's URI (a local path, ``s3://...``); the
+                table is created by the first unit when it does not exist.
+            storage_options: deltalake's storage options (``AWS_ENDPOINT_URL``,
+                ``AWS_ACCESS_KEY_ID``, ...).
+            partition_by: partition columns, for a table this job creates
+                (units then go through ``write_deltalake``).
+            schema_mode: ``"merge"`` to add the rows' new columns to the
+                table; None (the default) refuses rows that do not fit.
+            filesystem: the pyarrow filesystem Ray and cairn's manager see the
+                table's directory through:
+                ``cairn.build_checkpoint_filesystem(table_uri, options)`` for a
+                store other than local disk (staged files are written there).
+            max_commit_retries: how often a commit that lost a race with
+                another writer is tried again (100).
+            max_units_per_commit: at most this many units (write tasks) in one
+                table commit (1000); 1: each task commits its own unit.
+            commit_interval: seconds the job's committer waits for more units
+                before it commits the ones it holds (5).
+            commit_timeout: seconds the job's end waits for the committer's
+                last commit (3600) before it fails, keeping the checkpoint.
+        """
         if schema_mode not in (None, "merge"):
             raise ValueError(
                 f"schema_mode={schema_mode!r}: cairn.ray.DeltaDatasink appends, so only "

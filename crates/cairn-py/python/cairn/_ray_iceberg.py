@@ -889,6 +889,27 @@ class IcebergDatasink(TableDatasink):
         commit_interval: float = DEFAULT_COMMIT_INTERVAL_SECONDS,
         commit_timeout: float = DEFAULT_COMMIT_TIMEOUT_SECONDS,
     ):
+        """The sink's settings (docs/python.md has what each does).
+
+        Args:
+            table_identifier: the table's identifier in the catalog
+                (``"db.embeddings"``); the table must exist.
+            catalog_kwargs: pyiceberg's ``load_catalog`` arguments, with the
+                catalog's ``name`` (``{"name": "prod", "type": "sql", "uri":
+                ...}``).
+            filesystem: the pyarrow filesystem Ray and cairn's manager see the
+                table's location through, for a store other than local disk.
+            snapshot_properties: properties added to each snapshot's summary
+                (``cairn.*`` keys are cairn's own).
+            max_commit_retries: how often a commit that lost a race with
+                another writer is tried again (100).
+            max_units_per_commit: at most this many units (write tasks) in one
+                table commit (1000); 1: each task commits its own unit.
+            commit_interval: seconds the job's committer waits for more units
+                before it commits the ones it holds (5).
+            commit_timeout: seconds the job's end waits for the committer's
+                last commit (3600) before it fails, keeping the checkpoint.
+        """
         from pyiceberg.exceptions import NoSuchTableError
 
         try:

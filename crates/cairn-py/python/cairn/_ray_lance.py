@@ -603,6 +603,24 @@ class LanceDatasink(TableDatasink):
         commit_interval: float = DEFAULT_COMMIT_INTERVAL_SECONDS,
         commit_timeout: float = DEFAULT_COMMIT_TIMEOUT_SECONDS,
     ):
+        """The sink's settings (docs/python.md has what each does).
+
+        Args:
+            uri: the Lance dataset's URI (a local path, ``s3://...``); the
+                first unit creates it when it does not exist.
+            storage_options: Lance's storage options (``aws_endpoint``,
+                ``aws_access_key_id``, ...).
+            filesystem: the pyarrow filesystem Ray and cairn's manager see the
+                dataset's directory through:
+                ``cairn.build_checkpoint_filesystem(uri, options)`` for a store
+                other than local disk.
+            max_units_per_commit: at most this many units (write tasks) in one
+                table commit (1000); 1: each task commits its own unit.
+            commit_interval: seconds the job's committer waits for more units
+                before it commits the ones it holds (5).
+            commit_timeout: seconds the job's end waits for the committer's
+                last commit (3600) before it fails, keeping the checkpoint.
+        """
         super().__init__(uri, filesystem=filesystem)
         self.uri = uri
         self._storage_options = dict(storage_options) if storage_options else None
