@@ -161,11 +161,7 @@ impl CheckpointConfig {
     /// clears a checkpoint another job finished with, refuses a checkpoint
     /// whose job record names another output (and records this output in a
     /// new checkpoint), recovers pending units, loads the committed IDs.
-    pub(crate) async fn open(
-        &self,
-        output_fs: &FileSystem,
-        output_dir: &str,
-    ) -> Result<OpenCheckpoint> {
+    pub async fn open(&self, output_fs: &FileSystem, output_dir: &str) -> Result<OpenCheckpoint> {
         let dir = self.dir()?;
         crate::job::refuse_overlap(&dir.fs, &dir.dir, output_fs, output_dir, "output")?;
         if dir.fs.isfile(&dir.dir).await? {
@@ -362,22 +358,22 @@ impl CheckpointConfig {
 
 /// A checkpoint opened for a run: the lease held, recovery done, IDs loaded.
 #[derive(Debug)]
-pub(crate) struct OpenCheckpoint {
+pub struct OpenCheckpoint {
     /// The directory.
-    pub(crate) dir: CheckpointDir,
+    pub dir: CheckpointDir,
     /// This run's identity (unit names start with it).
-    pub(crate) run: RunId,
+    pub run: RunId,
     /// The lease this run holds, renewed in the background since it was
     /// taken; `keeper.stop()` gives it back to release.
-    pub(crate) keeper: LeaseKeeper,
+    pub keeper: LeaseKeeper,
     /// The committed IDs and units.
-    pub(crate) state: CommittedState,
+    pub state: CommittedState,
     /// What recovery did.
-    pub(crate) recovery: RecoveryReport,
+    pub recovery: RecoveryReport,
     /// What the checkpoint belongs to (written at the first open).
-    pub(crate) job: JobRecord,
+    pub job: JobRecord,
     /// Whether this open made the checkpoint: nothing was committed or
     /// pending and it had no job record. A run refused before its first
     /// unit may then remove it whole ([`CheckpointDir::clean_up`]).
-    pub(crate) fresh: bool,
+    pub fresh: bool,
 }

@@ -96,7 +96,9 @@ pub use run::{Checkpoint, Run};
 #[cfg(feature = "internals")]
 pub mod internals {
     pub use crate::commit::CheckpointDir;
-    pub use crate::config::{CheckpointConfig, DEFAULT_COMMIT_INTERVAL, DEFAULT_COMMIT_ROWS};
+    pub use crate::config::{
+        CheckpointConfig, DEFAULT_COMMIT_INTERVAL, DEFAULT_COMMIT_ROWS, OpenCheckpoint,
+    };
     pub use crate::idfile::{TABLE_LEDGER_KEY, decode_ids, encode_ids, recorded_partitions};
     pub use crate::idset::{check_id_type, id_keys};
     pub use crate::job::{InputFingerprint, JobRecord, paths_overlap, refuse_overlap};

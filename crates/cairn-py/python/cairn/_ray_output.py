@@ -222,16 +222,39 @@ def output_ids(
             format=found,
             filesystem=arrow_filesystem(output_fs),
             partitioning="hive",
+            # No schema inspected across files: each is read in its own.
+            schema=pa.schema([]),
         )
     except FileNotFoundError:
         return iter(())
-    if id_column not in dataset.schema.names:
-        raise ExistingOutputRefused(
-            f"the files of {url} have no column {id_column!r}, so cairn cannot tell which input "
-            "rows they hold. Nothing was written. Write somewhere else, or pass "
-            "existing_output='append' to cairn.ray.checkpoint_config to add every row beside them"
-        )
-    return (batch.column(0) for batch in dataset.to_batches(columns=[id_column]))
+    return _fragment_ids(dataset, url, id_column)
+
+
+def _fragment_ids(dataset: Any, url: str, id_column: str) -> Iterator[pa.ChunkedArray]:
+    """``id_column`` of each file of ``dataset``, each read in its own
+    schema (a JSON file's types are its own: a column of nulls alone has
+    none), skipping files without rows; a file with rows and without the
+    column is refused."""
+    for fragment in dataset.get_fragments():
+        try:
+            schema = fragment.physical_schema
+        except pa.ArrowInvalid as e:
+            if "Empty JSON stream" in str(e):
+                # A JSON lines file of no rows.
+                continue
+            raise
+        if id_column not in schema.names:
+            if fragment.count_rows() == 0:
+                continue
+            raise ExistingOutputRefused(
+                f"{fragment.path} in {url} has no column {id_column!r}, so cairn cannot tell "
+                "which input rows the output holds. Nothing was written. Write somewhere else, "
+                "or pass existing_output='append' to cairn.ray.checkpoint_config to add every "
+                "row beside them"
+            )
+        column = fragment.to_table(columns=[id_column], schema=schema).column(0)
+        if not pa.types.is_null(column.type):
+            yield column
 
 
 def committed_set(chunks: Iterator[pa.Array]) -> Tuple[np.ndarray, int]:
