@@ -261,7 +261,7 @@ pub enum Error {
     /// A finished job's completion marker names input other than the one
     /// this run reads: a new job on a reused checkpoint path.
     #[error(
-        "checkpoint {checkpoint} records that a job into this output finished over other input ({read}; this run reads {now}). Its IDs were deleted when it finished, and its clean-up was cut short; nothing was changed. Delete {marker} and run again: through cairn's Ray manager the run then reads the record the finished job left in its output (_cairn_job.json beside Parquet or JSON files, or the table's own rows), writes nothing over the same input, and over other input writes only the rows whose IDs the output does not hold. An output without that record (a job finished before cairn wrote one) is refused: then read only the new files, with a new checkpoint path"
+        "checkpoint {checkpoint} records that a job into this output finished over other input ({read}; this run reads {now}). Its IDs were deleted when it finished, and its clean-up was cut short; nothing was changed. Delete the checkpoint {checkpoint} (all of it, {marker} included: a part left would be taken for a job still running) and run again: through cairn's Ray manager the run then reads the record the finished job left in its output (_cairn_job.json beside Parquet or JSON files, or the table's own rows), writes nothing over the same input, and over other input writes only the rows whose IDs the output does not hold. An output without that record (a job finished before cairn wrote one) is refused: then read only the new files, with a new checkpoint path"
     )]
     FinishedOverOtherInput {
         /// The checkpoint.

@@ -236,6 +236,20 @@ impl CheckpointDir {
         }
     }
 
+    /// The ID column this checkpoint's job recorded: its job record's, or
+    /// (a finished job whose clean-up was cut short, the record deleted)
+    /// its completion marker's; `None` when neither names one.
+    pub async fn recorded_id_column(&self) -> Result<Option<String>> {
+        if let Some(record) = self.read_job_record().await? {
+            return Ok(Some(record.id_column));
+        }
+        Ok(self
+            .read_marker()
+            .await?
+            .and_then(|marker| marker.job)
+            .map(|job| job.id_column))
+    }
+
     /// Writes the job record (the caller holds the lease).
     pub async fn write_job_record(&self, record: &JobRecord) -> Result<()> {
         let body = serde_json::to_vec_pretty(record).expect("the record serializes");

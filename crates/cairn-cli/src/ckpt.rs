@@ -255,6 +255,22 @@ pub async fn run(command: CkptCommand, options: &StorageOptions) -> CliResult<u8
             // back pending records while their data stays in the real one.
             let job = dir.check_output(&out_fs.url(&out_path)).await?;
             refuse_table(job.as_ref(), &out_fs, &out_path, &path, "gc").await?;
+            // The ID column the job recorded when no ID file is left (a
+            // finished job's marker alone): a guessed one would make its
+            // marker pass for another job's.
+            let column = match column {
+                Some(column) => column,
+                None => match dir.recorded_id_column().await? {
+                    Some(column) => column,
+                    None => {
+                        writeln!(
+                            out,
+                            "nothing to recover: the checkpoint holds no unit and no job record"
+                        )?;
+                        return Ok(0);
+                    }
+                },
+            };
             let layout = with_output_layout(dir, job.as_ref(), &out_fs, &out_path)
                 .await?
                 .layout();
@@ -262,7 +278,7 @@ pub async fn run(command: CkptCommand, options: &StorageOptions) -> CliResult<u8
             // alive while recovery runs, pending units rolled back, then
             // the lease released with everything else kept (or a finished
             // job's cut-short clean-up ended).
-            let mut config = CheckpointConfig::new(column.as_deref().unwrap_or("id"), &path);
+            let mut config = CheckpointConfig::new(&column, &path);
             config.filesystem = Some(fs);
             config.storage_options = options.clone();
             config.output_layout = layout;

@@ -345,6 +345,36 @@ fn gc_and_verify_refuse_a_table_jobs_checkpoint_and_change_nothing() {
     }
 }
 
+#[test]
+fn gc_ends_a_finished_jobs_cut_short_clean_up_by_the_id_column_it_recorded() {
+    // A marker alone (the ID files deleted, the driver killed before the
+    // marker was): gc reads the ID column from the marker's job, ends the
+    // clean-up and leaves no record naming another ID column behind.
+    let tmp = tempfile::tempdir().unwrap();
+    let ckpt = format!("{}/ckpt", tmp.path().display());
+    let out = format!("{}/out", tmp.path().display());
+    std::fs::create_dir_all(&ckpt).unwrap();
+    std::fs::create_dir_all(&out).unwrap();
+    std::fs::write(format!("{out}/kept.parquet"), "the finished job's rows").unwrap();
+    let marker =
+        serde_json::json!({"job": {"output": format!("file://{out}"), "id_column": "uid"}});
+    std::fs::write(format!("{ckpt}/.cairn-complete"), marker.to_string()).unwrap();
+    let gc = ok(&["ckpt", "gc", &ckpt, "--output", &out]);
+    assert!(gc.contains("clean-up was interrupted; finished it"), "{gc}");
+    let left: Vec<_> = std::fs::read_dir(&ckpt)
+        .map(|d| d.map(|e| e.unwrap().file_name()).collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "{left:?}");
+    assert!(std::path::Path::new(&format!("{out}/kept.parquet")).exists());
+
+    // An empty checkpoint directory (checkpoint_config makes one): nothing
+    // to recover, and no job record written into it.
+    std::fs::create_dir_all(&ckpt).unwrap();
+    let gc = ok(&["ckpt", "gc", &ckpt, "--output", &out]);
+    assert!(gc.contains("nothing to recover"), "{gc}");
+    assert_eq!(std::fs::read_dir(&ckpt).unwrap().count(), 0);
+}
+
 /// Every file under `roots` with its bytes, sorted.
 fn listing(roots: &[&str]) -> Vec<(String, Vec<u8>)> {
     let mut found = Vec::new();

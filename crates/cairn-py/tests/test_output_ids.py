@@ -137,6 +137,9 @@ def test_what_an_output_holds_is_judged_before_anything_is_written(tmp_path):
     # Another ID column, or an input cairn could not list: its IDs are read.
     assert isinstance(judge_existing_output(parquet, None, fs, out, "other", "d1"), HoldsRows)
     assert isinstance(judge_existing_output(parquet, None, fs, out, "uid", None), HoldsRows)
+    # row_hash IDs over other input: a rewritten file's rows would be skipped.
+    with pytest.raises(ExistingOutputRefused, match="row_hash"):
+        judge_existing_output(parquet, None, fs, out, "row_hash", "d2")
     with pytest.raises(ExistingOutputRefused, match="CSVDatasink"):
         judge_existing_output(CSVDatasink(), None, fs, out, "uid", "d2")
     with open(f"{out}/{RECORD_NAME}", "w") as f:

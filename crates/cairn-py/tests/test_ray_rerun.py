@@ -197,3 +197,20 @@ def test_a_hand_built_config_with_cairns_classes_is_settled_from_its_first_run(t
     code, second = run_job(spec)
     assert code == 0 and "JOB DONE" in second, second[-3000:]
     check_counts(delta_uids(f"{base}/table"), FILES, 1, first, second)
+
+
+def test_a_rerun_of_a_finished_job_killed_midway_still_writes_nothing(tmp_path):
+    """Run 1 finishes; run 2, the same job, is SIGKILLed while it reads
+    (its checkpoint then holds a job record, so it is no longer new); run 3
+    writes nothing either: the verdict is kept in the job record, and the
+    output's IDs are read back (before the verdict was kept, run 3 wrote
+    every row a second time)."""
+    spec, oracle, base = local_spec(tmp_path)
+    code, first = run_job(spec)
+    assert code == 0 and "JOB DONE" in first, first[-3000:]
+    record = f"{base}/ckpt/.cairn-job.json"
+    code, killed = run_job(dict(spec, sleep=1.0), kill_when=lambda: os.path.exists(record))
+    assert code != 0 and os.path.exists(record), killed[-3000:]
+    code, third = run_job(spec)
+    assert code == 0 and "JOB DONE" in third, third[-3000:]
+    check_counts(column_counts(oracle, f"{base}/out", "uid"), FILES, 1, first, killed, third)

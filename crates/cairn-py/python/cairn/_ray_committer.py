@@ -31,6 +31,7 @@ import logging
 import threading
 import time
 import uuid
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
@@ -394,7 +395,11 @@ class _CommitterActor:
         #: which costs a read a unit, where a constructor that raised
         #: would never be restarted.
         try:
-            self._restarted = bool(ray.get_runtime_context().was_current_actor_reconstructed)
+            with warnings.catch_warnings():
+                # Ray 2.60's property reads its own deprecated actor_id,
+                # which warned on every run (RayDeprecationWarning).
+                warnings.simplefilter("ignore", DeprecationWarning)
+                self._restarted = bool(ray.get_runtime_context().was_current_actor_reconstructed)
         except Exception:  # noqa: BLE001 - see above
             self._restarted = True
 

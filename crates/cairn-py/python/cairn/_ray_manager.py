@@ -53,6 +53,7 @@ from ._ray_output import (
     EXISTING_OUTPUT_CHOICES,
     HoldsRows,
     SameJob,
+    checkpoint_holds_rows,
     checkpoint_is_new,
     committed_set,
     judge_existing_output,
@@ -307,7 +308,13 @@ def _refuse_overwriting_a_resume(sink: Any) -> None:
     if checkpoint_fs is None:
         return
     directory = _local(config.checkpoint_path, checkpoint_fs)
-    if checkpoint_is_new(checkpoint_fs, directory):
+    native = checkpoint_fs._native
+    url = native.url(native.strip(directory))
+    if url in _MARKERS_LEFT:
+        # A job of this process finished here: this write is a new job,
+        # and the marker would only outlive the driver.
+        _remove_marker(url, _MARKERS_LEFT[url])
+    if not checkpoint_holds_rows(checkpoint_fs, directory):
         return
     raise ValueError(
         f"cairn: the write's mode='overwrite' would delete the files in {sink.path}, and the "
@@ -470,7 +477,11 @@ class CheckpointManager(RayCheckpointManager):
             unit_log=unit_log,
             # A marker exists only where Ray deletes the checkpoint.
             input_digest=digest if self._config.delete_checkpoint_on_success else None,
-            output_ids_committed=isinstance(existing, HoldsRows),
+            # The same job's verdict is kept too: a run of it killed (or
+            # kept, delete_checkpoint_on_success=False) leaves a checkpoint
+            # that is not new, whose next run must still skip every row
+            # the output holds.
+            output_ids_committed=isinstance(existing, (HoldsRows, SameJob)),
         )
         started_before = bool(report.get("finished") or report["committed_units"])
         if self._config.delete_checkpoint_on_success:

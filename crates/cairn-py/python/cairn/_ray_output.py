@@ -35,6 +35,9 @@ RECORD_NAME = "_cairn_job.json"
 #: What the record's ``kind`` says.
 RECORD_KIND = "cairn finished job"
 
+#: The ID column of Ray's ``include_row_hash`` reads.
+ROW_HASH = "row_hash"
+
 #: ``checkpoint_config(existing_output=...)``'s choices.
 EXISTING_OUTPUT_CHOICES = ("skip", "append")
 
@@ -141,6 +144,22 @@ def checkpoint_is_new(checkpoint_fs: CairnFileSystem, checkpoint_dir: str) -> bo
     return True
 
 
+def checkpoint_holds_rows(checkpoint_fs: CairnFileSystem, checkpoint_dir: str) -> bool:
+    """Whether the checkpoint holds a committed unit or a finished job's
+    completion marker: rows in the output that a run skips."""
+    try:
+        names = checkpoint_fs.ls(checkpoint_dir, detail=False)
+    except FileNotFoundError:
+        return False
+    for name in names:
+        base = name.rstrip("/").rsplit("/", 1)[-1]
+        if base == ".cairn-complete" or (
+            base.endswith(".parquet") and not base.endswith(".pending.parquet")
+        ):
+            return True
+    return False
+
+
 def judge_existing_output(
     sink: Any,
     unit_log: Any,
@@ -168,6 +187,16 @@ def judge_existing_output(
             and record.get("id_column") == id_column
         ):
             return SameJob(record)
+        if id_column == ROW_HASH:
+            raise ExistingOutputRefused(
+                f"the output {url} holds a finished job's rows (finished at "
+                f"{record.get('finished_at')}) and this run reads other input, with Ray's "
+                "row_hash IDs: a row_hash names a row by its file's path and position, so a "
+                "rewritten file's new rows would pass for the old ones and be skipped. Nothing "
+                "was written. Run it over the finished job's input (it then writes nothing), "
+                "read only the new files into the same output with existing_output='append', "
+                "or write somewhere else"
+            )
         _readable_format(sink, url, record)
         return HoldsRows(
             f"{url}, where a job with ID column {record.get('id_column')!r} finished at "
@@ -194,8 +223,9 @@ def _readable_format(sink: Any, url: str, record: Dict[str, Any]) -> str:
     if found is None:
         raise ExistingOutputRefused(
             f"the output {url} holds a finished job's rows (finished at "
-            f"{record.get('finished_at')}) and this run reads other input, so the rows already "
-            f"there must be skipped by their IDs; cairn reads IDs back from Parquet and JSON "
+            f"{record.get('finished_at')}) and this run's input cannot be told to be that job's "
+            "(other files, another ID column, or a read that is not files cairn lists), so the "
+            f"rows already there must be skipped by their IDs; cairn reads IDs back from Parquet and JSON "
             f"files only, and this write is {name}. Nothing was written. Run it over the "
             "finished job's input (it then writes nothing), write somewhere else, or pass "
             "existing_output='append' to cairn.ray.checkpoint_config to add every row beside "
