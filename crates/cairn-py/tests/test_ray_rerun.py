@@ -16,15 +16,15 @@ import pytest
 pytest.importorskip("ray", reason="needs Ray 2.60: scripts/test.sh runs this in its ray-venv")
 
 import pyarrow as pa  # noqa: E402
-import pyarrow.fs as pafs  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
-from oracle import column_counts, files, write_uid_files  # noqa: E402
+from oracle import column_counts, files  # noqa: E402
 from test_ray import (  # noqa: E402
     FILES,
     ROWS_PER_FILE,
     committed_units,
     job_spec,
+    local_model_job,
     ranges,
     run_job,
     s3,  # noqa: F401 - the fixture
@@ -88,21 +88,9 @@ def test_a_parquet_job_run_again_writes_every_row_once(s3):  # noqa: F811
 
 
 def local_spec(tmp_path, **extra):
-    base = str(tmp_path)
-    oracle = pafs.LocalFileSystem()
-    os.makedirs(f"{base}/in")
-    write_uid_files(oracle, f"{base}/in", FILES, ROWS_PER_FILE)
-    spec = {
-        "input": f"{base}/in",
-        "output": f"{base}/out",
-        "checkpoint": f"{base}/ckpt",
-        "storage_options": {},
-        "id_column": "uid",
-        "manager": "cairn",
-        "sleep": 0,
-        **extra,
-    }
-    return spec, oracle, base
+    """test_ray's local job (input written by pyarrow, cairn's manager),
+    with no pause in its transform unless `extra` gives one."""
+    return local_model_job(tmp_path, **{"sleep": 0, **extra})
 
 
 def test_files_no_job_recorded_are_refused_and_overwrite_replaces(tmp_path):

@@ -16,7 +16,7 @@ import json
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any, Dict, Iterator, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
 import pyarrow as pa
@@ -65,6 +65,13 @@ class HoldsRows:
     where they come from, for the log)."""
 
     what: str
+
+
+def _uncached(fs: CairnFileSystem) -> CairnFileSystem:
+    """``fs`` with the checkpoint preset (no listing cache): what the
+    output holds decides what is skipped, so no listing is taken from a
+    cache the user's filesystem may keep."""
+    return CairnFileSystem(fs._protocol, checkpoint=True, **fs.storage_options)
 
 
 def _record_path(output_dir: str) -> str:
@@ -119,7 +126,7 @@ def first_data_file(output_fs: CairnFileSystem, output_dir: str) -> Optional[str
     None when it holds none or does not exist."""
     base = output_dir.rstrip("/") + "/"
     try:
-        names = output_fs.find(output_dir)
+        names = _uncached(output_fs).find(output_dir)
     except FileNotFoundError:
         return None
     for name in names:
@@ -129,35 +136,34 @@ def first_data_file(output_fs: CairnFileSystem, output_dir: str) -> Optional[str
     return None
 
 
+def _checkpoint_files(checkpoint_fs: CairnFileSystem, checkpoint_dir: str) -> List[str]:
+    """The names of the files in the checkpoint directory (none when it
+    does not exist)."""
+    try:
+        names = checkpoint_fs.ls(checkpoint_dir, detail=False)
+    except FileNotFoundError:
+        return []
+    return [name.rstrip("/").rsplit("/", 1)[-1] for name in names]
+
+
 def checkpoint_is_new(checkpoint_fs: CairnFileSystem, checkpoint_dir: str) -> bool:
     """Whether the checkpoint holds nothing of a job yet: no job record, no
     committed or pending unit, no completion marker (a lease left by a
     refused open does not count)."""
-    try:
-        names = checkpoint_fs.ls(checkpoint_dir, detail=False)
-    except FileNotFoundError:
-        return True
-    for name in names:
-        base = name.rstrip("/").rsplit("/", 1)[-1]
-        if base.endswith(".parquet") or base in (".cairn-job.json", ".cairn-complete"):
-            return False
-    return True
+    return not any(
+        base.endswith(".parquet") or base in (".cairn-job.json", ".cairn-complete")
+        for base in _checkpoint_files(checkpoint_fs, checkpoint_dir)
+    )
 
 
 def checkpoint_holds_rows(checkpoint_fs: CairnFileSystem, checkpoint_dir: str) -> bool:
     """Whether the checkpoint holds a committed unit or a finished job's
     completion marker: rows in the output that a run skips."""
-    try:
-        names = checkpoint_fs.ls(checkpoint_dir, detail=False)
-    except FileNotFoundError:
-        return False
-    for name in names:
-        base = name.rstrip("/").rsplit("/", 1)[-1]
-        if base == ".cairn-complete" or (
-            base.endswith(".parquet") and not base.endswith(".pending.parquet")
-        ):
-            return True
-    return False
+    return any(
+        base == ".cairn-complete"
+        or (base.endswith(".parquet") and not base.endswith(".pending.parquet"))
+        for base in _checkpoint_files(checkpoint_fs, checkpoint_dir)
+    )
 
 
 def judge_existing_output(
@@ -250,7 +256,7 @@ def output_ids(
         dataset = pads.dataset(
             output_fs._strip_protocol(output_dir),
             format=found,
-            filesystem=arrow_filesystem(output_fs),
+            filesystem=arrow_filesystem(_uncached(output_fs)),
             partitioning="hive",
             # No schema inspected across files: each is read in its own.
             schema=pa.schema([]),
