@@ -146,3 +146,50 @@ def test_what_an_output_holds_is_judged_before_anything_is_written(tmp_path):
         f.write("not json")
     with pytest.raises(ExistingOutputRefused, match="not a finished job's record"):
         judge_existing_output(parquet, None, fs, out, "uid", "d1")
+
+
+def test_each_table_formats_ids_are_read_by_its_own_reader(tmp_path):
+    """The IDs a table holds, as a run over it reads them back (its own
+    reader, the ID column alone): None before the table exists, every ID
+    of its current version after, and a table without the column
+    refused. Delta, Lance, and Iceberg in a SQLite catalog."""
+    pytest.importorskip("deltalake", reason="scripts/test.sh installs deltalake")
+    pytest.importorskip("lance", reason="scripts/test.sh installs pylance")
+    pytest.importorskip("pyiceberg", reason="scripts/test.sh installs pyiceberg")
+    import lance
+    from deltalake import write_deltalake
+    from pyiceberg.catalog import load_catalog
+
+    from cairn._ray_delta import DeltaUnitLog
+    from cairn._ray_iceberg import IcebergUnitLog
+    from cairn._ray_lance import LanceUnitLog
+
+    rows = pa.table({"uid": pa.array([3, 1, 2], pa.int64()), "text": ["a", "b", "c"]})
+    catalog_kwargs = {
+        "name": "t",
+        "type": "sql",
+        "uri": f"sqlite:///{tmp_path}/catalog.db",
+        "warehouse": f"file://{tmp_path}/warehouse",
+    }
+    kwargs = dict(catalog_kwargs)
+    catalog = load_catalog(kwargs.pop("name"), **kwargs)
+    catalog.create_namespace("db")
+    logs = {
+        "delta": DeltaUnitLog(str(tmp_path / "delta")),
+        "lance": LanceUnitLog(str(tmp_path / "lance")),
+        "iceberg": IcebergUnitLog("db.t", catalog_kwargs, f"file://{tmp_path}/iceberg"),
+    }
+    for name, log in logs.items():
+        assert log.table_ids("uid") is None, name
+    write_deltalake(str(tmp_path / "delta"), rows)
+    lance.write_dataset(rows, str(tmp_path / "lance"))
+    iceberg = catalog.create_table(
+        "db.t", schema=rows.schema, location=f"file://{tmp_path}/iceberg"
+    )
+    assert list(logs["iceberg"].table_ids("uid")) == [], "an Iceberg table of no snapshot"
+    iceberg.append(rows)
+    for name, log in logs.items():
+        found = sorted(v for chunk in log.table_ids("uid") for v in chunk.to_pylist())
+        assert found == [1, 2, 3], name
+        with pytest.raises(ExistingOutputRefused, match="no column 'other'"):
+            log.table_ids("other")
