@@ -669,3 +669,25 @@ def test_a_commit_that_never_landed_on_a_table_cleaned_before_is_absent(table_fo
         assert log.delete_unreferenced({"u2": (entries[-1], grace)}) == len(written)
         assert not written & files_under(table.dir)
         assert table.uids() == set(range(6))
+
+
+def test_the_lance_orphan_warnings_advice_removes_an_orphan_and_keeps_every_row(tmp_path):
+    """The advice the warning about a rolled-back unit's files gives for
+    Lance, run as written: a data file no version references is removed,
+    the dataset's rows are not."""
+    import datetime
+    import glob
+    import shutil
+
+    import lance
+
+    from cairn._ray_lance import ORPHAN_CLEAN_UP
+
+    uri = str(tmp_path / "dataset")
+    lance.write_dataset(pa.table({"uid": pa.array(range(10), pa.int64())}), uri)
+    orphan = f"{uri}/data/orphan-0000.lance"
+    shutil.copy(glob.glob(f"{uri}/data/*.lance")[0], orphan)
+    call = ORPHAN_CLEAN_UP.split(", run once")[0]
+    eval(call, {"lance": lance, "datetime": datetime, "uri": uri})
+    assert not os.path.exists(orphan)
+    assert sorted(lance.dataset(uri).to_table()["uid"].to_pylist()) == list(range(10))

@@ -128,6 +128,16 @@ def _of_unit(fragments: Any, files: Optional[List[str]]) -> List[Any]:
     return [m for m in fragments if any(f.path in named for f in m.files)]
 
 
+#: The orphan warning's advice, as written (tested): Lance keeps files
+#: younger than ``older_than`` (two weeks by default) and those no old
+#: version named unless ``delete_unverified``; a fragment a running job's
+#: committer holds is one of those, hence "once no job writes".
+ORPHAN_CLEAN_UP = (
+    "lance.dataset(uri).cleanup_old_versions(older_than=datetime.timedelta(0), "
+    "delete_unverified=True), run once no job writes the dataset,"
+)
+
+
 class LanceUnitLog(UnitIds):
     """The units a Lance dataset's transactions record (``cairn.unit``, or
     a group commit's ``cairn.units``, in their properties), for cairn's
@@ -344,9 +354,7 @@ class LanceUnitLog(UnitIds):
             )
             left = list(rolled_back)
         if left:
-            warn_orphans_left(
-                self.table, left, "Lance's cleanup_old_versions(..., delete_unverified=True)"
-            )
+            warn_orphans_left(self.table, left, ORPHAN_CLEAN_UP)
         return deleted
 
     def _files_above(self, base: int) -> Tuple[int, set]:
