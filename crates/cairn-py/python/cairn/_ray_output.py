@@ -71,7 +71,11 @@ def _uncached(fs: CairnFileSystem) -> CairnFileSystem:
     """``fs`` with the checkpoint preset (no listing cache): what the
     output holds decides what is skipped, so no listing is taken from a
     cache the user's filesystem may keep."""
-    return CairnFileSystem(fs._protocol, checkpoint=True, **fs.storage_options)
+    options = dict(fs.storage_options)
+    if options.pop("checkpoint", False):
+        return fs
+    options.pop("protocol", None)
+    return CairnFileSystem(fs._protocol, checkpoint=True, **options)
 
 
 def _record_path(output_dir: str) -> str:
