@@ -229,6 +229,18 @@ def _remove_marker(url: str, native: Any) -> None:
         )
 
 
+def _end_own_marker(checkpoint_fs: CairnFileSystem, checkpoint_path: str) -> str:
+    """The URL of the checkpoint at ``checkpoint_path``, its completion
+    marker removed first when a job of this process finished there and
+    left it (its execution returned: a new write or planning on it is a
+    new job, as Ray has it)."""
+    native = checkpoint_fs._native
+    url = native.url(native.strip(_local(checkpoint_path, checkpoint_fs)))
+    if url in _MARKERS_LEFT:
+        _remove_marker(url, _MARKERS_LEFT[url])
+    return url
+
+
 def _input_digest() -> Optional[str]:
     """``"<n> files, <digest>"`` of the input files of the plan being
     planned (each one's path, size, and modification time and ETag where
@@ -307,14 +319,8 @@ def _refuse_overwriting_a_resume(sink: Any) -> None:
     checkpoint_fs = cairn_of(config.filesystem) if config.filesystem is not None else None
     if checkpoint_fs is None:
         return
-    directory = _local(config.checkpoint_path, checkpoint_fs)
-    native = checkpoint_fs._native
-    url = native.url(native.strip(directory))
-    if url in _MARKERS_LEFT:
-        # A job of this process finished here: this write is a new job,
-        # and the marker would only outlive the driver.
-        _remove_marker(url, _MARKERS_LEFT[url])
-    if not checkpoint_holds_rows(checkpoint_fs, directory):
+    _end_own_marker(checkpoint_fs, config.checkpoint_path)
+    if not checkpoint_holds_rows(checkpoint_fs, _local(config.checkpoint_path, checkpoint_fs)):
         return
     raise ValueError(
         f"cairn: the write's mode='overwrite' would delete the files in {sink.path}, and the "
@@ -440,11 +446,7 @@ class CheckpointManager(RayCheckpointManager):
             reads = [Demand.of_remote_args("read task", args) for args in work.reads]
             self._read = max(reads, key=lambda d: sum(d.resources.values()), default=None)
         native = checkpoint_fs._native
-        checkpoint_url = native.url(native.strip(_local(self.checkpoint_path, checkpoint_fs)))
-        if checkpoint_url in _MARKERS_LEFT:
-            # A job of this process finished here and its execution
-            # returned: this planning is a new job, as Ray has it.
-            _remove_marker(checkpoint_url, _MARKERS_LEFT[checkpoint_url])
+        checkpoint_url = _end_own_marker(checkpoint_fs, self.checkpoint_path)
         output_fs = self._output_filesystem(data_file_dir, data_file_filesystem, checkpoint_fs)
         output_dir = _local(data_file_dir, output_fs)
         # A table sink's log, not file names, says which units reached it.

@@ -207,7 +207,8 @@ def judge_existing_output(
                 "read only the new files into the same output with existing_output='append', "
                 "or write somewhere else"
             )
-        _readable_format(sink, url, record)
+        if _format_of(sink) is None:
+            _refuse_unreadable(sink, url, record)
         return HoldsRows(
             f"{url}, where a job with ID column {record.get('id_column')!r} finished at "
             f"{record.get('finished_at')} over {record.get('input_digest') or 'input cairn could not list'}"
@@ -225,23 +226,26 @@ def judge_existing_output(
     )
 
 
-def _readable_format(sink: Any, url: str, record: Dict[str, Any]) -> str:
-    """The pyarrow format ``sink``'s files are read back in, or a refusal
-    for a sink whose files cairn does not read IDs from."""
+def _format_of(sink: Any) -> Optional[str]:
+    """The pyarrow format ``sink``'s files are read back in (None: a sink
+    whose files cairn reads no IDs from)."""
+    return _READABLE_FORMATS.get(type(sink).__name__)
+
+
+def _refuse_unreadable(sink: Any, url: str, record: Dict[str, Any]) -> None:
+    """Refuses a run that must skip the IDs of a finished job's output
+    (``record``) written by a sink cairn reads no IDs from."""
     name = type(sink).__name__
-    found = _READABLE_FORMATS.get(name)
-    if found is None:
-        raise ExistingOutputRefused(
-            f"the output {url} holds a finished job's rows (finished at "
-            f"{record.get('finished_at')}) and this run's input cannot be told to be that job's "
-            "(other files, another ID column, or a read that is not files cairn lists), so the "
-            f"rows already there must be skipped by their IDs; cairn reads IDs back from Parquet and JSON "
-            f"files only, and this write is {name}. Nothing was written. Run it over the "
-            "finished job's input (it then writes nothing), write somewhere else, or pass "
-            "existing_output='append' to cairn.ray.checkpoint_config to add every row beside "
-            "them (or mode='overwrite' to the write, which replaces them)"
-        )
-    return found
+    raise ExistingOutputRefused(
+        f"the output {url} holds a finished job's rows (finished at "
+        f"{record.get('finished_at')}) and this run's input cannot be told to be that job's "
+        "(other files, another ID column, or a read that is not files cairn lists), so the "
+        f"rows already there must be skipped by their IDs; cairn reads IDs back from Parquet and JSON "
+        f"files only, and this write is {name}. Nothing was written. Run it over the "
+        "finished job's input (it then writes nothing), write somewhere else, or pass "
+        "existing_output='append' to cairn.ray.checkpoint_config to add every row beside "
+        "them (or mode='overwrite' to the write, which replaces them)"
+    )
 
 
 def output_ids(
@@ -255,7 +259,10 @@ def output_ids(
         batches = unit_log.table_ids(id_column)
         return iter(()) if batches is None else batches
     url = output_fs.unstrip_protocol(output_dir)
-    found = _readable_format(sink, url, read_record(output_fs, output_dir) or {})
+    found = _format_of(sink)
+    if found is None:
+        # The record is read for the message only.
+        _refuse_unreadable(sink, url, read_record(output_fs, output_dir) or {})
     try:
         dataset = pads.dataset(
             output_fs._strip_protocol(output_dir),
