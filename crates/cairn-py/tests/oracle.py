@@ -43,16 +43,19 @@ def files(fs, prefix):
     return sorted(f.path for f in found if f.type == pafs.FileType.File)
 
 
+def data_files(fs, prefix):
+    """The files under `prefix` that pyarrow's and Ray's readers read: those
+    whose names start with `_` or `.` are passed over (a finished job's
+    record, `_cairn_job.json`, among them)."""
+    return [p for p in files(fs, prefix) if not p.rsplit("/", 1)[-1].startswith(("_", "."))]
+
+
 def column_counts(fs, prefix, column):
     """How often each value of `column` occurs in the data files under
     `prefix`: Parquet, JSON lines, CSV (each read by pyarrow), or `.npy`
     files of that one column (read by NumPy)."""
     counts = collections.Counter()
-    for path in files(fs, prefix):
-        # Passed over as pyarrow's and Ray's readers pass them over (a
-        # finished job's record, `_cairn_job.json`, among them).
-        if path.rsplit("/", 1)[-1].startswith(("_", ".")):
-            continue
+    for path in data_files(fs, prefix):
         counts.update(_column(fs, path, column))
     return counts
 

@@ -25,7 +25,7 @@ from ray.data import DataContext  # noqa: E402
 import cairn  # noqa: E402
 import cairn.ray  # noqa: E402
 from conftest import garage_options  # noqa: E402
-from oracle import column_counts, files, pyarrow_s3, write_uid_files  # noqa: E402
+from oracle import column_counts, data_files, files, pyarrow_s3, write_uid_files  # noqa: E402
 from kit import free_port  # noqa: E402
 
 FILES = 4
@@ -76,7 +76,7 @@ def test_a_ray_job_reports_cairns_counts_to_rays_metrics(monkeypatch):
         read = ray.data.read_parquet(f"{prefix}/in", filesystem=fs)
         read.write_parquet(f"{prefix}/out", filesystem=fs)
         cairn.ray.flush_metrics()
-        written = files(oracle, f"{prefix}/out")
+        written = data_files(oracle, f"{prefix}/out")
         assert len(written) >= 2, written
         counts = column_counts(oracle, f"{prefix}/out", "uid")
         assert len(counts) == FILES * ROWS_PER_FILE and set(counts.values()) == {1}
