@@ -9,8 +9,8 @@
 #   Python lane: the dev wheel built and installed, then the package's
 #                fsspec and pyarrow tests and the table sinks' tests that
 #                start no Ray (its output printed when both lanes are done);
-# then the Ray Data 2.60 tests (two pytest processes at once) and Ray's
-# metrics test, alone: a Ray node
+# then the Ray Data 2.60 tests (two pytest processes at once, then Ray's
+# metrics test beside the longer), once the Rust lane is done: a Ray node
 # starting on a machine loaded by the Rust tests can miss Ray's fixed 30 s
 # to register.
 #   scripts/test.sh [extra cargo test args]
@@ -34,24 +34,38 @@ phase_done() {
 # CAIRN_TEST_ALONGSIDE's command, once started (stopped with the servers
 # when the run ends early).
 alongside_pid=""
+mkdir -p target
+# The tools install beside the workspace's build: on a fresh machine they
+# are mostly downloads and Garage's build, whose single-threaded stretches
+# and the build's leave a core idle each (about 4 minutes alone, then 9).
+tools_pid=""
 if [ -z "${CAIRN_TEST_SKIP_SERVERS:-}" ]; then
-  scripts/tools.sh
-  phase_done "tools (scripts/tools.sh)"
-  scripts/servers.sh start
-  trap 'scripts/servers.sh stop; [ -z "$alongside_pid" ] || kill "$alongside_pid" 2>/dev/null || true' EXIT
-  # shellcheck disable=SC1091
-  . target/cairn-servers/servers.env
+  scripts/tools.sh >target/test-tools.log 2>&1 &
+  tools_pid=$!
 fi
 
-mkdir -p target
 # A Ray driver of the tests joins only the instance its test names (the
 # test process's shared one, or its own), never a cluster another test (or
 # a killed driver) left in /tmp/ray.
 export RAY_ADDRESS=local
 set +e
 cargo test --workspace --no-run 2>&1 | tee target/test.log
-[ "${PIPESTATUS[0]}" -eq 0 ] || { echo "the workspace does not build"; exit 1; }
-phase_done "cargo test --workspace --no-run (the build)"
+build_status=${PIPESTATUS[0]}
+phase_done "cargo test --workspace --no-run (the build, beside scripts/tools.sh)"
+if [ -n "$tools_pid" ]; then
+  tools_status=0
+  wait "$tools_pid" || tools_status=$?
+  cat target/test-tools.log
+  [ "$tools_status" -eq 0 ] || { echo "scripts/tools.sh failed (its output is above)"; exit 1; }
+  phase_done "waiting for scripts/tools.sh"
+fi
+[ "$build_status" -eq 0 ] || { echo "the workspace does not build"; exit 1; }
+if [ -z "${CAIRN_TEST_SKIP_SERVERS:-}" ]; then
+  scripts/servers.sh start
+  trap 'scripts/servers.sh stop; [ -z "$alongside_pid" ] || kill "$alongside_pid" 2>/dev/null || true' EXIT
+  # shellcheck disable=SC1091
+  . target/cairn-servers/servers.env
+fi
 
 # The Python lane, in the background: one wheel (scripts/wheel.sh --dev),
 # installed into the tools' virtualenv (fsspec's own abstract tests on
@@ -108,22 +122,28 @@ ray_stream() {
     >"target/test-ray-$name.log" 2>&1
 }
 ray_tests() {
-  local tools="${CAIRN_TOOLS:-$HOME/.cache/cairn-tools}" status=0 tables=0 rest=0
+  local tools="${CAIRN_TOOLS:-$HOME/.cache/cairn-tools}" status=0 first="" pid
   ray_stream tables test_ray_tables.py test_ray_sinks.py test_ray_writer.py test_ray_rerun.py &
   local tables_pid=$!
   ray_stream rest test_ray.py test_ray_read.py test_ray_shards.py test_ray_skip_props.py \
-    test_ray_limits.py test_ray_upstream.py test_pandas.py test_docs.py || rest=1
-  wait "$tables_pid" || tables=1
-  for name in rest tables; do
+    test_ray_limits.py test_ray_upstream.py test_pandas.py test_docs.py &
+  local rest_pid=$!
+  # Ray's metrics test (cairn's counts in Ray's metrics: Ray exports them
+  # only with ray[default]) runs once the first stream ends, beside the
+  # other: after both, it was two minutes more on CI's clock.
+  wait -n -p first "$tables_pid" "$rest_pid" || status=1
+  (cd crates/cairn-py/tests && CAIRN_TEST_RAY_STREAM=metrics \
+    "$tools/ray-metrics-venv/bin/python" -m pytest test_ray_metrics.py -q -p no:cacheprovider -rs) \
+    >target/test-ray-metrics.log 2>&1 || status=1
+  for pid in "$tables_pid" "$rest_pid"; do
+    [ "$pid" = "$first" ] || wait "$pid" || status=1
+  done
+  for name in rest tables metrics; do
     echo
     echo "---- Ray tests: $name ----"
     cat "target/test-ray-$name.log"
   done
-  [ "$rest" -eq 0 ] && [ "$tables" -eq 0 ] || status=1
-  phase_done "Ray tests"
-  # cairn's counts in Ray's metrics: Ray exports them only with ray[default].
-  (cd crates/cairn-py/tests && "$tools/ray-metrics-venv/bin/python" -m pytest test_ray_metrics.py -q -p no:cacheprovider -rs) || status=1
-  phase_done "Ray metrics test"
+  phase_done "Ray tests (Ray's metrics test among them)"
   return "$status"
 }
 # CAIRN_TEST_ALONGSIDE's command, in the background (its output in

@@ -136,14 +136,24 @@ def delta_uids(path):
 
 
 def test_a_delta_job_run_again_writes_every_row_once(tmp_path):
-    """Into a Delta table: run 1 finishes cleanly; run 2, the same script,
-    commits nothing (the table's version stays); with 2 files added, run 3
-    commits their rows only. Judged by deltalake. Then
-    existing_output='append' adds every row again."""
+    """Into a Delta table, through Ray's CheckpointConfig built by hand with
+    cairn's manager, filter and filesystem, on a checkpoint path that does
+    not exist yet: run 1 finishes cleanly; run 2, the same script, commits
+    nothing (the table's version stays); with 2 files added, run 3 commits
+    their rows only. Judged by deltalake. Then existing_output='append'
+    (through cairn.ray.checkpoint_config) adds every row again.
+
+    Ray skips the manager of a missing checkpoint: before cairn's planning
+    made the directory, no clean-up was registered for a hand-built config
+    (Ray deleted the checkpoint before the committer's last flush) and run
+    2 wrote every row a second time."""
     pytest.importorskip("deltalake", reason="scripts/test.sh installs deltalake")
     from deltalake import DeltaTable
 
-    spec, oracle, base = local_spec(tmp_path, sink="delta", output=f"{tmp_path}/table")
+    spec, oracle, base = local_spec(
+        tmp_path, sink="delta", output=f"{tmp_path}/table", manager="cairn-by-hand"
+    )
+    assert not os.path.exists(spec["checkpoint"])
     table = f"{base}/table"
     code, first = run_job(spec)
     assert code == 0 and "JOB DONE" in first, first[-3000:]
@@ -161,30 +171,9 @@ def test_a_delta_job_run_again_writes_every_row_once(tmp_path):
     assert code == 0 and "JOB DONE" in third, third[-3000:]
     check_counts(delta_uids(table), FILES + NEW_FILES, 1, third)
 
-    code, fourth = run_job(dict(spec, existing_output="append"))
+    code, fourth = run_job(dict(spec, manager="cairn", existing_output="append"))
     assert code == 0 and "JOB DONE" in fourth, fourth[-3000:]
     check_counts(delta_uids(table), FILES + NEW_FILES, 2, fourth)
-
-
-def test_a_hand_built_config_with_cairns_classes_is_settled_from_its_first_run(tmp_path):
-    """Ray's CheckpointConfig built by hand with cairn's manager, filter and
-    filesystem, on a checkpoint path that does not exist yet, writing a
-    Delta table through its committer: Ray skips the manager of a missing
-    checkpoint, so before, no clean-up was registered (Ray deleted the
-    checkpoint before the committer's last flush) and the same job run
-    again wrote every row twice. cairn's planning now makes the directory
-    and consults the manager: the run again commits nothing."""
-    pytest.importorskip("deltalake", reason="scripts/test.sh installs deltalake")
-    spec, oracle, base = local_spec(
-        tmp_path, sink="delta", output=f"{tmp_path}/table", manager="cairn-by-hand"
-    )
-    assert not os.path.exists(spec["checkpoint"])
-    code, first = run_job(spec)
-    assert code == 0 and "JOB DONE" in first, first[-3000:]
-    check_counts(delta_uids(f"{base}/table"), FILES, 1, first)
-    code, second = run_job(spec)
-    assert code == 0 and "JOB DONE" in second, second[-3000:]
-    check_counts(delta_uids(f"{base}/table"), FILES, 1, first, second)
 
 
 def test_a_rerun_of_a_finished_job_killed_midway_still_writes_nothing(tmp_path):
