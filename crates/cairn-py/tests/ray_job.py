@@ -45,6 +45,13 @@ by test_ray.py so the test can kill it with SIGKILL. One JSON argument:
     retried_map_errors          Ray Data's DataContext.retried_map_errors (true: a map
                                 task's chain that raises runs again inside its attempt, up
                                 to max_map_retries, set to 3)
+    explode                     a 1:N job instead of the transform: each input row becomes
+                                `fanout[uid % len(fanout)]` shots (video "v<uid>", shot_idx,
+                                n_shots), then cairn.ray.skip_committed, then the expensive
+                                stage (`pool`: "tasks" or "actors"; batches of `batch_size`
+                                rows, `sleep` each), which writes the keys of each call to a
+                                file of its own under `calls_dir`/<`run`>/; blocks of at most
+                                `block_bytes` (so one video's shots span several units)
     drop_by_attempt             the transform keeps a row by its uid and the task's attempt
                                 (uid + attempt) % 3 != 0: a retried task makes other rows,
                                 as a transform that is not deterministic does
@@ -128,6 +135,44 @@ def kill_a_shard_when(committed, units):
         print(f"SHARD KILLED (pid {pid}) after {committed()} committed units", flush=True)
 
     threading.Thread(target=watch, daemon=True).start()
+
+
+def explode_then_skip(ds, explode, pause):
+    """The 1:N job of the `explode` spec (see the module's doc)."""
+    import uuid
+
+    fanout = explode["fanout"]
+    calls = os.path.join(explode["calls_dir"], str(explode["run"]))
+    DataContext.get_current().target_max_block_size = explode["block_bytes"]
+
+    def shots(row):
+        n = fanout[row["uid"] % len(fanout)]
+        video = f"v{row['uid']:06}"
+        return [{"video": video, "shot_idx": i, "n_shots": n} for i in range(n)]
+
+    def expensive(batch):
+        time.sleep(pause)
+        os.makedirs(calls, exist_ok=True)
+        keys = [f"{v} {i}" for v, i in zip(batch["video"], batch["shot_idx"])]
+        with open(os.path.join(calls, uuid.uuid4().hex), "w") as f:
+            f.write("\n".join(keys))
+        batch["caption"] = [f"{v} shot {i}" for v, i in zip(batch["video"], batch["shot_idx"])]
+        return batch
+
+    class Captioner:
+        def __call__(self, batch):
+            return expensive(batch)
+
+    ds = cairn.ray.skip_committed(ds.flat_map(shots))
+    if explode["pool"] == "actors":
+        return ds.map_batches(
+            Captioner,
+            batch_format="numpy",
+            batch_size=explode["batch_size"],
+            concurrency=2,
+            num_cpus=0.25,
+        )
+    return ds.map_batches(expensive, batch_format="numpy", batch_size=explode["batch_size"])
 
 
 def main() -> None:
@@ -232,7 +277,10 @@ def main() -> None:
         return batch
 
     model = spec.get("model_pool")
-    if model is None:
+    explode = spec.get("explode")
+    if explode is not None:
+        ds = explode_then_skip(ds, explode, pause)
+    elif model is None:
         ds = ds.map_batches(transform, batch_format="numpy", batch_size=None)
     else:
 

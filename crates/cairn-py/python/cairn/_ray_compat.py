@@ -42,6 +42,7 @@ from ray.data.checkpoint.checkpoint_writer import BatchBasedCheckpointWriter
 from ray.data.checkpoint.checkpoint_writer import CheckpointWriter as RayCheckpointWriter
 from ray.data.checkpoint.checkpoint_writer import PENDING_CHECKPOINT_SUFFIX, PendingCheckpoint
 from ray.data.checkpoint.load_checkpoint_callback import LoadCheckpointCallback
+from ray.data.block import BlockAccessor
 from ray.data.context import DataContext
 from ray.data.datasource.file_datasink import _FileDatasink as FileDatasink
 from ray.data.datasource.filename_provider import _split_base_and_ext as split_base_and_ext
@@ -73,6 +74,9 @@ __all__ = [
     "inputs_being_planned",
     "pending_records",
     "plan_filter_operator",
+    "plan_pending_ids",
+    "logical_ops_of",
+    "ops_being_planned",
     "task_attempt",
     "work_being_planned",
     "iterate_with_retry",
@@ -121,6 +125,25 @@ def _dag_being_planned() -> Any:
     finally:
         del frame
     return None
+
+
+def logical_ops_of(dag: Any) -> List[Any]:
+    """Every operator of the logical plan ``dag``, each once."""
+    seen: dict = {}
+    stack = [dag]
+    while stack:
+        op = stack.pop()
+        if id(op) in seen:
+            continue
+        seen[id(op)] = op
+        stack.extend(getattr(op, "input_dependencies", None) or [])
+    return list(seen.values())
+
+
+def ops_being_planned() -> Optional[List[Any]]:
+    """The operators of the logical plan Ray is planning, or None."""
+    dag = _dag_being_planned()
+    return None if dag is None else logical_ops_of(dag)
 
 
 def inputs_being_planned() -> Optional[List[Tuple[List[str], Any]]]:
@@ -206,7 +229,9 @@ class FilterPool:
 
 
 def plan_filter_operator(
-    is_cairns: Callable[[Any], bool], pool_of: Callable[[Any, int], FilterPool]
+    is_cairns: Callable[[Any], bool],
+    pool_of: Callable[[Any, int], FilterPool],
+    taken_later: Callable[[Any, Any], bool],
 ) -> None:
     """Has Ray plan the checkpoint filter operator of a job whose manager
     ``is_cairns(manager class)`` with the pool ``pool_of(checkpoint config,
@@ -214,8 +239,10 @@ def plan_filter_operator(
     the set loaded, an actor-pool map after the read) with cairn's actor
     resources and bounds instead of Ray's (one CPU an actor, by Ray Data's
     default for actors; a start that waits for ever). Every other job is
-    planned by Ray's own function. Ray 2.60 calls it by name from two
-    planner modules: both are pointed here."""
+    planned by Ray's own function. When ``taken_later(config, the set's
+    reference or None)`` says a later step of the plan took the set, the
+    read gets no filter. Ray 2.60 calls it by name from two planner
+    modules: both are pointed here."""
 
     def create_checkpoint_filter_op(
         physical_input_op: Any,
@@ -238,6 +265,9 @@ def plan_filter_operator(
             config.filesystem.create_dir(path, recursive=True)
         manager = config.checkpoint_manager_cls(checkpoint_config=config, data_context=data_context)
         ids_ref, size = manager.load_checkpoint(data_file_dir, data_file_filesystem)
+        if taken_later(config, ids_ref or None):
+            # A step after the read filters (the key is made there).
+            return physical_input_op
         if not ids_ref:
             return physical_input_op
         pool = pool_of(config, size)
@@ -276,6 +306,42 @@ def plan_checkpoint_writer(is_cairns: Callable[[Any], bool], writer_class: type)
             return RayCheckpointWriter.create(config)
 
     _plan_write_op.CheckpointWriter = Writers
+
+
+#: Ray's own transform that writes a file sink's pending records.
+_RAYS_PREPARE_TRANSFORM = _plan_write_op._generate_prepare_checkpoint_transform
+
+
+def plan_pending_ids(ids_of: Callable[[Any], Optional[Callable[[Any], Any]]]) -> None:
+    """Has the write tasks of a job whose checkpoint config ``ids_of(config)``
+    gives a function ``ids(block)`` record ``ids(block)`` in their pending
+    records (a composite key's IDs, which no column of the block holds);
+    every other job's write is planned by Ray's own transform. Otherwise as
+    Ray 2.60's ``_generate_prepare_checkpoint_transform``: the task's blocks
+    combined, its base file name the record's name, the record written
+    before the data files. Ray's planner calls it by name: it is pointed
+    here."""
+
+    def prepare_transform(data_context: Any, datasink: Any, checkpoint_writer: Any) -> Any:
+        ids = ids_of(data_context.checkpoint_config)
+        if ids is None:
+            return _RAYS_PREPARE_TRANSFORM(data_context, datasink, checkpoint_writer)
+
+        def prepare_checkpoint(blocks: Any, ctx: Any) -> Any:
+            block_list, combined = _plan_write_op._combine_blocks(blocks)
+            table = BlockAccessor.for_block(combined).to_arrow()
+            if table.num_rows > 0:
+                base_filename = _plan_write_op._generate_base_filename(datasink, ctx)
+                pending = checkpoint_writer.write_pending_checkpoint(
+                    ids(table), checkpoint_id=base_filename
+                )
+                if pending is not None:
+                    ctx.kwargs.setdefault(PENDING_CHECKPOINTS_KWARG_NAME, []).append(pending)
+            return iter(block_list)
+
+        return _plan_write_op.BlockMapTransformFn(prepare_checkpoint, disable_block_shaping=True)
+
+    _plan_write_op._generate_prepare_checkpoint_transform = prepare_transform
 
 
 def guard_file_writes(check: Callable[[Any], None]) -> None:

@@ -13,7 +13,7 @@ import signal
 import sys
 import threading
 import time
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import pyarrow as pa
@@ -42,10 +42,13 @@ from ._ray_compat import (
     inputs_being_planned,
     plan_checkpoint_writer,
     plan_filter_operator,
+    plan_pending_ids,
     unwrapped,
     work_being_planned,
 )
 from ._ray_fit import Demand, check_fit, misfit
+from ._ray_keys import KEY_COLUMNS, key_columns, key_of, parse_id_column
+from ._ray_skip import take_for_skip
 from ._ray_fs import cairn_of
 from ._ray_table import TableDatasink, record_clean_up
 from ._ray_writer import MovingCheckpointWriter
@@ -385,6 +388,8 @@ class CheckpointManager(RayCheckpointManager):
         self._shard_timeout: float = getattr(
             checkpoint_config, _SHARD_TIMEOUT, DEFAULT_SHARD_TIMEOUT
         )
+        #: A composite key's columns (None: one ID column).
+        self._key_columns = key_columns(checkpoint_config)
 
     def _filter_actors(self, set_bytes: int) -> List[Demand]:
         """The filter actors the job starts for a set of ``set_bytes`` (its
@@ -452,6 +457,12 @@ class CheckpointManager(RayCheckpointManager):
         # A table sink's log, not file names, says which units reached it.
         sink = datasink_being_planned()
         unit_log = sink.unit_log() if isinstance(sink, TableDatasink) else None
+        if unit_log is not None and self._key_columns is not None:
+            raise ValueError(
+                f"the composite key {self._key_columns} writes through file sinks (Parquet, "
+                f"JSON, ...) only; {type(sink).__name__} records one ID column. Add a column "
+                "that joins the key's values (a string) and pass its name as id_column"
+            )
         digest = _input_digest()
         mode = _save_mode(sink)
         # What the output holds before this job's first unit: judged once,
@@ -547,7 +558,7 @@ class CheckpointManager(RayCheckpointManager):
                     + [Demand("shard actors", {"memory": float(budget)})] * len(sharded.shards)
                 )
                 ref = ray.put(sharded)
-                offer_committed(self._data_context, self.checkpoint_path, ref)
+                self._offer_to_reader(ref)
                 return ref, 0
         ids = load_ids(native, checkpoint_url, self.id_column)
         if len(ids) == 0:
@@ -570,7 +581,7 @@ class CheckpointManager(RayCheckpointManager):
         )
         self._warn_if_starved(filter_actors)
         ref = ray.put(data)
-        offer_committed(self._data_context, self.checkpoint_path, ref)
+        self._offer_to_reader(ref)
         logger.info(
             "cairn: %d committed IDs in %d units loaded from %s in %.2f s (a set of %d bytes, "
             "shared by the filter actors of a machine); %d pending unit(s) rolled back, "
@@ -585,6 +596,13 @@ class CheckpointManager(RayCheckpointManager):
         )
         return ref, size
 
+    def _offer_to_reader(self, ref: Any) -> None:
+        """Offers the committed set to cairn's reader, which leaves the row
+        groups all of whose IDs are committed unread: not a composite key's,
+        which no input column holds."""
+        if self._key_columns is None:
+            offer_committed(self._data_context, self.checkpoint_path, ref)
+
     def _load_from_output(
         self,
         sink: Any,
@@ -598,7 +616,7 @@ class CheckpointManager(RayCheckpointManager):
         unit this job committed since), read back in one projected scan."""
         started = time.monotonic()
         data, count = committed_set(
-            output_ids(sink, unit_log, output_fs, output_dir, self.id_column)
+            output_ids(sink, unit_log, output_fs, output_dir, self.id_column, self._key_columns)
         )
         if isinstance(existing, HoldsRows):
             logger.warning(
@@ -625,7 +643,7 @@ class CheckpointManager(RayCheckpointManager):
         )
         self._warn_if_starved(filter_actors)
         ref = ray.put(data)
-        offer_committed(self._data_context, self.checkpoint_path, ref)
+        self._offer_to_reader(ref)
         return ref, data.nbytes
 
     def _clean_up_on_success(
@@ -769,13 +787,24 @@ class CheckpointManager(RayCheckpointManager):
         )
 
 
+def _pending_ids_of(config: Any) -> Any:
+    """How a write task of a job under ``config`` reads its rows' IDs for
+    its pending record, when not as Ray does (one column): a composite
+    key's, encoded."""
+    columns = key_columns(config)
+    if columns is None or not _is_cairns(getattr(config, "checkpoint_manager_cls", None)):
+        return None
+    return lambda table: key_of(table, config.id_column, columns)
+
+
 def _is_cairns(manager_class: Any) -> bool:
     return isinstance(manager_class, type) and issubclass(manager_class, CheckpointManager)
 
 
-plan_filter_operator(_is_cairns, _filter_pool)
+plan_filter_operator(_is_cairns, _filter_pool, take_for_skip)
 guard_file_writes(_refuse_overwriting_a_resume)
 plan_checkpoint_writer(_is_cairns, MovingCheckpointWriter)
+plan_pending_ids(_pending_ids_of)
 
 
 class _EveryRowCommitted:
@@ -790,6 +819,7 @@ class CheckpointFilter(RayCheckpointFilter):
 
     def __init__(self, config: CheckpointConfig, checkpoint_ref: Any = None):
         super().__init__(config, checkpoint_ref)
+        self._key_columns = key_columns(config)
         data = ray.get(checkpoint_ref) if checkpoint_ref is not None else None
         if isinstance(data, np.ndarray):
             # Read in place where the memory is Ray's (read-only, shared by
@@ -824,13 +854,13 @@ class CheckpointFilter(RayCheckpointFilter):
             if self._sharded is None:
                 # _EveryRowCommitted.
                 return block.slice(0, 0)
-            committed = self._sharded.committed(block.column(self.id_column))
+            committed = self._sharded.committed(key_of(block, self.id_column, self._key_columns))
             return block.filter(pa.array(~committed))
         if len(self._ids) == 0:
             return block
-        column = block.column(self.id_column)
+        column = key_of(block, self.id_column, self._key_columns)
         masks = []
-        for chunk in column.chunks:
+        for chunk in column.chunks if isinstance(column, pa.ChunkedArray) else [column]:
             if pa.types.is_dictionary(chunk.type):
                 chunk = chunk.dictionary_decode()
             masks.append(self._ids.uncommitted(chunk))
@@ -838,7 +868,7 @@ class CheckpointFilter(RayCheckpointFilter):
 
 
 def checkpoint_config(
-    id_column: str,
+    id_column: Union[str, Sequence[str]],
     checkpoint_path: str,
     storage_options: Optional[Mapping[str, Any]] = None,
     *,
@@ -885,8 +915,9 @@ def checkpoint_config(
             "cairn's filesystem: leave it out (storage_options= builds it), or pass "
             "cairn.build_checkpoint_filesystem(checkpoint_path, storage_options)"
         )
+    name, columns = parse_id_column(id_column)
     config = CheckpointConfig(
-        id_column=id_column,
+        id_column=name,
         checkpoint_path=checkpoint_path,
         override_filesystem=filesystem,
         checkpoint_manager_cls=CheckpointManager,
@@ -920,6 +951,8 @@ def checkpoint_config(
             "are not written again; the default) or 'append' (every row is written beside them)"
         )
     setattr(config, _EXISTING_OUTPUT, existing_output)
+    if columns is not None:
+        setattr(config, KEY_COLUMNS, columns)
     # Ray consults the manager only when the checkpoint directory exists:
     # made now, so the first run is settled and checked (its sink among
     # others) as every resume is.

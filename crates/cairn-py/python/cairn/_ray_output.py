@@ -24,6 +24,7 @@ import pyarrow.dataset as pads
 
 from ._arrow_fs import arrow_filesystem
 from ._native import NativeIdSetBuilder
+from ._ray_keys import encode_key
 from .fsspec import CairnFileSystem
 
 logger = logging.getLogger("cairn.ray")
@@ -249,12 +250,18 @@ def _refuse_unreadable(sink: Any, url: str, record: Dict[str, Any]) -> None:
 
 
 def output_ids(
-    sink: Any, unit_log: Any, output_fs: CairnFileSystem, output_dir: str, id_column: str
+    sink: Any,
+    unit_log: Any,
+    output_fs: CairnFileSystem,
+    output_dir: str,
+    id_column: str,
+    key_columns: Optional[List[str]] = None,
 ) -> Iterator[pa.Array]:
     """The IDs of the rows the output holds, chunk by chunk: a table's by
     its own reader (one projected scan), a file sink's from its Parquet or
-    JSON files (the ID column alone read from Parquet; hive partition
-    directories read as pyarrow writes them)."""
+    JSON files (the ID column alone read from Parquet, or a composite key's
+    columns, encoded; hive partition directories read as pyarrow writes
+    them)."""
     if unit_log is not None:
         batches = unit_log.table_ids(id_column)
         return iter(()) if batches is None else batches
@@ -274,10 +281,12 @@ def output_ids(
         )
     except FileNotFoundError:
         return iter(())
-    return _fragment_ids(dataset, url, id_column)
+    return _fragment_ids(dataset, url, id_column, key_columns)
 
 
-def _fragment_ids(dataset: Any, url: str, id_column: str) -> Iterator[pa.ChunkedArray]:
+def _fragment_ids(
+    dataset: Any, url: str, id_column: str, key_columns: Optional[List[str]] = None
+) -> Iterator[Any]:
     """``id_column`` of each file of ``dataset``, each read in its own
     schema (a JSON file's types are its own: a column of nulls alone has
     none), skipping files without rows; a file with rows and without the
@@ -290,15 +299,20 @@ def _fragment_ids(dataset: Any, url: str, id_column: str) -> Iterator[pa.Chunked
                 # A JSON lines file of no rows.
                 continue
             raise
-        if id_column not in schema.names:
+        columns = key_columns or [id_column]
+        missing = [c for c in columns if c not in schema.names]
+        if missing:
             if fragment.count_rows() == 0:
                 continue
             raise ExistingOutputRefused(
-                f"{fragment.path} in {url} has no column {id_column!r}, so cairn cannot tell "
+                f"{fragment.path} in {url} has no column {missing[0]!r}, so cairn cannot tell "
                 "which input rows the output holds. Nothing was written. Write somewhere else, "
                 "or pass existing_output='append' to cairn.ray.checkpoint_config to add every "
                 "row beside them"
             )
+        if key_columns is not None:
+            yield encode_key(fragment.to_table(columns=columns, schema=schema), key_columns)
+            continue
         column = fragment.to_table(columns=[id_column], schema=schema).column(0)
         if not pa.types.is_null(column.type):
             yield column

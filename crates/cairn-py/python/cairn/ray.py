@@ -24,6 +24,10 @@ and with :func:`cairn.build_checkpoint_filesystem`::
     DataContext.get_current().checkpoint_config = cairn.ray.checkpoint_config(
         "uid", "s3://bucket/ckpt/job-1", storage_options={"s3": {...}}
     )
+
+The ID may be a composite key (``["video", "shot_idx"]``), and the filter
+may be placed after the step that makes it (:func:`skip_committed`, for a
+1:N explode) instead of after the read.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ from ._ray_manager import (
 from ._ray_metrics import flush_metrics, report_metrics
 from ._ray_read import SkippingParquetDatasource, read_parquet
 from ._ray_shards import ShardActor, ShardedSet, ShardUnavailable
+from ._ray_skip import skip_committed
 from ._ray_table import UnitTakenOver
 
 __all__ = [
@@ -59,4 +64,5 @@ __all__ = [
     "flush_metrics",
     "read_parquet",
     "report_metrics",
+    "skip_committed",
 ]
