@@ -98,7 +98,7 @@ python_lane() {
   # in the Ray virtualenv), here rather than in the Ray phase: this lane
   # ends minutes before the Rust lane, and the Ray phase runs alone.
   (cd crates/cairn-py/tests && "$tools/ray-venv/bin/python" -m pytest test_group_commit.py \
-    test_delta_files.py test_table_lineage.py test_output_ids.py -q -p no:cacheprovider -rs --durations=5) || status=1
+    test_delta_files.py test_table_lineage.py test_output_ids.py test_keys.py -q -p no:cacheprovider -rs --durations=5) || status=1
   lane_phase "table tests without Ray (committer, logs, Delta's files)"
   return "$status"
 }
@@ -126,7 +126,7 @@ ray_tests() {
   ray_stream tables test_ray_tables.py test_ray_sinks.py test_ray_writer.py test_ray_rerun.py &
   local tables_pid=$!
   ray_stream rest test_ray.py test_ray_read.py test_ray_shards.py test_ray_skip_props.py \
-    test_ray_limits.py test_ray_upstream.py test_pandas.py test_docs.py &
+    test_ray_limits.py test_ray_upstream.py test_pandas.py test_docs.py test_ray_explode.py &
   local rest_pid=$!
   # Ray's metrics test (cairn's counts in Ray's metrics: Ray exports them
   # only with ray[default]) runs once the first stream ends, beside the
