@@ -42,6 +42,9 @@ tools_pid=""
 if [ -z "${CAIRN_TEST_SKIP_SERVERS:-}" ]; then
   scripts/tools.sh >target/test-tools.log 2>&1 &
   tools_pid=$!
+  # An interrupted build stops the installs too (a background job of a
+  # script ignores the terminal's SIGINT).
+  trap 'kill -- "$tools_pid" 2>/dev/null || true' EXIT
 fi
 
 # A Ray driver of the tests joins only the instance its test names (the

@@ -30,6 +30,7 @@ by test_ray.py so the test can kill it with SIGKILL. One JSON argument:
                                 PARTITION_SOURCES by uid % 4) and `write_parquet` partitions
                                 by these columns (hive-style directories)
     existing_output             cairn.ray.checkpoint_config's ("skip" or "append")
+    exact_ids                   cairn.ray.checkpoint_config's (IDs' bytes, not fingerprints)
     mode                        the file sink's save mode (Ray's: "append", "overwrite", ...)
     die_after_done              once the write has returned, the driver dies at once (exit
                                 137, no exit handlers run), as one killed then
@@ -51,7 +52,11 @@ by test_ray.py so the test can kill it with SIGKILL. One JSON argument:
                                 stage (`pool`: "tasks" or "actors"; batches of `batch_size`
                                 rows, `sleep` each), which writes the keys of each call to a
                                 file of its own under `calls_dir`/<`run`>/; blocks of at most
-                                `block_bytes` (so one video's shots span several units)
+                                `block_bytes` (so one video's shots span several units);
+                                each explode call makes a file under `calls_dir`/explode-<run>/;
+                                with `lineage`, source_column="video" and
+                                fan_out_column="n_shots", and a video with no shots is one
+                                row of shot_idx -1 and n_shots 0
     drop_by_attempt             the transform keeps a row by its uid and the task's attempt
                                 (uid + attempt) % 3 != 0: a retried task makes other rows,
                                 as a transform that is not deterministic does
@@ -145,15 +150,28 @@ def explode_then_skip(ds, explode, pause):
     calls = os.path.join(explode["calls_dir"], str(explode["run"]))
     DataContext.get_current().target_max_block_size = explode["block_bytes"]
 
+    explodes = os.path.join(explode["calls_dir"], f"explode-{explode['run']}")
+    lineage = explode.get("lineage", False)
+
     def shots(row):
         n = fanout[row["uid"] % len(fanout)]
         video = f"v{row['uid']:06}"
+        os.makedirs(explodes, exist_ok=True)
+        with open(os.path.join(explodes, f"{video}-{uuid.uuid4().hex}"), "w"):
+            pass
+        if n == 0 and lineage:
+            # The row that records a video with no shots (not written).
+            return [{"video": video, "shot_idx": -1, "n_shots": 0}]
         return [{"video": video, "shot_idx": i, "n_shots": n} for i in range(n)]
 
     def expensive(batch):
         time.sleep(pause)
         os.makedirs(calls, exist_ok=True)
-        keys = [f"{v} {i}" for v, i in zip(batch["video"], batch["shot_idx"])]
+        keys = [
+            f"{v} {i}"
+            for v, i, n in zip(batch["video"], batch["shot_idx"], batch["n_shots"])
+            if n > 0
+        ]
         with open(os.path.join(calls, uuid.uuid4().hex), "w") as f:
             f.write("\n".join(keys))
         batch["caption"] = [f"{v} shot {i}" for v, i in zip(batch["video"], batch["shot_idx"])]
@@ -202,6 +220,11 @@ def main() -> None:
         keep["max_filter_memory"] = spec["max_filter_memory"]
     if "existing_output" in spec:
         keep["existing_output"] = spec["existing_output"]
+    if "exact_ids" in spec:
+        keep["exact_ids"] = spec["exact_ids"]
+    if spec.get("explode", {}).get("lineage"):
+        keep["source_column"] = "video"
+        keep["fan_out_column"] = "n_shots"
     if spec["manager"] == "cairn":
         config = cairn.ray.checkpoint_config(spec["id_column"], spec["checkpoint"], options, **keep)
     elif spec["manager"] == "cairn-by-hand":

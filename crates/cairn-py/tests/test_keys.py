@@ -120,3 +120,35 @@ def test_skip_committed_is_refused_twice_on_one_dataset():
     once = cairn.ray.skip_committed(ray.data.range(10), concurrency=(1, 1))
     with pytest.raises(ValueError, match="call it once"):
         cairn.ray.skip_committed(once.map(lambda row: row), concurrency=(1, 1))
+
+
+def test_lineage_markers_count_each_sources_outputs_across_units():
+    """Two units of one job: a source whose outputs span both is complete
+    only with both; a source of no outputs (its one row of count 0, not
+    written) is complete; a partly written source is not; two counts of
+    one source are refused, in a unit and across units."""
+    from cairn._ray_keys import complete_sources, lineage_markers
+
+    first = pa.table({"video": ["a", "a", "b", "z"], "shot_idx": [0, 1, 0, -1], "n": [3, 3, 2, 0]})
+    second = pa.table({"video": ["a"], "shot_idx": [2], "n": [3]})
+    markers_1, kept_1 = lineage_markers(first, "video", "n")
+    markers_2, kept_2 = lineage_markers(second, "video", "n")
+    assert kept_1.column("video").to_pylist() == ["a", "a", "b"]
+    assert kept_2.num_rows == 1
+    done, named = complete_sources(markers_1.to_pylist())
+    assert sorted(done) == ["z"] and named == 3
+    done, named = complete_sources(markers_1.to_pylist() + markers_2.to_pylist())
+    assert sorted(done) == ["a", "z"] and named == 3
+    # Keys are never taken for markers.
+    keys = encode_key(first, ["video", "shot_idx"]).to_pylist()
+    assert complete_sources(keys) == ([], 0)
+
+    with pytest.raises(KeyRefused, match="disagree"):
+        lineage_markers(pa.table({"video": ["a", "a"], "n": [3, 2]}), "video", "n")
+    other, _ = lineage_markers(pa.table({"video": ["a"], "n": [4]}), "video", "n")
+    with pytest.raises(KeyRefused, match="two output counts"):
+        complete_sources(markers_1.to_pylist() + other.to_pylist())
+    with pytest.raises(KeyRefused, match="'n' is not in the rows"):
+        lineage_markers(pa.table({"video": ["a"]}), "video", "n")
+    ints, _ = lineage_markers(pa.table({"v": pa.array([7, -2], pa.int32()), "n": [0, 0]}), "v", "n")
+    assert sorted(complete_sources(ints.to_pylist())[0]) == [-2, 7]

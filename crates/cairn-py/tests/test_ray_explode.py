@@ -10,7 +10,13 @@ the output and by the call logs, never by cairn:
 - every (video, shot_idx) the input makes is in the output exactly once;
 - no shot whose data file was in the output when a run was killed (and
   is there at the end, so its unit was committed) is processed by a
-  later run.
+  later run;
+- with source lineage (``source_column="video"``,
+  ``fan_out_column="n_shots"``; a video with no shots is one row of count
+  0, not written), no video all of whose shots were committed when a run
+  was killed is exploded by a later run (each explode call logs its
+  video);
+- the finished job run again explodes and processes nothing.
 
 Without ``skip_committed``'s filter (its step returning every row) a
 resume writes the committed shots again: the first check fails."""
@@ -29,9 +35,10 @@ import pyarrow.fs as pafs  # noqa: E402
 from oracle import data_files, write_uid_files  # noqa: E402
 from test_ray import committed_units, run_job  # noqa: E402
 
-#: Drawn cases in CI (scripts/bench/explode.sh-style runs take more:
-#: CAIRN_EXPLODE_CASES=N).
-CASES = int(os.environ.get("CAIRN_EXPLODE_CASES", "2"))
+#: Drawn cases in CI (more by hand: CAIRN_EXPLODE_CASES=N): case 0 a task
+#: pool, case 1 an actor pool with lineage, case 2 a task pool with
+#: lineage, and so on.
+CASES = int(os.environ.get("CAIRN_EXPLODE_CASES", "3"))
 FILES = 6
 ROWS_PER_FILE = 40
 
@@ -43,6 +50,14 @@ def keys_in(oracle, out):
         return collections.Counter()
     table = pads.dataset(paths, filesystem=oracle).to_table(columns=["video", "shot_idx"])
     return collections.Counter(zip(table["video"].to_pylist(), table["shot_idx"].to_pylist()))
+
+
+def explodes_of(calls_dir, run):
+    """The videos exploded in run `run`."""
+    directory = os.path.join(calls_dir, f"explode-{run}")
+    if not os.path.isdir(directory):
+        return collections.Counter()
+    return collections.Counter(name.split("-")[0] for name in os.listdir(directory))
 
 
 def calls_of(calls_dir, run):
@@ -63,6 +78,7 @@ def calls_of(calls_dir, run):
 def test_a_1_to_n_job_killed_and_resumed_writes_each_shot_once(tmp_path, case):
     rng = random.Random(f"explode-{case}")
     pool = ("tasks", "actors")[case % 2]
+    lineage = case % 3 != 0
     fanout = [rng.choice([0, 1, 3, rng.randint(0, 50)]) for _ in range(17)]
     kills = rng.randint(1, 3)
     base = str(tmp_path)
@@ -79,6 +95,8 @@ def test_a_1_to_n_job_killed_and_resumed_writes_each_shot_once(tmp_path, case):
         "manager": "cairn",
         "sleep": 0.2,
         "delete_checkpoint_on_success": True,
+        # Case 2 keeps the IDs' bytes; the others their fingerprints.
+        "exact_ids": case % 3 == 2,
     }
     explode = {
         "fanout": fanout,
@@ -86,13 +104,14 @@ def test_a_1_to_n_job_killed_and_resumed_writes_each_shot_once(tmp_path, case):
         "pool": pool,
         "batch_size": rng.choice([7, 32]),
         "block_bytes": rng.choice([2048, 8192]),
+        "lineage": lineage,
     }
     expected = {
         (f"v{uid:06}", i)
         for uid in range(FILES * ROWS_PER_FILE)
         for i in range(fanout[uid % len(fanout)])
     }
-    described = f"case {case}: pool={pool} kills={kills} fanout={fanout} {explode}"
+    described = f"case {case}: pool={pool} lineage={lineage} kills={kills} {explode}"
     outputs, snapshots = [], []
     for run in range(kills):
         before = len(committed_units(oracle, f"{base}/ckpt"))
@@ -134,3 +153,23 @@ def test_a_1_to_n_job_killed_and_resumed_writes_each_shot_once(tmp_path, case):
             f"{described}: {len(again)} shots committed before kill {k} were processed again "
             f"(e.g. {sorted(again)[:5]})\n{tail}"
         )
+        if lineage:
+            shots_of = collections.Counter(video for video, _ in committed)
+            whole = {v for v, n in shots_of.items() if n == fanout[int(v[1:]) % len(fanout)]}
+            exploded = collections.Counter()
+            for run in range(k + 1, kills + 1):
+                exploded.update(explodes_of(calls_dir, run))
+            read_again = whole & set(exploded)
+            assert not read_again, (
+                f"{described}: {len(read_again)} videos all of whose shots were committed "
+                f"before kill {k} were exploded again (e.g. {sorted(read_again)[:5]})\n{tail}"
+            )
+
+    # The finished job run again: nothing read past the filter, nothing
+    # processed, nothing written.
+    code, again = run_job(dict(spec, explode=dict(explode, run=kills + 1)))
+    assert code == 0 and "JOB DONE" in again, f"{described}\n{again[-3000:]}"
+    assert not explodes_of(calls_dir, kills + 1) and not calls_of(calls_dir, kills + 1), (
+        f"{described}: the finished job run again exploded or processed rows\n{again[-3000:]}"
+    )
+    assert keys_in(oracle, f"{base}/out") == written

@@ -75,6 +75,7 @@ __all__ = [
     "pending_records",
     "plan_filter_operator",
     "plan_pending_ids",
+    "NO_DATA_FILES",
     "logical_ops_of",
     "ops_being_planned",
     "task_attempt",
@@ -231,7 +232,7 @@ class FilterPool:
 def plan_filter_operator(
     is_cairns: Callable[[Any], bool],
     pool_of: Callable[[Any, int], FilterPool],
-    taken_later: Callable[[Any, Any], bool],
+    taken_later: Callable[[Any, Any, Any], Optional[Tuple[Any, Any, int]]],
 ) -> None:
     """Has Ray plan the checkpoint filter operator of a job whose manager
     ``is_cairns(manager class)`` with the pool ``pool_of(checkpoint config,
@@ -239,9 +240,10 @@ def plan_filter_operator(
     the set loaded, an actor-pool map after the read) with cairn's actor
     resources and bounds instead of Ray's (one CPU an actor, by Ray Data's
     default for actors; a start that waits for ever). Every other job is
-    planned by Ray's own function. When ``taken_later(config, the set's
-    reference or None)`` says a later step of the plan took the set, the
-    read gets no filter. Ray 2.60 calls it by name from two planner
+    planned by Ray's own function. When ``taken_later(the manager, config,
+    the set's reference or None)`` says a later step of the plan took the
+    set, the read is filtered by the (config, set, size) it returns
+    instead, or not at all. Ray 2.60 calls it by name from two planner
     modules: both are pointed here."""
 
     def create_checkpoint_filter_op(
@@ -265,9 +267,16 @@ def plan_filter_operator(
             config.filesystem.create_dir(path, recursive=True)
         manager = config.checkpoint_manager_cls(checkpoint_config=config, data_context=data_context)
         ids_ref, size = manager.load_checkpoint(data_file_dir, data_file_filesystem)
-        if taken_later(config, ids_ref or None):
-            # A step after the read filters (the key is made there).
-            return physical_input_op
+        later = taken_later(manager, config, ids_ref or None)
+        if later is not None:
+            # A step after the read filters by the key (made there); the
+            # read by what that step says, if anything.
+            read_config, ids_ref, size = later
+            if not ids_ref:
+                return physical_input_op
+            config = read_config
+            data_context = data_context.copy()
+            data_context.checkpoint_config = read_config
         if not ids_ref:
             return physical_input_op
         pool = pool_of(config, size)
@@ -312,28 +321,38 @@ def plan_checkpoint_writer(is_cairns: Callable[[Any], bool], writer_class: type)
 _RAYS_PREPARE_TRANSFORM = _plan_write_op._generate_prepare_checkpoint_transform
 
 
-def plan_pending_ids(ids_of: Callable[[Any], Optional[Callable[[Any], Any]]]) -> None:
-    """Has the write tasks of a job whose checkpoint config ``ids_of(config)``
-    gives a function ``ids(block)`` record ``ids(block)`` in their pending
-    records (a composite key's IDs, which no column of the block holds);
-    every other job's write is planned by Ray's own transform. Otherwise as
-    Ray 2.60's ``_generate_prepare_checkpoint_transform``: the task's blocks
-    combined, its base file name the record's name, the record written
-    before the data files. Ray's planner calls it by name: it is pointed
-    here."""
+#: The task context's key under which a write task notes that its unit
+#: writes no row (each stood for a source with no outputs).
+NO_DATA_FILES = "_cairn_no_data_files"
+
+
+def plan_pending_ids(prepare_of: Callable[[Any], Optional[Callable[[Any], Any]]]) -> None:
+    """Has the write tasks of a job whose checkpoint config
+    ``prepare_of(config)`` gives a function ``prepare(rows)`` record the IDs
+    it returns in their pending records (a composite key's, which no
+    column of the rows holds, and lineage markers), and write the rows it
+    returns (None: all of them); every other job's write is planned by
+    Ray's own transform. Otherwise as Ray 2.60's
+    ``_generate_prepare_checkpoint_transform``: the task's blocks combined,
+    its base file name the record's name, the record written before the
+    data files. Ray's planner calls it by name: it is pointed here."""
 
     def prepare_transform(data_context: Any, datasink: Any, checkpoint_writer: Any) -> Any:
-        ids = ids_of(data_context.checkpoint_config)
-        if ids is None:
+        prepare = prepare_of(data_context.checkpoint_config)
+        if prepare is None:
             return _RAYS_PREPARE_TRANSFORM(data_context, datasink, checkpoint_writer)
 
         def prepare_checkpoint(blocks: Any, ctx: Any) -> Any:
             block_list, combined = _plan_write_op._combine_blocks(blocks)
             table = BlockAccessor.for_block(combined).to_arrow()
             if table.num_rows > 0:
+                ids, kept = prepare(table)
+                if kept is not None:
+                    block_list = [kept] if kept.num_rows else []
+                ctx.kwargs[NO_DATA_FILES] = not block_list
                 base_filename = _plan_write_op._generate_base_filename(datasink, ctx)
                 pending = checkpoint_writer.write_pending_checkpoint(
-                    ids(table), checkpoint_id=base_filename
+                    ids, checkpoint_id=base_filename
                 )
                 if pending is not None:
                     ctx.kwargs.setdefault(PENDING_CHECKPOINTS_KWARG_NAME, []).append(pending)

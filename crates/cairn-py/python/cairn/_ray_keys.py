@@ -18,7 +18,7 @@ it."""
 from __future__ import annotations
 
 import json
-from typing import Any, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import pyarrow as pa
@@ -153,3 +153,109 @@ def _fixed(matrix: np.ndarray) -> pa.Array:
         pa.binary(width), rows, [None, pa.py_buffer(matrix.tobytes())]
     )
     return array.cast(pa.binary()).cast(pa.large_binary())
+
+
+#: The attribute of a CheckpointConfig that holds its source lineage:
+#: (the source column, the fan-out column), or absent.
+LINEAGE = "_cairn_lineage"
+
+#: The first bytes of a lineage marker: no key's ID starts with them (a
+#: key's first byte is a tag: + - s b).
+_MARKER = b"\x00L"
+
+
+def lineage_of(config: Any) -> Optional[Tuple[str, str]]:
+    """The (source column, fan-out column) of ``config``, or None."""
+    return getattr(config, LINEAGE, None)
+
+
+def lineage_markers(
+    table: pa.Table, source_column: str, fan_out_column: str
+) -> Tuple[pa.Array, pa.Table]:
+    """The lineage markers of a unit's rows ``table``, and the rows to write.
+
+    One marker per source among the rows: its source, the source's output
+    count (its rows' fan-out, which must agree) and how many of its outputs
+    are here. A row whose fan-out is 0 stands for a source with no outputs:
+    it is recorded (a marker with a count of 0) and not written."""
+    for name in (source_column, fan_out_column):
+        if name not in table.column_names:
+            raise KeyRefused(
+                f"the lineage column {name!r} is not in the rows written (their columns: "
+                f"{table.column_names}): every output row must carry its source "
+                f"({source_column!r}) and its source's output count ({fan_out_column!r})"
+            )
+    fan_out = table.column(fan_out_column)
+    if not pa.types.is_integer(fan_out.type) or fan_out.null_count:
+        raise KeyRefused(
+            f"the fan-out column {fan_out_column!r} must hold an integer on every row (the "
+            f"number of outputs of the row's source); it is {fan_out.type} with "
+            f"{fan_out.null_count} nulls"
+        )
+    sources = table.select([source_column, fan_out_column]).rename_columns(["source", "n"])
+    grouped = sources.group_by("source").aggregate([("n", "min"), ("n", "max"), ("n", "count")])
+    low = np.asarray(grouped.column("n_min").cast(pa.int64()))
+    high = np.asarray(grouped.column("n_max").cast(pa.int64()))
+    if (low != high).any() or (low < 0).any():
+        at = int(np.argmax((low != high) | (low < 0)))
+        raise KeyRefused(
+            f"the source {grouped.column('source')[at].as_py()!r} has rows whose "
+            f"{fan_out_column!r} disagree ({low[at]} and {high[at]}): every output row of a "
+            "source must carry the same count of its outputs (0 only on the one row that "
+            "stands for a source with none)"
+        )
+    counts = np.asarray(grouped.column("n_count").cast(pa.int64()))
+    counts = np.where(high == 0, 0, counts)
+    source = grouped.column("source")
+    if source.null_count:
+        raise KeyRefused(f"the source column {source_column!r} holds a null")
+    body = _fixed(
+        np.column_stack(
+            [
+                high.astype(">i8").view(np.uint8).reshape(-1, 8),
+                counts.astype(">i8").view(np.uint8).reshape(-1, 8),
+            ]
+        )
+    )
+    part = _encoded(source.combine_chunks(), source_column)
+    markers = pc.binary_join_element_wise(
+        pa.array([_MARKER] * len(part), pa.large_binary()),
+        part,
+        body,
+        pa.scalar(b"", pa.large_binary()),
+    ).cast(pa.binary())
+    kept = table.filter(pc.not_equal(fan_out, 0))
+    return markers, kept
+
+
+def complete_sources(ids: List[bytes]) -> Tuple[List[Any], int]:
+    """The sources all of whose outputs the markers among ``ids`` (the IDs of
+    every committed unit) count, as their values, and how many sources the
+    markers name. Refuses two counts of one source's outputs."""
+    expected: Dict[bytes, int] = {}
+    found: Dict[bytes, int] = {}
+    for marker in ids:
+        if not marker.startswith(_MARKER):
+            continue
+        part = marker[len(_MARKER) : -16]
+        n = int.from_bytes(marker[-16:-8], "big", signed=True)
+        count = int.from_bytes(marker[-8:], "big", signed=True)
+        if expected.setdefault(part, n) != n:
+            raise KeyRefused(
+                f"the source {_decoded(part)!r} was committed with two output counts "
+                f"({expected[part]} and {n}): the step that makes them must give a source the "
+                "same count on every run"
+            )
+        found[part] = found.get(part, 0) + count
+    done = [_decoded(p) for p, n in expected.items() if found[p] >= n]
+    return done, len(expected)
+
+
+def _decoded(part: bytes) -> Any:
+    """A key part's value back from its encoding."""
+    tag = part[:1]
+    if tag in (b"+", b"-"):
+        value = int.from_bytes(part[1:9], "big", signed=tag == b"-")
+        return value
+    body = part[5:]
+    return body.decode() if tag == b"s" else body

@@ -6,6 +6,7 @@ markers a finished job leaves until its driver exits cleanly, and
 from __future__ import annotations
 
 import atexit
+import copy
 import hashlib
 import logging
 import os
@@ -13,11 +14,14 @@ import signal
 import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.fs as pafs
+import pyarrow.parquet as pq
 import ray
 from ray.data.checkpoint import CheckpointConfig
 from ray.data.context import DataContext
@@ -47,7 +51,16 @@ from ._ray_compat import (
     work_being_planned,
 )
 from ._ray_fit import Demand, check_fit, misfit
-from ._ray_keys import KEY_COLUMNS, key_columns, key_of, parse_id_column
+from ._ray_keys import (
+    KEY_COLUMNS,
+    LINEAGE,
+    complete_sources,
+    key_columns,
+    key_of,
+    lineage_markers,
+    lineage_of,
+    parse_id_column,
+)
 from ._ray_skip import take_for_skip
 from ._ray_fs import cairn_of
 from ._ray_table import TableDatasink, record_clean_up
@@ -91,6 +104,9 @@ _SHARD_TIMEOUT = "_cairn_shard_timeout"
 
 #: Where checkpoint_config keeps its existing_output on Ray's CheckpointConfig.
 _EXISTING_OUTPUT = "_cairn_existing_output"
+#: The attribute of a CheckpointConfig that keeps string, binary and
+#: composite IDs' bytes in the set rather than their fingerprints.
+_EXACT_IDS = "_cairn_exact_ids"
 
 #: cairn's checkpoint filter actors ask for max(checkpoint_actor_memory_bytes,
 #: this many times the set's size) of memory each, as Ray's do.
@@ -497,6 +513,12 @@ class CheckpointManager(RayCheckpointManager):
             output_ids_committed=isinstance(existing, (HoldsRows, SameJob)),
         )
         started_before = bool(report.get("finished") or report["committed_units"])
+        #: The read's filter under source lineage: (its config, the set of
+        #: the sources all of whose outputs are committed, its size), or
+        #: None (the read is not filtered).
+        self.complete_sources: Optional[Tuple[Any, Any, int]] = None
+        if lineage_of(self._config) is not None and report["committed_units"]:
+            self.complete_sources = self._complete_sources(checkpoint_fs, report)
         if self._config.delete_checkpoint_on_success:
             self._clean_up_on_success(
                 checkpoint_fs,
@@ -517,7 +539,7 @@ class CheckpointManager(RayCheckpointManager):
                 digest,
                 existing.record.get("finished_at"),
             )
-            return ray.put(_EveryRowCommitted()), 0
+            return self._every_row_committed()
         if report.get("finished"):
             logger.warning(
                 "cairn: the checkpoint %s records that this job (output %s, ID column %s) "
@@ -528,7 +550,7 @@ class CheckpointManager(RayCheckpointManager):
                 output_dir,
                 self.id_column,
             )
-            return ray.put(_EveryRowCommitted()), 0
+            return self._every_row_committed()
         if report.get("committed_from_table"):
             logger.info(
                 "cairn: %d pending unit(s) found in the table %s, committed: %s",
@@ -560,7 +582,12 @@ class CheckpointManager(RayCheckpointManager):
                 ref = ray.put(sharded)
                 self._offer_to_reader(ref)
                 return ref, 0
-        ids = load_ids(native, checkpoint_url, self.id_column)
+        ids = load_ids(
+            native,
+            checkpoint_url,
+            self.id_column,
+            exact_strings=getattr(self._config, _EXACT_IDS, False),
+        )
         if len(ids) == 0:
             logger.info("cairn: nothing committed in %s", checkpoint_url)
             return None, 0
@@ -595,6 +622,53 @@ class CheckpointManager(RayCheckpointManager):
             report.get("data_files_deleted", 0),
         )
         return ref, size
+
+    def _every_row_committed(self) -> Tuple[Any, int]:
+        """The set of a job all of whose rows are committed; under a skip
+        step, the read is filtered by it too (nothing need be read)."""
+        ref = ray.put(_EveryRowCommitted())
+        self.complete_sources = (self._config, ref, 0)
+        return ref, 0
+
+    def _complete_sources(
+        self, checkpoint_fs: CairnFileSystem, report: Mapping[str, Any]
+    ) -> Optional[Tuple[Any, Any, int]]:
+        """The sources all of whose outputs are committed, from the lineage
+        markers of every committed unit's ID file (read on threads), as the
+        read's filter: a config keyed by the source column and the set's
+        reference and size; None when there is none."""
+        started = time.monotonic()
+        source_column, _ = lineage_of(self._config)
+        directory = checkpoint_fs._native.strip(_local(self.checkpoint_path, checkpoint_fs))
+        filesystem = arrow_filesystem(checkpoint_fs)
+
+        def markers(unit: str) -> List[bytes]:
+            column = pq.read_table(
+                f"{directory}/{unit}.parquet", columns=[self.id_column], filesystem=filesystem
+            ).column(0)
+            starts = pc.starts_with(column.cast(pa.binary()), pattern="\x00L")
+            return column.filter(starts).to_pylist()
+
+        with ThreadPoolExecutor(max_workers=16) as pool:
+            found = [
+                m for unit_markers in pool.map(markers, report["committed"]) for m in unit_markers
+            ]
+        done, sources = complete_sources(found)
+        logger.info(
+            "cairn: %d of the %d sources the committed units name have all their outputs "
+            "committed: the read skips them (%.2f s)",
+            len(done),
+            sources,
+            time.monotonic() - started,
+        )
+        if not done:
+            return None
+        data, count = committed_set(iter([pa.array(done)]))
+        read_config = copy.copy(self._config)
+        read_config.id_column = source_column
+        setattr(read_config, KEY_COLUMNS, None)
+        setattr(read_config, LINEAGE, None)
+        return read_config, ray.put(data), data.nbytes
 
     def _offer_to_reader(self, ref: Any) -> None:
         """Offers the committed set to cairn's reader, which leaves the row
@@ -788,13 +862,27 @@ class CheckpointManager(RayCheckpointManager):
 
 
 def _pending_ids_of(config: Any) -> Any:
-    """How a write task of a job under ``config`` reads its rows' IDs for
-    its pending record, when not as Ray does (one column): a composite
-    key's, encoded."""
+    """How a write task of a job under ``config`` makes its pending record's
+    IDs and the rows it writes, when not as Ray does (one column, every
+    row): a composite key's IDs, encoded; with source lineage, its markers
+    too, and without the rows that stand for sources with no outputs."""
     columns = key_columns(config)
-    if columns is None or not _is_cairns(getattr(config, "checkpoint_manager_cls", None)):
+    lineage = lineage_of(config)
+    if (columns is None and lineage is None) or not _is_cairns(
+        getattr(config, "checkpoint_manager_cls", None)
+    ):
         return None
-    return lambda table: key_of(table, config.id_column, columns)
+
+    def prepare(table: pa.Table) -> Tuple[Any, Optional[pa.Table]]:
+        if lineage is None:
+            return key_of(table, config.id_column, columns), None
+        markers, kept = lineage_markers(table, *lineage)
+        ids = key_of(kept, config.id_column, columns)
+        if isinstance(ids, pa.ChunkedArray):
+            ids = ids.combine_chunks()
+        return pa.concat_arrays([ids.cast(markers.type), markers]), kept
+
+    return prepare
 
 
 def _is_cairns(manager_class: Any) -> bool:
@@ -876,6 +964,9 @@ def checkpoint_config(
     max_filter_memory: Optional[int] = DEFAULT_MAX_FILTER_MEMORY,
     shard_timeout: float = DEFAULT_SHARD_TIMEOUT,
     existing_output: str = "skip",
+    source_column: Optional[str] = None,
+    fan_out_column: Optional[str] = None,
+    exact_ids: bool = False,
     **ray_kwargs: Any,
 ) -> CheckpointConfig:
     """A Ray ``CheckpointConfig`` with cairn's manager, filter and checkpoint
@@ -897,7 +988,17 @@ def checkpoint_config(
     output holds when a finished job's files (read back from Parquet or
     JSON) or a table's rows are there, and refuses files no cairn job
     recorded; ``"append"`` writes every row beside them, as Ray alone
-    does. Other keyword arguments
+    does. ``source_column`` and ``fan_out_column`` (with a composite key
+    that holds the source column, and :func:`cairn.ray.skip_committed`
+    after the explode) give each output row its source and its source's
+    output count: the read then skips the sources all of whose outputs are
+    committed, and a row whose count is 0 records a source with none (it
+    is not written). String, binary and composite IDs are held as 96-bit
+    fingerprints (about 9 bytes an ID; the chance that a row is skipped
+    for a collision is about n*m / 2^96 for n committed and m tested IDs,
+    about 10^-11 at a billion of each); ``exact_ids=True`` keeps their
+    bytes (their length plus 16 bytes an ID) in the set loaded from the
+    checkpoint. Other keyword arguments
     go to ``CheckpointConfig`` unchanged (``delete_checkpoint_on_success``,
     ...). An ``override_filesystem`` given there must be cairn's: a
     :class:`cairn.fsspec.CairnFileSystem` (wrapped for pyarrow here) or what
@@ -953,6 +1054,25 @@ def checkpoint_config(
     setattr(config, _EXISTING_OUTPUT, existing_output)
     if columns is not None:
         setattr(config, KEY_COLUMNS, columns)
+    setattr(config, _EXACT_IDS, bool(exact_ids))
+    if (source_column is None) != (fan_out_column is None):
+        raise ValueError(
+            "give source_column and fan_out_column together: the column that names an output "
+            "row's source, and the one that holds its source's output count"
+        )
+    if source_column is not None:
+        if columns is None or source_column not in columns:
+            raise ValueError(
+                f"source_column={source_column!r} must be a column of a composite id_column "
+                f"(such as [{source_column!r}, 'shot_idx']): an output row is keyed by its "
+                "source and its place among the source's outputs"
+            )
+        if fan_out_column in columns:
+            raise ValueError(
+                f"fan_out_column={fan_out_column!r} is a key column: name the column that holds "
+                "a source's output count, which is not part of an output's key"
+            )
+        setattr(config, LINEAGE, (source_column, fan_out_column))
     # Ray consults the manager only when the checkpoint directory exists:
     # made now, so the first run is settled and checked (its sink among
     # others) as every resume is.

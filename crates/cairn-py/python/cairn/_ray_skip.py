@@ -37,7 +37,10 @@ class _PlannedSet:
         self.token = token
 
     def __reduce__(self) -> Any:
-        planned = _PLANNED.get(self.token)
+        # Taken once: Ray serialises a step's function once per job it
+        # starts, and a later plan of the same dataset that cairn did not
+        # plan (a take() after the write) must not filter by this job's set.
+        planned = _PLANNED.pop(self.token, None)
         if planned is None:
             return (_unplanned, (self.token,))
         return (_ResolvedSet, planned)
@@ -73,11 +76,12 @@ def _unplanned(token: str) -> _Unplanned:
 
 def _refuse_unplanned(token: str) -> None:
     raise RuntimeError(
-        "cairn.ray.skip_committed: this job was planned without cairn's checkpoint manager, "
-        "so there is no committed set to skip by. Set DataContext.get_current()."
-        "checkpoint_config = cairn.ray.checkpoint_config(...) before the job runs, read "
-        "with a Ray reader (read_parquet, read_json, ...), and write with a file sink "
-        f"(step {token})"
+        "cairn.ray.skip_committed: this plan was not planned by cairn's checkpoint manager, "
+        "so there is no committed set to skip by. A dataset with a skip step runs as the "
+        "input of a write (ds.write_parquet(...), ...) under DataContext.get_current()."
+        "checkpoint_config = cairn.ray.checkpoint_config(...), read with a Ray reader "
+        "(read_parquet, read_json, ...); not through take(), count(), show(), iter_batches(), "
+        f"streaming_split() or Ray Train's datasets= (step {token})"
     )
 
 
@@ -115,9 +119,10 @@ def skip_committed(ds: Dataset, *, concurrency: Optional[Tuple[int, int]] = None
     checkpoint, for a key made after the read (an explode: a video's shots,
     a document's chunks). Call it after the step that makes the key and
     before the expensive one, which then never runs again for a committed
-    key; the read is not filtered. Once per job. ``concurrency`` bounds the
-    step's actors (each holds the committed set; they take no CPU), by
-    default one to the cluster's CPU count.
+    key; the read is not filtered. Once per job, as the input of a write.
+    ``concurrency`` bounds the step's actors (each holds the committed set;
+    they take no CPU): by default one to the cluster's CPU count when Ray
+    is running at the call, else one.
 
     The step that makes the key must make the same keys from the same input
     on every run (a shot index from a deterministic detector, a chunk's
@@ -153,21 +158,33 @@ def skip_committed(ds: Dataset, *, concurrency: Optional[Tuple[int, int]] = None
     )
 
 
-def take_for_skip(config: Any, ref: Any) -> bool:
-    """Whether the plan being planned has a skip step, which then takes the
-    committed set ``ref`` (None: nothing committed) of ``config``: the
-    read is not filtered. Refuses a plan with more than one."""
+def take_for_skip(manager: Any, config: Any, ref: Any) -> Optional[Tuple[Any, Any, int]]:
+    """When the plan being planned has a skip step, the step takes the
+    committed set ``ref`` (None: nothing committed) of ``config``, and the
+    read's filter is returned: (its config, its set's reference or None,
+    the set's size), the set of the sources all of whose outputs are
+    committed under source lineage (``manager.complete_sources``), else
+    none. None when the plan has no skip step. Refuses a plan with more
+    than one."""
     ops = ops_being_planned()
     steps = [] if ops is None else [op for op in ops if getattr(op, "fn", None) is _SkipCommitted]
     if not steps:
-        return False
+        return None
     if len(steps) > 1:
         raise ValueError(
             f"this job has {len(steps)} cairn.ray.skip_committed steps (a union or a join of "
             "datasets that each had one?): call it once, on the dataset that is written"
         )
+    sources = [op for op in ops if not getattr(op, "input_dependencies", None)]
+    if len(sources) > 1:
+        raise ValueError(
+            f"this job has a cairn.ray.skip_committed step and {len(sources)} sources (a union "
+            "or a join): the reads the step does not follow would not be filtered. Skip "
+            "after one read, or run one job per source"
+        )
     token = steps[0].fn_constructor_args[0].token
     _PLANNED[token] = (config, ref)
     # Not offered to cairn's reader either: the rows it reads have no key.
     withdraw_committed(config.checkpoint_path)
-    return True
+    read_filter = getattr(manager, "complete_sources", None)
+    return read_filter if read_filter is not None else (config, None, 0)

@@ -292,13 +292,27 @@ def retried_here(ctx: Any) -> bool:
     return bool(ctx.kwargs.get(_COMMIT_TRIED, False)) or task_attempt() != 0
 
 
-def id_record(ids: pa.Array, id_column: str, ledger: Optional[str] = None) -> bytes:
+#: The key of cairn-checkpoint's count of a unit's data files
+#: (``idfile::DATA_FILES_KEY``): a unit recorded with 0 wrote none, which
+#: its data check then expects.
+DATA_FILES_KEY = "cairn.data_files"
+
+
+def id_record(
+    ids: pa.Array, id_column: str, ledger: Optional[str] = None, no_data_files: bool = False
+) -> bytes:
     """A checkpoint record of ``ids`` as Ray's checkpoint writer lays it
     out: one Parquet file of the ID column; with ``ledger``, the unit's
-    ledger entry in its key-value metadata (which Ray's reader ignores)."""
+    ledger entry in its key-value metadata (which Ray's reader ignores);
+    with ``no_data_files``, that the unit writes no data file."""
     table = pa.table({id_column: ids})
+    metadata = {}
     if ledger is not None:
-        table = table.replace_schema_metadata({LEDGER_KEY: ledger})
+        metadata[LEDGER_KEY] = ledger
+    if no_data_files:
+        metadata[DATA_FILES_KEY] = "0"
+    if metadata:
+        table = table.replace_schema_metadata(metadata)
     sink = pa.BufferOutputStream()
     pq.write_table(table, sink)
     return sink.getvalue().to_pybytes()

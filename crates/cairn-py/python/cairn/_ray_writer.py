@@ -41,6 +41,7 @@ import pyarrow.fs as pafs
 from ray.data.context import DataContext
 
 from ._ray_compat import (
+    NO_DATA_FILES,
     PENDING_CHECKPOINT_SUFFIX,
     BatchBasedCheckpointWriter,
     PendingCheckpoint,
@@ -103,6 +104,15 @@ class MovingCheckpointWriter(BatchBasedCheckpointWriter):
         base = os.path.join(self.checkpoint_path_unwrapped, checkpoint_id)
         pending_path = f"{base}{PENDING_CHECKPOINT_SUFFIX}.parquet"
         committed_path = f"{base}.parquet"
+        ctx = current_task_context()
+        if ctx is not None and ctx.kwargs.get(NO_DATA_FILES):
+            # Every row of the unit stands for a source with no outputs:
+            # recorded as writing no data file, so its data check passes.
+            record = id_record(id_column_data, self.id_col, no_data_files=True)
+            self._write_record(pending_path, record)
+            return SizedPendingCheckpoint(
+                pending_path=pending_path, committed_path=committed_path, size=len(record)
+            )
         if not self._table_sink:
             if self._moving_fs is None:
                 return super().write_pending_checkpoint(id_column_data, checkpoint_id)
