@@ -114,7 +114,9 @@ pub struct RunArgs {
     /// is not resumable.
     #[arg(long, requires = "id_column")]
     pub checkpoint: Option<String>,
-    /// The column that identifies each input row.
+    /// The column that identifies each input row, or the columns whose
+    /// values together do, comma-separated (`video,shot_idx`: a composite
+    /// key).
     #[arg(long)]
     pub id_column: Option<String>,
     /// Rows per batch read and sent to each transform.
@@ -326,6 +328,24 @@ pub async fn run(command: JobCommand, options: &StorageOptions) -> CliResult<u8>
     }
 }
 
+/// The ID column name `--id-column` gives: one column, or a composite
+/// key's (its comma-separated columns as a JSON list, as cairn.ray names
+/// it).
+fn key_name(given: &str) -> CliResult<String> {
+    if !given.contains(',') {
+        return Ok(given.to_string());
+    }
+    let columns: Vec<&str> = given.split(',').map(str::trim).collect();
+    let unique: std::collections::HashSet<&&str> = columns.iter().collect();
+    if columns.iter().any(|c| c.is_empty()) || unique.len() != columns.len() {
+        return Err(format!(
+            "--id-column {given:?}: give a column, or the key's columns separated by commas, each once (video,shot_idx)"
+        )
+        .into());
+    }
+    Ok(cairn_dataset::composite_key(&columns))
+}
+
 /// How many times each ID (as its 128-bit key) occurs in `source`.
 async fn count_ids(
     source: &Source,
@@ -465,7 +485,7 @@ async fn run_job(run: RunArgs, options: &StorageOptions) -> CliResult<u8> {
         ctx = ctx.workers(n);
     }
     if let Some(path) = checkpoint {
-        let id = id_column.expect("clap requires --id-column with --checkpoint");
+        let id = key_name(&id_column.expect("clap requires --id-column with --checkpoint"))?;
         let mut config = CheckpointConfig::new(&id, &path);
         config.storage_options = options.clone();
         config.commit_rows = commit_every_rows;

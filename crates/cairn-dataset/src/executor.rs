@@ -23,6 +23,7 @@ use futures::StreamExt;
 use crate::checks;
 use crate::context::{DEFAULT_ROWS_PER_FILE, JobContext};
 use crate::error::{Error, Result};
+use crate::key::IdKey;
 use crate::ops::{Op, Pipeline, describe_fields, validate_plan};
 use crate::plan::Plan;
 use crate::progress::{JobSummary, Progress};
@@ -43,6 +44,8 @@ struct Shared {
     ops: Vec<Op>,
     batch_size: usize,
     id_column: Option<String>,
+    /// The key `id_column` names (its columns).
+    key: Option<IdKey>,
     /// The checkpoint's run (units begun, fenced and committed through it).
     checkpoint: Option<Run>,
     /// Unit names of a job without a checkpoint.
@@ -140,7 +143,9 @@ pub(crate) async fn run(plan: Plan, ctx: &JobContext, sink: Sink) -> Result<JobS
     let (out_fs, out_dir) = FileSystem::from_url(&sink.url, &ctx.storage_options)?;
     checks::output_apart_from_inputs(&plan.source, &out_fs, &out_dir, &ctx.storage_options)?;
     let id_column = ctx.checkpoint.as_ref().map(|c| c.id_column.clone());
-    crate::partition::check_partition_columns(&sink.partition_by, id_column.as_deref())?;
+    for column in key_columns(id_column.as_deref()) {
+        crate::partition::check_partition_columns(&sink.partition_by, Some(column.as_str()))?;
+    }
     let job = Job {
         source: plan.source,
         ops: plan.ops,
@@ -251,10 +256,15 @@ async fn plan_job(
         id_column: id,
     });
     let planned = job.source.plan(&ctx.storage_options, skip).await?;
-    if let Some(id) = &job.id_column {
-        checks::id_column(&planned.schema, id)?;
+    for column in key_columns(job.id_column.as_deref()) {
+        checks::id_column(&planned.schema, &column)?;
     }
-    validate_plan(&job.ops, &planned.schema, job.id_column.as_deref())?;
+    if job.id_column.is_none() {
+        validate_plan(&job.ops, &planned.schema, None)?;
+    }
+    for column in key_columns(job.id_column.as_deref()) {
+        validate_plan(&job.ops, &planned.schema, Some(column.as_str()))?;
+    }
     if job.ops.is_empty() && !sink.partition_by.is_empty() {
         // The rows are the input's: a partition column they lack, or one
         // that cannot name a directory, is refused before any write.
@@ -327,6 +337,7 @@ impl Shared {
             planned,
             ops: job.ops,
             batch_size: ctx.batch_size,
+            key: job.id_column.as_deref().map(IdKey::parse),
             id_column: job.id_column,
             checkpoint,
             run: RunId::new(),
@@ -408,16 +419,9 @@ async fn worker(shared: Arc<Shared>) -> Result<()> {
 async fn work(shared: &Arc<Shared>) -> Result<()> {
     let pipeline = Arc::new(Mutex::new(Pipeline::new(
         &shared.ops,
-        shared.id_column.as_deref(),
+        shared.key.as_ref().map_or(&[][..], IdKey::columns),
     )));
     let mut unit = Unit::default();
-    let id_index = shared.id_column.as_ref().map(|id| {
-        shared
-            .planned
-            .schema
-            .index_of(id)
-            .expect("checked in the plan")
-    });
     'pieces: loop {
         if shared.stop.load(Ordering::Relaxed) {
             break;
@@ -441,9 +445,10 @@ async fn work(shared: &Arc<Shared>) -> Result<()> {
             shared.counts.rows_read.fetch_add(rows, Ordering::Relaxed);
             crate::metrics::metrics().rows_read(rows);
             shared.progress.add_done(rows);
-            if let Some(index) = id_index {
-                batch = drop_committed(shared, batch, index, &label)?;
-                let ids = batch.column(index).clone();
+            if let Some(key) = &shared.key {
+                let all_ids = key.ids(&batch, &label)?;
+                let ids;
+                (batch, ids) = drop_committed(shared, batch, all_ids, &label)?;
                 if let Some(seen) = &shared.seen {
                     seen.insert(&ids, shared.id_column.as_deref().unwrap_or(""), &label)?;
                 }
@@ -494,14 +499,14 @@ fn piece_label(piece: &Piece) -> String {
     }
 }
 
-/// Removes the rows whose IDs are committed; a null ID is an error.
+/// Removes the rows whose IDs (`ids`, one a row) are committed: the rows
+/// kept and their IDs. A null ID is an error.
 fn drop_committed(
     shared: &Shared,
     batch: RecordBatch,
-    index: usize,
+    ids: ArrayRef,
     label: &str,
-) -> Result<RecordBatch> {
-    let ids = batch.column(index);
+) -> Result<(RecordBatch, ArrayRef)> {
     if ids.null_count() > 0 {
         return Err(Error::Input {
             file: label.to_string(),
@@ -517,12 +522,12 @@ fn drop_committed(
         .as_ref()
         .filter(|run| !run.committed().is_empty())
     else {
-        return Ok(batch);
+        return Ok((batch, ids));
     };
     let committed = run.is_committed(ids.as_ref())?;
     let skipped = committed.true_count();
     if skipped == 0 {
-        return Ok(batch);
+        return Ok((batch, ids));
     }
     shared
         .counts
@@ -530,10 +535,18 @@ fn drop_committed(
         .fetch_add(skipped as u64, Ordering::Relaxed);
     crate::metrics::metrics().rows_skipped(skipped as u64);
     let keep = BooleanArray::new(!committed.values(), None);
-    arrow_select::filter::filter_record_batch(&batch, &keep).map_err(|e| Error::Input {
+    let fail = |e: arrow_schema::ArrowError| Error::Input {
         file: label.to_string(),
         reason: e.to_string(),
-    })
+    };
+    let kept = arrow_select::filter::filter_record_batch(&batch, &keep).map_err(fail)?;
+    let kept_ids = arrow_select::filter::filter(ids.as_ref(), &keep).map_err(fail)?;
+    Ok((kept, kept_ids))
+}
+
+/// The columns of the key named `id_column` (none without one).
+fn key_columns(id_column: Option<&str>) -> Vec<String> {
+    id_column.map_or_else(Vec::new, |id| IdKey::parse(id).columns().to_vec())
 }
 
 /// Writes the unit's data and commits it: pending record, data file(s),
@@ -683,7 +696,11 @@ fn spawn_encode(
     url: String,
 ) -> tokio::task::JoinHandle<Result<Option<bytes::Bytes>>> {
     let format = shared.format;
-    let id_column = shared.id_column.clone();
+    // A composite key's name is no column of the output.
+    let id_column = shared
+        .id_column
+        .clone()
+        .filter(|_| !shared.key.as_ref().is_some_and(IdKey::is_composite));
     tokio::task::spawn_blocking(move || {
         encode(format, &schema, &batches, &url, id_column.as_deref())
     })

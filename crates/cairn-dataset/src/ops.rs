@@ -145,7 +145,8 @@ fn plan_error<T>(reason: String) -> Result<T> {
 /// One worker's copy of the operators, holding its own transform processes.
 pub(crate) struct Pipeline {
     stages: Vec<Stage>,
-    id_column: Option<String>,
+    /// The key's columns, each kept in every output row.
+    id_columns: Vec<String>,
 }
 
 struct Stage {
@@ -154,7 +155,7 @@ struct Stage {
 }
 
 impl Pipeline {
-    pub(crate) fn new(ops: &[Op], id_column: Option<&str>) -> Self {
+    pub(crate) fn new(ops: &[Op], id_columns: &[String]) -> Self {
         Self {
             stages: ops
                 .iter()
@@ -163,7 +164,7 @@ impl Pipeline {
                     process: None,
                 })
                 .collect(),
-            id_column: id_column.map(str::to_string),
+            id_columns: id_columns.to_vec(),
         }
     }
 
@@ -175,9 +176,10 @@ impl Pipeline {
             for batch in batches {
                 stage.apply(batch, &mut next)?;
             }
-            if let Some(id) = &self.id_column
-                && let Some(bad) = next.iter().find(|b| b.schema().index_of(id).is_err())
-            {
+            for id in &self.id_columns {
+                let Some(bad) = next.iter().find(|b| b.schema().index_of(id).is_err()) else {
+                    continue;
+                };
                 return Err(Error::Transform {
                     operator: stage.op.describe(),
                     reason: format!(
@@ -415,7 +417,7 @@ mod tests {
                     .collect())
             }),
         };
-        let mut pipeline = Pipeline::new(&[op], Some("uid"));
+        let mut pipeline = Pipeline::new(&[op], &["uid".to_string()]);
         let out = pipeline.apply(batch()).unwrap();
         assert_eq!(out[0].num_rows(), 6);
         assert!(out[0].schema().index_of("clip").is_ok());
@@ -444,7 +446,7 @@ mod tests {
             batch_size: None,
             f: Arc::new(|b: RecordBatch| Ok(b.project(&[2])?)),
         };
-        let err = Pipeline::new(&[op], Some("uid"))
+        let err = Pipeline::new(&[op], &["uid".to_string()])
             .apply(batch())
             .unwrap_err();
         assert!(err.to_string().contains("map_batches(bad)"), "{err}");

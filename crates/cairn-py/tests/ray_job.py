@@ -47,14 +47,15 @@ by test_ray.py so the test can kill it with SIGKILL. One JSON argument:
                                 task's chain that raises runs again inside its attempt, up
                                 to max_map_retries, set to 3)
     explode                     a 1:N job instead of the transform: each input row becomes
-                                `fanout[uid % len(fanout)]` shots (video "v<uid>", shot_idx,
-                                n_shots), then cairn.ray.skip_committed, then the expensive
+                                `fanout[uid % len(fanout)]` shots (uid, video "v<uid>",
+                                shot_idx, n_shots), then cairn.ray.skip_committed, then the expensive
                                 stage (`pool`: "tasks" or "actors"; batches of `batch_size`
                                 rows, `sleep` each), which writes the keys of each call to a
                                 file of its own under `calls_dir`/<`run`>/; blocks of at most
                                 `block_bytes` (so one video's shots span several units);
                                 each explode call makes a file under `calls_dir`/explode-<run>/;
-                                with `lineage`, source_column="video" and
+                                with `lineage`, source_column="uid" (the id_column must be
+                                ["uid", "shot_idx"]) and
                                 fan_out_column="n_shots", and a video with no shots is one
                                 row of shot_idx -1 and n_shots 0
     drop_by_attempt             the transform keeps a row by its uid and the task's attempt
@@ -159,10 +160,11 @@ def explode_then_skip(ds, explode, pause):
         os.makedirs(explodes, exist_ok=True)
         with open(os.path.join(explodes, f"{video}-{uuid.uuid4().hex}"), "w"):
             pass
+        uid = row["uid"]
         if n == 0 and lineage:
             # The row that records a video with no shots (not written).
-            return [{"video": video, "shot_idx": -1, "n_shots": 0}]
-        return [{"video": video, "shot_idx": i, "n_shots": n} for i in range(n)]
+            return [{"uid": uid, "video": video, "shot_idx": -1, "n_shots": 0}]
+        return [{"uid": uid, "video": video, "shot_idx": i, "n_shots": n} for i in range(n)]
 
     def expensive(batch):
         time.sleep(pause)
@@ -223,7 +225,8 @@ def main() -> None:
     if "exact_ids" in spec:
         keep["exact_ids"] = spec["exact_ids"]
     if spec.get("explode", {}).get("lineage"):
-        keep["source_column"] = "video"
+        # The source column must be in the rows the read gives.
+        keep["source_column"] = "uid"
         keep["fan_out_column"] = "n_shots"
     if spec["manager"] == "cairn":
         config = cairn.ray.checkpoint_config(spec["id_column"], spec["checkpoint"], options, **keep)

@@ -71,6 +71,13 @@ def key_of(block: pa.Table, id_column: str, columns: Optional[List[str]]) -> Any
     """The IDs of ``block``'s rows: its column ``id_column`` when the key is
     one column, else the composite key of ``columns`` encoded."""
     if columns is None:
+        if id_column not in block.column_names:
+            raise KeyRefused(
+                f"the ID column {id_column!r} is not in the rows here (their columns: "
+                f"{block.column_names}): an ID column (and, with source lineage, the source "
+                "column) must be in the rows the read gives; a key made after the read is "
+                "filtered by cairn.ray.skip_committed(ds), placed after the step that makes it"
+            )
         return block.column(id_column)
     return encode_key(block, columns)
 

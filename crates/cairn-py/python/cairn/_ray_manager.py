@@ -905,6 +905,9 @@ class CheckpointFilter(RayCheckpointFilter):
     filter actor from :class:`CheckpointManager`'s set; each block's ID
     column is probed in Rust and the committed rows dropped, in order."""
 
+    #: A composite key's columns (None: one ID column).
+    _key_columns: Optional[List[str]] = None
+
     def __init__(self, config: CheckpointConfig, checkpoint_ref: Any = None):
         super().__init__(config, checkpoint_ref)
         self._key_columns = key_columns(config)
