@@ -311,7 +311,9 @@ fn local_job_with_a_composite_key_survives_kill9() {
     let refused = run("uid,source", &["--quiet"]);
     let stderr = String::from_utf8_lossy(&refused.stderr);
     assert!(
-        !refused.status.success() && stderr.contains(r#"ID column is ["source","uid"]"#),
+        !refused.status.success()
+            && stderr.contains("belongs to this job")
+            && stderr.contains(r#"[\"source\",\"uid\"]"#),
         "{stderr}"
     );
     let twice = run("uid,uid", &["--quiet"]);
