@@ -33,6 +33,37 @@ struct Scenario {
 }
 
 impl Scenario {
+    /// A job on local disk under `root` (`in`, `out`, `ckpt`), keyed by
+    /// `id_column`, with no transform.
+    fn local(root: &str, id_column: &'static str) -> Self {
+        Self {
+            env: vec![],
+            id_column,
+            input: format!("{root}/in"),
+            output: format!("{root}/out"),
+            checkpoint: format!("{root}/ckpt"),
+            extra: vec![],
+        }
+    }
+
+    /// Writes the job's input: `cairn job sample` of 40,000 rows in
+    /// `files` files of 1,000-row row groups, with `extra` arguments.
+    fn sample(&self, files: &str, extra: &[&str]) {
+        let mut args = vec![
+            "job",
+            "sample",
+            &self.input,
+            "--rows",
+            "40000",
+            "--files",
+            files,
+            "--row-group-rows",
+            "1000",
+        ];
+        args.extend(extra);
+        self.ok(&args);
+    }
+
     fn command(&self, args: &[&str]) -> Command {
         let mut command = cairn(&[], args);
         command.envs(self.env.iter().map(|(k, v)| (k, v)));
@@ -154,25 +185,8 @@ fn local_job_survives_kill9() {
     let mut seed = seed();
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path().display().to_string();
-    let plain = Scenario {
-        env: vec![],
-        id_column: "uid",
-        input: format!("{root}/in"),
-        output: format!("{root}/out"),
-        checkpoint: format!("{root}/ckpt"),
-        extra: vec![],
-    };
-    plain.ok(&[
-        "job",
-        "sample",
-        &plain.input,
-        "--rows",
-        "40000",
-        "--files",
-        "8",
-        "--row-group-rows",
-        "1000",
-    ]);
+    let plain = Scenario::local(&root, "uid");
+    plain.sample("8", &[]);
     let (landed_plain, finished) = plain.kill_repeatedly(12, 250, &mut seed);
     plain.finish_and_verify(finished);
 
@@ -230,17 +244,7 @@ fn garage_job_with_transform_survives_kill9() {
         checkpoint: format!("{prefix}/ckpt"),
         extra: vec!["--map-cmd".into(), embed_transform(&python)],
     };
-    scenario.ok(&[
-        "job",
-        "sample",
-        &scenario.input,
-        "--rows",
-        "40000",
-        "--files",
-        "4",
-        "--row-group-rows",
-        "1000",
-    ]);
+    scenario.sample("4", &[]);
     let (landed, finished) = scenario.kill_repeatedly(10, 900, &mut seed);
     scenario.finish_and_verify(finished);
     eprintln!("garage kills landed mid-run: {landed}/10");
@@ -258,27 +262,8 @@ fn local_job_with_a_composite_key_survives_kill9() {
     let mut seed = seed() ^ 0xC0_4D05;
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path().display().to_string();
-    let scenario = Scenario {
-        env: vec![],
-        id_column: "source,uid",
-        input: format!("{root}/in"),
-        output: format!("{root}/out"),
-        checkpoint: format!("{root}/ckpt"),
-        extra: vec![],
-    };
-    scenario.ok(&[
-        "job",
-        "sample",
-        &scenario.input,
-        "--rows",
-        "40000",
-        "--files",
-        "8",
-        "--row-group-rows",
-        "1000",
-        "--sources",
-        "7",
-    ]);
+    let scenario = Scenario::local(&root, "source,uid");
+    scenario.sample("8", &["--sources", "7"]);
     let (landed, finished) = scenario.kill_repeatedly(10, 250, &mut seed);
     scenario.finish_and_verify(finished);
     eprintln!("composite-key kills landed mid-run: {landed}/10");

@@ -47,34 +47,42 @@ ROWS_PER_FILE = 20
 ONE_READ_A_FILE = {"RAY_DATA_PARQUET_BIN_PACKING_BYTES": "1024"}
 
 
-def keys_in(oracle, out):
-    """How often each (video, shot_idx) is in the output's data files."""
-    paths = [p for p in data_files(oracle, out) if p.endswith(".parquet")]
+def keys_of(oracle, paths):
+    """How often each (video, shot_idx) is in the Parquet files `paths`."""
+    paths = [p for p in paths if p.endswith(".parquet")]
     if not paths:
         return collections.Counter()
     table = pads.dataset(paths, filesystem=oracle).to_table(columns=["video", "shot_idx"])
     return collections.Counter(zip(table["video"].to_pylist(), table["shot_idx"].to_pylist()))
 
 
-def explodes_of(calls_dir, run):
-    """The videos exploded in run `run`."""
-    directory = os.path.join(calls_dir, f"explode-{run}")
-    if not os.path.isdir(directory):
-        return collections.Counter()
-    return collections.Counter(name.split("-")[0] for name in os.listdir(directory))
+def keys_in(oracle, out):
+    """How often each (video, shot_idx) is in the output's data files."""
+    return keys_of(oracle, data_files(oracle, out))
 
 
-def calls_of(calls_dir, run):
-    """The keys the expensive stage processed in run `run`."""
+def explodes_of(calls_dir, runs):
+    """The videos exploded in the runs `runs`."""
     found = collections.Counter()
-    directory = os.path.join(calls_dir, str(run))
-    if not os.path.isdir(directory):
-        return found
-    for name in os.listdir(directory):
-        with open(os.path.join(directory, name)) as f:
-            for line in f.read().splitlines():
-                video, idx = line.split(" ")
-                found[(video, int(idx))] += 1
+    for run in runs:
+        directory = os.path.join(calls_dir, f"explode-{run}")
+        if os.path.isdir(directory):
+            found.update(name.split("-")[0] for name in os.listdir(directory))
+    return found
+
+
+def calls_of(calls_dir, runs):
+    """The keys the expensive stage processed in the runs `runs`."""
+    found = collections.Counter()
+    for run in runs:
+        directory = os.path.join(calls_dir, str(run))
+        if not os.path.isdir(directory):
+            continue
+        for name in os.listdir(directory):
+            with open(os.path.join(directory, name)) as f:
+                for line in f.read().splitlines():
+                    video, idx = line.split(" ")
+                    found[(video, int(idx))] += 1
     return found
 
 
@@ -153,15 +161,11 @@ def test_a_1_to_n_job_killed_and_resumed_writes_each_shot_once(tmp_path, case):
     # holds shots committed by then: no later run processes them again.
     final = set(data_files(oracle, f"{base}/out"))
     for k, snapshot in enumerate(snapshots):
-        kept = sorted(snapshot & final)
-        if not kept:
+        committed = set(keys_of(oracle, sorted(snapshot & final)))
+        if not committed:
             continue
-        table = pads.dataset(kept, filesystem=oracle).to_table(columns=["video", "shot_idx"])
-        committed = set(zip(table["video"].to_pylist(), table["shot_idx"].to_pylist()))
-        later = collections.Counter()
-        for run in range(k + 1, kills + 1):
-            later.update(calls_of(calls_dir, run))
-        again = committed & set(later)
+        later = range(k + 1, kills + 1)
+        again = committed & set(calls_of(calls_dir, later))
         assert not again, (
             f"{described}: {len(again)} shots committed before kill {k} were processed again "
             f"(e.g. {sorted(again)[:5]})\n{tail}"
@@ -169,10 +173,7 @@ def test_a_1_to_n_job_killed_and_resumed_writes_each_shot_once(tmp_path, case):
         if lineage:
             shots_of = collections.Counter(video for video, _ in committed)
             whole = {v for v, n in shots_of.items() if n == fanout[int(v[1:]) % len(fanout)]}
-            exploded = collections.Counter()
-            for run in range(k + 1, kills + 1):
-                exploded.update(explodes_of(calls_dir, run))
-            read_again = whole & set(exploded)
+            read_again = whole & set(explodes_of(calls_dir, later))
             assert not read_again, (
                 f"{described}: {len(read_again)} videos all of whose shots were committed "
                 f"before kill {k} were exploded again (e.g. {sorted(read_again)[:5]})\n{tail}"
@@ -182,7 +183,8 @@ def test_a_1_to_n_job_killed_and_resumed_writes_each_shot_once(tmp_path, case):
     # processed, nothing written.
     code, again = run_job(dict(spec, explode=dict(explode, run=kills + 1)), env=ONE_READ_A_FILE)
     assert code == 0 and "JOB DONE" in again, f"{described}\n{again[-3000:]}"
-    assert not explodes_of(calls_dir, kills + 1) and not calls_of(calls_dir, kills + 1), (
+    rerun = [kills + 1]
+    assert not explodes_of(calls_dir, rerun) and not calls_of(calls_dir, rerun), (
         f"{described}: the finished job run again exploded or processed rows\n{again[-3000:]}"
     )
     assert keys_in(oracle, f"{base}/out") == written

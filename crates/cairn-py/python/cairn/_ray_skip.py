@@ -109,9 +109,9 @@ class _SkipCommitted:
         return self._filter.filter_rows_for_block(batch)
 
 
-def _skip_steps(dag: Any) -> List[Any]:
-    """The skip steps of the logical plan ``dag``."""
-    return [op for op in logical_ops_of(dag) if getattr(op, "fn", None) is _SkipCommitted]
+def _skip_steps(ops: List[Any]) -> List[Any]:
+    """The skip steps among the logical operators ``ops``."""
+    return [op for op in ops if getattr(op, "fn", None) is _SkipCommitted]
 
 
 def skip_committed(ds: Dataset, *, concurrency: Optional[Tuple[int, int]] = None) -> Dataset:
@@ -137,8 +137,7 @@ def skip_committed(ds: Dataset, *, concurrency: Optional[Tuple[int, int]] = None
         scored = cairn.ray.skip_committed(shots).map_batches(Captioner, concurrency=4)
         scored.write_parquet("s3://bucket/shots")
     """
-    dag = ds._logical_plan.dag
-    if _skip_steps(dag):
+    if _skip_steps(logical_ops_of(ds._logical_plan.dag)):
         raise ValueError(
             "cairn.ray.skip_committed was called on a dataset that already has a skip step: "
             "call it once, after the step that makes the key"
@@ -166,8 +165,8 @@ def take_for_skip(manager: Any, config: Any, ref: Any) -> Optional[Tuple[Any, An
     committed under source lineage (``manager.complete_sources``), else
     none. None when the plan has no skip step. Refuses a plan with more
     than one."""
-    ops = ops_being_planned()
-    steps = [] if ops is None else [op for op in ops if getattr(op, "fn", None) is _SkipCommitted]
+    ops = ops_being_planned() or []
+    steps = _skip_steps(ops)
     if not steps:
         return None
     if len(steps) > 1:
