@@ -101,7 +101,8 @@ python_lane() {
   # in the Ray virtualenv), here rather than in the Ray phase: this lane
   # ends minutes before the Rust lane, and the Ray phase runs alone.
   (cd crates/cairn-py/tests && "$tools/ray-venv/bin/python" -m pytest test_group_commit.py \
-    test_delta_files.py test_table_lineage.py test_output_ids.py test_keys.py -q -p no:cacheprovider -rs --durations=5) || status=1
+    test_delta_files.py test_table_lineage.py test_output_ids.py test_keys.py \
+    test_first_writers.py -q -p no:cacheprovider -rs --durations=5) || status=1
   lane_phase "table tests without Ray (committer, logs, Delta's files)"
   return "$status"
 }

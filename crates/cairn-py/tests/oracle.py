@@ -23,9 +23,10 @@ def pyarrow_s3(options):
     )
 
 
-def write_uid_files(fs, directory, files, rows_per_file):
+def write_uid_files(fs, directory, files, rows_per_file, row_group_size=None):
     """`files` Parquet files of `rows_per_file` rows (uid, text) in
-    `directory`: uids 0 .. files * rows_per_file."""
+    `directory`: uids 0 .. files * rows_per_file, in row groups of
+    `row_group_size` rows (None: one a file)."""
     for f in range(files):
         start = f * rows_per_file
         table = pa.table(
@@ -34,7 +35,12 @@ def write_uid_files(fs, directory, files, rows_per_file):
                 "text": [f"row {i}" for i in range(start, start + rows_per_file)],
             }
         )
-        pq.write_table(table, f"{directory}/part-{f:04}.parquet", filesystem=fs)
+        pq.write_table(
+            table,
+            f"{directory}/part-{f:04}.parquet",
+            filesystem=fs,
+            row_group_size=row_group_size,
+        )
 
 
 def files(fs, prefix):

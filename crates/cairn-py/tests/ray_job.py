@@ -5,6 +5,7 @@ by test_ray.py so the test can kill it with SIGKILL. One JSON argument:
     input, output, checkpoint   URLs (input: a directory, or a list of files)
     reader                      "ray" (ray.data.read_parquet, the default) or "cairn"
                                 (cairn.ray.read_parquet, which skips committed row groups)
+    read_tasks                  optional: the read's override_num_blocks
     storage_options             s3 options (flat)
     id_column                   "uid" or "row_hash" (read with include_row_hash)
     manager                     "cairn" (cairn.ray.checkpoint_config), "cairn-by-hand"
@@ -278,10 +279,14 @@ def main() -> None:
             spec["replaced_flag"],
         )
     read = cairn.ray.read_parquet if spec.get("reader") == "cairn" else ray.data.read_parquet
+    # A read task a file when asked (cairn's reader does not take Ray's
+    # Parquet bin-packing setting).
+    read_tasks = {"override_num_blocks": spec["read_tasks"]} if spec.get("read_tasks") else {}
     ds = read(
         inputs,
         filesystem=data_fs,
         include_row_hash=spec["id_column"] == "row_hash",
+        **read_tasks,
     )
     pause = float(spec.get("sleep", 0))
 

@@ -16,6 +16,9 @@ the output and by the call logs, never by cairn:
   0, not written), no video all of whose shots were committed when a run
   was killed is exploded by a later run (each explode call logs its
   video);
+- with source lineage, cairn's reader leaves unread the row groups (one
+  video each) of at least the videos all of whose shots were committed
+  when the run before was killed (its "leaves out N of M row groups");
 - the finished job run again explodes and processes nothing.
 
 Without ``skip_committed``'s filter (its step returning every row) a
@@ -24,6 +27,7 @@ resume writes the committed shots again: the first check fails."""
 import collections
 import os
 import random
+import re
 
 import pytest
 
@@ -96,7 +100,11 @@ def test_a_1_to_n_job_killed_and_resumed_writes_each_shot_once(tmp_path, case):
     base = str(tmp_path)
     oracle = pafs.LocalFileSystem()
     os.makedirs(f"{base}/in")
-    write_uid_files(oracle, f"{base}/in", FILES, ROWS_PER_FILE)
+    # A row group a video under lineage: cairn's reader can leave each
+    # complete video unread.
+    write_uid_files(
+        oracle, f"{base}/in", FILES, ROWS_PER_FILE, row_group_size=1 if lineage else None
+    )
     calls_dir = f"{base}/calls"
     spec = {
         "input": f"{base}/in",
@@ -112,6 +120,10 @@ def test_a_1_to_n_job_killed_and_resumed_writes_each_shot_once(tmp_path, case):
         "delete_checkpoint_on_success": True,
         # Case 2 keeps the IDs' bytes; the others their fingerprints.
         "exact_ids": case % 3 == 2,
+        # cairn's reader under lineage (the read is filtered by the
+        # complete sources); Ray's otherwise.
+        "reader": "cairn" if lineage else "ray",
+        "read_tasks": FILES,
     }
     explode = {
         "fanout": fanout,
@@ -127,7 +139,7 @@ def test_a_1_to_n_job_killed_and_resumed_writes_each_shot_once(tmp_path, case):
         for i in range(fanout[uid % len(fanout)])
     }
     described = f"case {case}: pool={pool} lineage={lineage} kills={kills} {explode}"
-    outputs, snapshots = [], []
+    outputs, snapshots, codes = [], [], []
     for run in range(kills):
         before = len(committed_units(oracle, f"{base}/ckpt"))
         step = rng.randint(1, 4)
@@ -137,6 +149,7 @@ def test_a_1_to_n_job_killed_and_resumed_writes_each_shot_once(tmp_path, case):
             env=ONE_READ_A_FILE,
         )
         outputs.append(out)
+        codes.append(code)
         snapshots.append(set(data_files(oracle, f"{base}/out")))
         if run == 0:
             # The first kill lands midway, or the case proves nothing.
@@ -177,6 +190,14 @@ def test_a_1_to_n_job_killed_and_resumed_writes_each_shot_once(tmp_path, case):
             assert not read_again, (
                 f"{described}: {len(read_again)} videos all of whose shots were committed "
                 f"before kill {k} were exploded again (e.g. {sorted(read_again)[:5]})\n{tail}"
+            )
+            # After a kill (not after a run that ended, whose next run
+            # finds the job finished and reads nothing past the filter).
+            left_out = re.search(r"leaves out (\d+) of (\d+) row groups", outputs[k + 1])
+            unread = int(left_out.group(1)) if left_out else 0
+            assert codes[k] == 0 or unread >= len(whole), (
+                f"{described}: run {k + 1} left {unread} row groups unread, fewer than the "
+                f"{len(whole)} videos all of whose shots were committed before kill {k}\n{tail}"
             )
 
     # The finished job run again: nothing read past the filter, nothing

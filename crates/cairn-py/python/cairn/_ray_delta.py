@@ -1,8 +1,8 @@
 """cairn's Delta Lake sink for Ray Data: units appended in Delta
 transactions that record each as an application transaction
 (``cairn:<unit>``): a group of them in one commit by the job's committer,
-or one unit a commit (the table's first unit, a table whose appends need
-deltalake's writer, ``max_units_per_commit=1``); see
+or one unit a commit (a table whose appends need deltalake's writer,
+``max_units_per_commit=1``); see
 :mod:`cairn._ray_table` and :mod:`cairn._ray_committer`."""
 
 from __future__ import annotations
@@ -583,13 +583,14 @@ class DeltaDatasink(TableDatasink):
     the job's committer, which commits the units it holds in one Delta
     transaction holding an application transaction per unit. A unit goes
     through deltalake's own ``write_deltalake``, a commit of its own, when
-    the table does not exist yet (its first unit creates it), when its
-    rows do not fit the table's schema as they are (new columns:
+    its rows do not fit the table's schema as they are (new columns:
     ``schema_mode``), when the table is partitioned, has CHECK
     constraints, invariants or a writer feature beyond appendOnly and
     timestampNtz (deltalake's writer honours them), or is on a store and
     no ``filesystem`` is given for its directory; and every unit with
-    ``max_units_per_commit=1`` (docs/python.md, "Group commits").
+    ``max_units_per_commit=1`` (docs/python.md, "Group commits"). A table
+    that does not exist is created empty, from the schema Ray gives of the
+    first rows to write, on the driver before the write tasks start.
 
     ``storage_options`` are deltalake's (``AWS_ENDPOINT_URL``, ...);
     ``filesystem`` is the pyarrow filesystem Ray and cairn's manager see the
@@ -627,7 +628,7 @@ class DeltaDatasink(TableDatasink):
 
         Args:
             table_uri: the Delta table's URI (a local path, ``s3://...``); the
-                table is created by the first unit when it does not exist.
+                job's start creates it when it does not exist.
             storage_options: deltalake's storage options (``AWS_ENDPOINT_URL``,
                 ``AWS_ACCESS_KEY_ID``, ...).
             partition_by: partition columns, for a table this job creates
@@ -671,11 +672,52 @@ class DeltaDatasink(TableDatasink):
         return DeltaUnitLog(self.table_uri, self._storage_options, self.filesystem, self.path)
 
     def on_write_start(self, schema: Any = None) -> None:
-        # On the driver, before the committer starts: it reads only the
-        # commits this job made.
+        # On the driver, before the write tasks and the committer start:
+        # a table that does not exist is created here, once (units
+        # creating it at once fail each other's commits), and the
+        # committer reads only the commits this job made.
+        self.refuse_other_managers()
         table = self.unit_log()._table()
-        self._since = table.version() if table is not None else -1
+        if table is None:
+            table = self._create(schema)
+        self._since = table.version()
         super().on_write_start(schema)
+
+    def _create(self, schema: Any) -> Any:
+        """The table created empty with ``schema`` (Ray's, of the first rows
+        to write) and the sink's ``partition_by``, as its version 0;
+        refused, nothing written, when Ray gave no schema."""
+        from deltalake import write_deltalake
+
+        if schema is None:
+            raise ValueError(
+                f"cairn.ray.DeltaDatasink({self.table_uri}): the table does not exist and Ray "
+                "gave no schema for the rows to write, so it cannot be created before the write "
+                "tasks start. Create it first: deltalake.write_deltalake(uri, rows.slice(0, 0))"
+            )
+        try:
+            write_deltalake(
+                self.table_uri,
+                pa.schema(schema).empty_table(),
+                mode="error",
+                partition_by=self._partition_by,
+                storage_options=self._storage_options,
+            )
+        except Exception as e:
+            # Made meanwhile by another writer: used as it is.
+            if "exists" not in str(e).lower():
+                raise
+        table = self.unit_log()._table()
+        if table is None:
+            raise OSError(
+                f"cairn.ray.DeltaDatasink: {self.table_uri} was created but cannot be opened"
+            )
+        logger.info(
+            "cairn: created the Delta table %s (version %d, empty) before the write tasks start",
+            self.table_uri,
+            table.version(),
+        )
+        return table
 
     def group_commit(self) -> _GroupCommit:
         """The committer's side: one Delta commit a group."""
@@ -708,7 +750,12 @@ class DeltaDatasink(TableDatasink):
                 return self.hand_over(unit, staged, fence)
         # Loaded afresh: deltalake's writer commits on this snapshot.
         table = log._table()
-        if self.hands_units_over() and table is not None:
+        if table is None:
+            raise FileNotFoundError(
+                f"cairn.ray.DeltaDatasink: the table {self.table_uri} is gone (the job's start "
+                "created it or found it): was it deleted while the job ran? Run the job again"
+            )
+        if self.hands_units_over():
             # A retry only (unit names are new in each run): an earlier
             # attempt's unit the job's committer committed. A crash point
             # before the log is read, as for the other reads of a retry.
@@ -722,7 +769,7 @@ class DeltaDatasink(TableDatasink):
         # this unit landing meanwhile makes this commit fail (deltalake's
         # check of concurrent application transactions), not land twice.
         write_deltalake(
-            table if table is not None else self.table_uri,
+            table,
             rows,
             mode="append",
             partition_by=self._partition_by,

@@ -90,11 +90,6 @@ def _files_ledger(fragments: Any, base: Optional[int] = None) -> str:
     return json.dumps(entry)
 
 
-#: The ledger entry of the unit that creates the dataset: its files are
-#: named by the call that commits them, so they are not known before.
-_CREATE_LEDGER = json.dumps({"create": True})
-
-
 #: A Lance data file's path in a fragment: a name in the dataset's
 #: ``data`` directory.
 _DATA_FILE = re.compile(r"[A-Za-z0-9_-]+\.lance")
@@ -442,8 +437,7 @@ class _Staged:
 
     fragments: List[Any]
     fence: UnitFence
-    #: The dataset's schema the fragments were written in (None: not
-    #: known, the dataset was created meanwhile).
+    #: The dataset's schema the fragments were written in.
     schema: Optional[pa.Schema] = None
 
 
@@ -589,11 +583,10 @@ class LanceDatasink(TableDatasink):
 
     ``storage_options`` are Lance's; ``filesystem`` is the pyarrow
     filesystem Ray and cairn's manager see the dataset's directory through.
-    The first unit creates the dataset, a version of its own (a create
-    that finds it made by another unit appends instead: an append to a
-    missing dataset would be a create that can replace rows another unit
-    committed). Concurrent appends commit with Lance's own conflict
-    resolution. While the job
+    A dataset that does not exist is created empty, from the schema Ray
+    gives of the first rows to write, on the driver before the write tasks
+    start (units creating it at once could replace one another's rows).
+    Concurrent appends commit with Lance's own conflict resolution. While the job
     runs, only append to the dataset. Each unit's data files are its
     ledger entry in the checkpoint, so ``cleanup_old_versions`` while a
     job runs or between a kill and its resume leaves its units found
@@ -615,7 +608,7 @@ class LanceDatasink(TableDatasink):
 
         Args:
             uri: the Lance dataset's URI (a local path, ``s3://...``); the
-                first unit creates it when it does not exist.
+                job's start creates it when it does not exist.
             storage_options: Lance's storage options (``aws_endpoint``,
                 ``aws_access_key_id``, ...).
             filesystem: the pyarrow filesystem Ray and cairn's manager see the
@@ -646,11 +639,49 @@ class LanceDatasink(TableDatasink):
 
     def on_write_start(self, schema: Any = None) -> None:
         # On the driver, before Ray sends the sink to its write tasks (and
-        # the committer starts): a retried task, and the committer, then
-        # read only the versions this job made.
+        # the committer starts): the dataset is created here, once, so no
+        # two units create it (Lance's create from several writers at once
+        # can succeed more than once, each replacing the last); a retried
+        # task, and the committer, then read only the versions this job
+        # made.
+        self.refuse_other_managers()
         dataset = _dataset(self.uri, self._storage_options)
-        self._since = dataset.version if dataset is not None else 0
+        if dataset is None:
+            dataset = self._create(schema)
+        self._since = dataset.version
         super().on_write_start(schema)
+
+    def _create(self, schema: Any) -> Any:
+        """The dataset created empty with ``schema`` (Ray's, of the first
+        rows to write) as its first version; refused, nothing written,
+        when Ray gave no schema."""
+        import lance
+
+        if schema is None:
+            raise ValueError(
+                f"cairn.ray.LanceDatasink({self.uri}): the dataset does not exist and Ray gave "
+                "no schema for the rows to write, so it cannot be created before the write "
+                "tasks start. Create it first: lance.write_dataset(rows.slice(0, 0), uri)"
+            )
+        try:
+            lance.write_dataset(
+                pa.schema(schema).empty_table(),
+                self.uri,
+                mode="create",
+                storage_options=self._storage_options,
+            )
+        except OSError as e:
+            if "already exists" not in str(e):
+                raise
+        dataset = _dataset(self.uri, self._storage_options)
+        if dataset is None:
+            raise OSError(f"cairn.ray.LanceDatasink: {self.uri} was created but cannot be opened")
+        logger.info(
+            "cairn: created the Lance dataset %s (version %d, empty) before the write tasks start",
+            self.uri,
+            dataset.version,
+        )
+        return dataset
 
     def group_commit(self) -> _GroupCommit:
         """The committer's side: one version a group."""
@@ -663,14 +694,13 @@ class LanceDatasink(TableDatasink):
         )
 
     def append(self, rows: pa.Table, unit: str, fence: UnitFence) -> Any:
-        """The first unit creates the dataset in one call, a version of its
-        own (its entry says it began before, and names its files after).
-        Any other writes its data files (``write_fragments``), then hands
+        """Writes the unit's data files (``write_fragments``), then hands
         them to the job's committer (:class:`_GroupCommit`), or
         (``max_units_per_commit=1``) calls ``fence`` with their paths as
-        the ledger entry and commits them, a version naming ``unit``.
-        Files a kill leaves uncommitted are never part of a version:
-        readers never see them."""
+        the ledger entry and commits them, a version naming ``unit``. The
+        dataset exists: :meth:`on_write_start` created it. Files a kill
+        leaves uncommitted are never part of a version: readers never see
+        them."""
         import lance
 
         if self.hands_units_over():
@@ -680,39 +710,22 @@ class LanceDatasink(TableDatasink):
         else:
             dataset = _dataset(self.uri, self._storage_options)
         if dataset is None:
-            fence(_CREATE_LEDGER)
-            try:
-                created = lance.write_dataset(
-                    rows,
-                    self.uri,
-                    mode="create",
-                    storage_options=self._storage_options,
-                    transaction_properties={UNIT_PROPERTY: unit},
-                )
-                # The created version holds this unit's files only.
-                fence(
-                    _files_ledger(f.metadata for f in created.get_fragments()),
-                    landed=True,
-                )
-                return None
-            except OSError as e:
-                if "already exists" not in str(e):
-                    raise
-                # Another unit created it first: append below.
-                logger.info("cairn: %s was created meanwhile; appending", self.uri)
+            raise FileNotFoundError(
+                f"cairn.ray.LanceDatasink: the dataset {self.uri} is gone (the job's start "
+                "created it or found it): was it deleted while the job ran? Run the job again"
+            )
         transaction = lance.fragment.write_fragments(
             rows,
             # The dataset opened above, not opened again (its manifest
             # lists every fragment); a group's committer makes its own
             # transaction on the dataset it commits to.
-            dataset if dataset is not None else self.uri,
+            dataset,
             mode="append",
             return_transaction=True,
             storage_options=self._storage_options,
         )
         if self.hands_units_over():
-            schema = dataset.schema if dataset is not None else None
-            staged = _Staged(list(transaction.operation.fragments), fence, schema)
+            staged = _Staged(list(transaction.operation.fragments), fence, dataset.schema)
             return self.hand_over(unit, staged, fence)
         transaction = dataclasses.replace(transaction, transaction_properties={UNIT_PROPERTY: unit})
         crash_point("table-before-commit", unit)

@@ -66,9 +66,10 @@ from ._ray_shards import ShardedSet, covers_each
 logger = logging.getLogger("cairn.ray")
 
 #: Committed sets offered by the manager, by checkpoint path: the planning
-#: (its DataContext, weakly), the checkpoint config it was made under, and
-#: the set's object-store reference.
-_OFFERED: Dict[str, Tuple["weakref.ref[Any]", Any, Any]] = {}
+#: (its DataContext, weakly), the checkpoint config it was made under, the
+#: set's object-store reference, and the input column the set holds values
+#: of (None: the config's ID column).
+_OFFERED: Dict[str, Tuple["weakref.ref[Any]", Any, Any, Optional[str]]] = {}
 
 #: Footers read at once on the driver when the read tasks are planned.
 _FOOTER_THREADS = 16
@@ -98,15 +99,19 @@ _SIGNED_INTS = (pa.int8(), pa.int16(), pa.int32(), pa.int64())
 _READERS: "weakref.WeakSet[Any]" = weakref.WeakSet()
 
 
-def offer_committed(data_context: Any, checkpoint_path: str, ref: Any) -> None:
+def offer_committed(
+    data_context: Any, checkpoint_path: str, ref: Any, column: Optional[str] = None
+) -> None:
     """Offers the committed set ``ref`` (the manager's object-store
     reference) to the read tasks of the planning whose context is
-    ``data_context``. A later offer for the same checkpoint replaces it;
-    the offer goes with the context."""
+    ``data_context``: a set of the values of the input's ``column``, the
+    config's ID column when None (under source lineage, the sources all of
+    whose outputs are committed). A later offer for the same checkpoint
+    replaces it; the offer goes with the context."""
     if data_context is None or not _READERS:
         return
     config = getattr(data_context, "checkpoint_config", None)
-    _OFFERED[checkpoint_path] = (weakref.ref(data_context), config, ref)
+    _OFFERED[checkpoint_path] = (weakref.ref(data_context), config, ref, column)
     weakref.finalize(data_context, _withdraw_if_gone, checkpoint_path)
 
 
@@ -124,10 +129,13 @@ def _withdraw_if_gone(checkpoint_path: str) -> None:
         del _OFFERED[checkpoint_path]
 
 
-def _take_committed(data_context: Any) -> Optional[Union[NativeIdSet, ShardedSet]]:
-    """The committed set offered to this planning, taken once: ``None``
-    when there is none, it was offered to another planning, or the
-    checkpoint is gone since (a set must never outlive its checkpoint)."""
+def _take_committed(
+    data_context: Any,
+) -> Optional[Tuple[Union[NativeIdSet, ShardedSet], str]]:
+    """The committed set offered to this planning and the input column its
+    values are of, taken once: ``None`` when there is none, it was offered
+    to another planning, or the checkpoint is gone since (a set must never
+    outlive its checkpoint)."""
     config = getattr(data_context, "checkpoint_config", None)
     if config is None:
         return None
@@ -137,11 +145,12 @@ def _take_committed(data_context: Any) -> Optional[Union[NativeIdSet, ShardedSet
     checkpoint = config.filesystem.get_file_info(unwrap_protocol(config.checkpoint_path))
     if checkpoint.type == pafs.FileType.NotFound:
         return None
+    column = offered[3] if offered[3] is not None else config.id_column
     value = ray.get(offered[2])
     if isinstance(value, ShardedSet):
-        return value
+        return value, column
     array = np.ascontiguousarray(value, dtype=np.uint8)
-    return NativeIdSet._from_shared_memory(array)
+    return NativeIdSet._from_shared_memory(array), column
 
 
 def _path_seed(path: str) -> int:
@@ -573,13 +582,10 @@ class SkippingParquetDatasource(ParquetDatasource):
         per_task_row_limit: Optional[int] = None,
         data_context: Optional[DataContext] = None,
     ) -> List[ReadTask]:
-        committed = _take_committed(data_context)
+        taken = _take_committed(data_context)
+        committed, id_column = taken if taken is not None else (None, None)
         if committed is not None and len(committed) == 0:
-            committed = None
-        id_column = None
-        if committed is not None:
-            assert data_context is not None
-            id_column = data_context.checkpoint_config.id_column
+            committed, id_column = None, None
         return self._read_tasks_given(
             committed, id_column, parallelism, per_task_row_limit, data_context
         )

@@ -21,7 +21,7 @@ import ray
 from ray.data import Dataset
 
 from ._ray_compat import logical_ops_of, ops_being_planned
-from ._ray_read import withdraw_committed
+from ._ray_read import offer_committed, withdraw_committed
 
 #: The set each skip step's token was planned with: (the checkpoint config,
 #: the manager's reference, or None when nothing is committed).
@@ -183,7 +183,20 @@ def take_for_skip(manager: Any, config: Any, ref: Any) -> Optional[Tuple[Any, An
         )
     token = steps[0].fn_constructor_args[0].token
     _PLANNED[token] = (config, ref)
-    # Not offered to cairn's reader either: the rows it reads have no key.
+    # The composite key's set is not offered to cairn's reader (the rows it
+    # reads have no key); under source lineage, the complete sources' set
+    # is, so the row groups of sources all of whose outputs are committed
+    # are left unread.
     withdraw_committed(config.checkpoint_path)
     read_filter = getattr(manager, "complete_sources", None)
-    return read_filter if read_filter is not None else (config, None, 0)
+    if read_filter is None:
+        return (config, None, 0)
+    read_config, read_ref, size = read_filter
+    if read_config is not config and read_ref is not None:
+        offer_committed(
+            getattr(manager, "_data_context", None),
+            config.checkpoint_path,
+            read_ref,
+            column=read_config.id_column,
+        )
+    return read_filter

@@ -857,7 +857,10 @@ class TableDatasink(FileDatasink):
         then in the checkpoint), else None."""
         raise NotImplementedError
 
-    def on_write_start(self, schema: Any = None) -> None:
+    def refuse_other_managers(self) -> None:
+        """Refuses, before anything is written, a job checkpointed by a
+        manager that is not cairn's (it would roll back a unit the table
+        already holds)."""
         config = DataContext.get_current().checkpoint_config
         if config is not None:
             # Told by the attribute cairn's manager (and a subclass of it)
@@ -871,6 +874,9 @@ class TableDatasink(FileDatasink):
                     "manager rolls back a unit the table already holds, and its rows are written "
                     "twice. Use cairn.ray.checkpoint_config(...)"
                 )
+
+    def on_write_start(self, schema: Any = None) -> None:
+        self.refuse_other_managers()
         self.run = uuid.uuid4().hex
         super().on_write_start(schema)
         self._committer = None  # a sink used again names its new job's
