@@ -56,6 +56,10 @@ MAX_SHOTS = 40
 PAYLOAD = int(os.environ.get("PAYLOAD", "4096"))
 DETECT_MS = float(os.environ.get("DETECT_MS", "2"))
 SCORE_MS = float(os.environ.get("SCORE_MS", "0.5"))
+#: Rows a call: the same in both jobs, small enough that a kill lands
+#: between calls of one input file's shots.
+DETECT_BATCH = 25
+SCORE_BATCH = 256
 
 
 def make(root, sources):
@@ -187,23 +191,35 @@ def drive(root, impl, stage, run):
             fan_out_column="n_shots",
         )
         ds = cairn.ray.read_parquet(f"{root}/in")
-        ds = ds.map_batches(detect_fn(f"{calls}/detect", True), batch_format="pyarrow")
+        ds = ds.map_batches(
+            detect_fn(f"{calls}/detect", True),
+            batch_format="pyarrow",
+            batch_size=DETECT_BATCH,
+        )
         ds = cairn.ray.skip_committed(ds)
-        ds = ds.map_batches(score_fn(f"{calls}/score"), batch_format="pyarrow")
+        ds = ds.map_batches(
+            score_fn(f"{calls}/score"), batch_format="pyarrow", batch_size=SCORE_BATCH
+        )
         ds.write_parquet(f"{work}/out")
     elif stage == "1":
         context.checkpoint_config = CheckpointConfig(
             id_column="uid", checkpoint_path=f"{work}/ckpt1"
         )
         ds = ray.data.read_parquet(f"{root}/in")
-        ds = ds.map_batches(detect_fn(f"{calls}/detect", False), batch_format="pyarrow")
+        ds = ds.map_batches(
+            detect_fn(f"{calls}/detect", False),
+            batch_format="pyarrow",
+            batch_size=DETECT_BATCH,
+        )
         ds.write_parquet(f"{work}/shots")
     else:
         context.checkpoint_config = CheckpointConfig(
             id_column="shot_id", checkpoint_path=f"{work}/ckpt2"
         )
         ds = ray.data.read_parquet(f"{work}/shots")
-        ds = ds.map_batches(score_fn(f"{calls}/score"), batch_format="pyarrow")
+        ds = ds.map_batches(
+            score_fn(f"{calls}/score"), batch_format="pyarrow", batch_size=SCORE_BATCH
+        )
         ds.write_parquet(f"{work}/out")
     seconds = time.perf_counter() - started
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024

@@ -357,23 +357,49 @@ impl CheckpointConfig {
 }
 
 /// A checkpoint opened for a run: the lease held, recovery done, IDs loaded.
+/// What a [`Run`](crate::Run) is made of; read through its accessors, and
+/// ended with [`OpenCheckpoint::release`] when no run takes it.
 #[derive(Debug)]
 pub struct OpenCheckpoint {
     /// The directory.
-    pub dir: CheckpointDir,
+    pub(crate) dir: CheckpointDir,
     /// This run's identity (unit names start with it).
-    pub run: RunId,
+    pub(crate) run: RunId,
     /// The lease this run holds, renewed in the background since it was
     /// taken; `keeper.stop()` gives it back to release.
-    pub keeper: LeaseKeeper,
+    pub(crate) keeper: LeaseKeeper,
     /// The committed IDs and units.
-    pub state: CommittedState,
+    pub(crate) state: CommittedState,
     /// What recovery did.
-    pub recovery: RecoveryReport,
+    pub(crate) recovery: RecoveryReport,
     /// What the checkpoint belongs to (written at the first open).
-    pub job: JobRecord,
+    pub(crate) job: JobRecord,
     /// Whether this open made the checkpoint: nothing was committed or
     /// pending and it had no job record. A run refused before its first
     /// unit may then remove it whole ([`CheckpointDir::clean_up`]).
-    pub fresh: bool,
+    pub(crate) fresh: bool,
+}
+
+impl OpenCheckpoint {
+    /// The checkpoint directory.
+    pub fn dir(&self) -> &CheckpointDir {
+        &self.dir
+    }
+
+    /// The committed IDs and units.
+    pub fn state(&self) -> &CommittedState {
+        &self.state
+    }
+
+    /// What recovery did.
+    pub fn recovery(&self) -> &RecoveryReport {
+        &self.recovery
+    }
+
+    /// Stops renewing the lease and gives it back: the checkpoint is then
+    /// free for the next run.
+    pub async fn release(self) -> Result<()> {
+        let lease = self.keeper.stop().await?;
+        self.dir.release_lease(lease).await
+    }
 }

@@ -24,7 +24,7 @@
 //! looked up by its entry in the table's current files
 //! ([`UnitLog::held_by_ledger`]).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::time::Duration;
 
@@ -74,20 +74,22 @@ pub trait UnitLog: Send + Sync + fmt::Debug {
     /// The table, for messages (a URL, no secrets).
     fn table(&self) -> String;
 
-    /// The committed record of a unit the table records, as the table
-    /// holds it: a Parquet file of `id_column` over the rows the unit's
-    /// table commit added. `None` (the default) commits the pending
-    /// record's own IDs. A retried task rewrites its pending record from
-    /// its own rows, which a non-deterministic transform may make other
-    /// than the rows of the earlier attempt whose commit landed: the
-    /// table's are the ones to skip.
-    fn committed_record<'a>(
+    /// The committed records of units the table records, as the table
+    /// holds them: for each, a Parquet file of `id_column` over the rows
+    /// the unit's table commit added. A unit left out (all of them, by
+    /// default) is committed with its pending record's own IDs. A retried
+    /// task rewrites its pending record from its own rows, which a
+    /// non-deterministic transform may make other than the rows of the
+    /// earlier attempt whose commit landed: the table's are the ones to
+    /// skip. Asked once for every unit a settle commits, so a log reads
+    /// the table's history once, not once a unit.
+    fn committed_records<'a>(
         &'a self,
-        unit: &'a UnitName,
+        units: &'a [UnitName],
         id_column: &'a str,
-    ) -> BoxFuture<'a, Result<Option<Vec<u8>>>> {
-        let _ = (unit, id_column);
-        Box::pin(async { Ok(None) })
+    ) -> BoxFuture<'a, Result<HashMap<UnitName, Vec<u8>>>> {
+        let _ = (units, id_column);
+        Box::pin(async { Ok(HashMap::new()) })
     }
 
     /// [`recorded`](Self::recorded), and whether the history it read stops
@@ -254,9 +256,18 @@ impl CheckpointDir {
         let (in_table, rolled_back): (Vec<UnitName>, Vec<UnitName>) = in_flight
             .into_iter()
             .partition(|u| lineage.recorded.contains(u) || held.contains(u));
-        for unit in in_table {
-            self.promote(&unit, log, id_column).await?;
-            report.committed_from_table.push(unit);
+        if !in_table.is_empty() {
+            let mut records = log.committed_records(&in_table, id_column).await?;
+            let promotions: Vec<(UnitName, Option<Vec<u8>>)> = in_table
+                .iter()
+                .map(|unit| (unit.clone(), records.remove(unit)))
+                .collect();
+            futures::stream::iter(promotions)
+                .map(|(unit, record)| async move { self.promote(&unit, record).await })
+                .buffered(LEDGER_READS)
+                .try_collect::<Vec<()>>()
+                .await?;
+            report.committed_from_table.extend(in_table);
         }
         if !rolled_back.is_empty() {
             // Before the pending records go: they hold the entries that
@@ -294,7 +305,7 @@ impl CheckpointDir {
         units: &[UnitName],
         entries: &[(UnitName, String)],
     ) -> Result<Vec<RolledBack>> {
-        let entry_of: std::collections::HashMap<&UnitName, &String> =
+        let entry_of: HashMap<&UnitName, &String> =
             entries.iter().map(|(u, e)| (u, e)).collect();
         let with_entry: Vec<(UnitName, String)> = units
             .iter()
@@ -317,7 +328,7 @@ impl CheckpointDir {
         } else {
             None
         };
-        let age_of: std::collections::HashMap<UnitName, Duration> = written
+        let age_of: HashMap<UnitName, Duration> = written
             .into_iter()
             .filter_map(|(unit, w)| {
                 let millis = now?.saturating_sub(w?).saturating_sub(STORE_CLOCK_GRAIN_MS);
@@ -374,10 +385,10 @@ impl CheckpointDir {
         Ok(found.into_iter().flatten().collect())
     }
 
-    /// Commits a pending unit with the IDs the table holds for it (its
-    /// pending record's own bytes when `log` does not give them), then
-    /// drops the pending record.
-    async fn promote(&self, unit: &UnitName, log: &dyn UnitLog, id_column: &str) -> Result<()> {
+    /// Commits a pending unit with `record`, the IDs the table holds for
+    /// it (its pending record's own bytes when None), then drops the
+    /// pending record.
+    async fn promote(&self, unit: &UnitName, record: Option<Vec<u8>>) -> Result<()> {
         let pending = self.file(&unit.pending_file());
         let bytes = match self.fs.cat(&pending).await {
             Ok(bytes) => bytes,
@@ -386,7 +397,7 @@ impl CheckpointDir {
             Err(e) if e.kind() == cairn_fs::ErrorKind::NotFound => return Ok(()),
             Err(e) => return Err(e.into()),
         };
-        let bytes = match log.committed_record(unit, id_column).await? {
+        let bytes = match record {
             Some(record) => bytes::Bytes::from(record),
             None => bytes,
         };

@@ -47,11 +47,11 @@ async fn open_takes_the_lease_recovers_and_loads() {
     write_unit(&dir, &fs, &out, &dead, &[3]).await;
 
     let open = config.open(&fs, &out).await.unwrap();
-    assert_eq!(open.recovery.rolled_back, [dead]);
-    assert_eq!(open.recovery.released, std::slice::from_ref(&done));
-    assert_eq!(open.recovery.data_files_deleted, 1);
-    assert_eq!(open.state.ids.len(), 2);
-    assert!(open.state.pending.is_empty());
+    assert_eq!(open.recovery().rolled_back, [dead]);
+    assert_eq!(open.recovery().released, std::slice::from_ref(&done));
+    assert_eq!(open.recovery().data_files_deleted, 1);
+    assert_eq!(open.state().ids.len(), 2);
+    assert!(open.state().pending.is_empty());
     assert_eq!(
         fs.find(&out).await.unwrap().len(),
         1,
@@ -60,8 +60,7 @@ async fn open_takes_the_lease_recovers_and_loads() {
 
     let second = config.open(&fs, &out).await.unwrap_err();
     assert!(matches!(second, Error::LeaseHeld { .. }), "{second}");
-    let lease = open.keeper.stop().await.unwrap();
-    open.dir.release_lease(lease).await.unwrap();
+    open.release().await.unwrap();
 }
 
 #[tokio::test]
@@ -113,8 +112,7 @@ async fn an_interrupted_clean_up_is_finished_not_rolled_back() {
     let out = format!("{root}/out");
     // The first open binds the checkpoint to its output, as every run does.
     let first = config.open(&fs, &out).await.unwrap();
-    let lease = first.keeper.stop().await.unwrap();
-    first.dir.release_lease(lease).await.unwrap();
+    first.release().await.unwrap();
     let dir = config.dir().unwrap();
     let run = RunId::new();
     let (a, b) = (UnitName::new(&run, 0), UnitName::new(&run, 1));
@@ -136,14 +134,14 @@ async fn an_interrupted_clean_up_is_finished_not_rolled_back() {
         .unwrap();
 
     let open = config.open(&fs, &out).await.unwrap();
-    assert!(open.state.complete);
-    assert!(open.recovery.rolled_back.is_empty());
+    assert!(open.state().complete);
+    assert!(open.recovery().rolled_back.is_empty());
     assert_eq!(
         fs.find(&out).await.unwrap().len(),
         2,
         "the finished output is intact"
     );
-    open.dir.clean_up(None).await.unwrap();
+    open.dir().clean_up(None).await.unwrap();
     assert!(!fs.exists(&format!("{root}/ckpt")).await.unwrap());
     assert_eq!(fs.find(&out).await.unwrap().len(), 2);
 }
@@ -519,7 +517,7 @@ proptest::proptest! {
                 .iter()
                 .filter(|k| matches!(k, Died::PendingInTable | Died::PendingByLedger))
                 .count();
-            assert_eq!(open.recovery.committed_from_table.len(), drawn_pending_in_table);
+            assert_eq!(open.recovery().committed_from_table.len(), drawn_pending_in_table);
             // Asked once, about exactly the units rolled back (never one
             // the table holds), each with its entry, while its pending
             // record (which holds the entry) is still there; what it
@@ -532,7 +530,7 @@ proptest::proptest! {
             assert_eq!(asked.len(), calls.len(), "asked twice about a unit");
             assert_eq!(asked, rolled_back);
             let counted = if fail_deletes { 0 } else { rolled_back.values().filter(|e| e.is_some()).count() };
-            assert_eq!(open.recovery.data_files_deleted, counted);
+            assert_eq!(open.recovery().data_files_deleted, counted);
             drop(open);
             // An independent read: the committed ID files, decoded.
             let state = dir.load(cairn_checkpoint::StringMode::default()).await.unwrap();

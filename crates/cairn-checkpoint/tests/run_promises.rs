@@ -530,7 +530,7 @@ mod table_output {
     //! A table output whose log lost committed units is refused before any
     //! pending unit is settled.
 
-    use std::collections::HashSet;
+    use std::collections::{HashMap, HashSet};
 
     use cairn_checkpoint::UnitName;
     use cairn_checkpoint::internals::{CheckpointConfig, RunId, UnitLog};
@@ -628,13 +628,18 @@ mod table_output {
         fn table(&self) -> String {
             "memory:///a-table".into()
         }
-        fn committed_record<'a>(
+        fn committed_records<'a>(
             &'a self,
-            _unit: &'a UnitName,
+            units: &'a [UnitName],
             id_column: &'a str,
-        ) -> BoxFuture<'a, cairn_checkpoint::Result<Option<Vec<u8>>>> {
+        ) -> BoxFuture<'a, cairn_checkpoint::Result<HashMap<UnitName, Vec<u8>>>> {
             assert_eq!(id_column, "id");
-            Box::pin(async move { Ok(Some(self.record.clone())) })
+            Box::pin(async move {
+                Ok(units
+                    .iter()
+                    .map(|u| (u.clone(), self.record.clone()))
+                    .collect())
+            })
         }
     }
 

@@ -1,8 +1,8 @@
 //! A table output's log as Python answers it: the object `cairn.ray`'s
 //! table sinks hand to `open_checkpoint` (its `recorded(units)` gives the
 //! units whose table transaction the table holds; its `table` names the
-//! table for messages; its optional `committed_record(unit, id_column)`
-//! gives the IDs of a unit's rows in the table, as Parquet bytes; its
+//! table for messages; its optional `committed_records(units, id_column)`
+//! gives, by unit, the IDs of its rows in the table as Parquet bytes; its
 //! optional `lineage(units)` gives `(recorded, cut)`, where `cut` says why
 //! the history stops short, or None; its optional `held(entries)` gives the
 //! units of `{unit: ledger entry}` whose rows the table's current files
@@ -12,7 +12,7 @@
 //! None)}` being rolled back that no table version references, and returns
 //! how many: the age is its pending record's, by the store's clock).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::sync::Arc;
 
@@ -20,6 +20,7 @@ use cairn_checkpoint::UnitName;
 use cairn_checkpoint::internals::{Lineage, RolledBack, UnitLog};
 use futures::future::BoxFuture;
 use pyo3::prelude::*;
+use pyo3::types::PyDict;
 
 /// A Python object with `recorded(list[str]) -> iterable of str` and a
 /// `table` string.
@@ -55,19 +56,28 @@ impl PyUnitLog {
         }
     }
 
-    fn record_of(&self, unit: &UnitName, id_column: &str) -> PyResult<Option<Vec<u8>>> {
+    fn records_of(
+        &self,
+        units: &[UnitName],
+        id_column: &str,
+    ) -> PyResult<HashMap<UnitName, Vec<u8>>> {
         Python::attach(|py| {
             let log = self.log.bind(py);
-            if !log.hasattr("committed_record")? {
-                return Ok(None);
+            if !log.hasattr("committed_records")? {
+                return Ok(HashMap::new());
             }
-            let record = log.call_method1("committed_record", (unit.as_str(), id_column))?;
-            if record.is_none() {
-                return Ok(None);
+            let names: Vec<&str> = units.iter().map(UnitName::as_str).collect();
+            let answer = log.call_method1("committed_records", (names, id_column))?;
+            let answer = answer.cast::<PyDict>()?;
+            let mut records = HashMap::with_capacity(answer.len());
+            for unit in units {
+                if let Some(record) = answer.get_item(unit.as_str())? {
+                    // A `bytes` object's buffer, not an element-by-element copy.
+                    let record: std::borrow::Cow<'_, [u8]> = record.extract()?;
+                    records.insert(unit.clone(), record.into_owned());
+                }
             }
-            // A `bytes` object's buffer, not an element-by-element copy.
-            let record: std::borrow::Cow<'_, [u8]> = record.extract()?;
-            Ok(Some(record.into_owned()))
+            Ok(records)
         })
     }
 
@@ -210,11 +220,11 @@ impl UnitLog for PyUnitLog {
         Box::pin(async move { self.ask_to_delete(rolled_back).map_err(|e| self.failed(e)) })
     }
 
-    fn committed_record<'a>(
+    fn committed_records<'a>(
         &'a self,
-        unit: &'a UnitName,
+        units: &'a [UnitName],
         id_column: &'a str,
-    ) -> BoxFuture<'a, cairn_checkpoint::Result<Option<Vec<u8>>>> {
-        Box::pin(async move { self.record_of(unit, id_column).map_err(|e| self.failed(e)) })
+    ) -> BoxFuture<'a, cairn_checkpoint::Result<HashMap<UnitName, Vec<u8>>>> {
+        Box::pin(async move { self.records_of(units, id_column).map_err(|e| self.failed(e)) })
     }
 }

@@ -46,14 +46,15 @@ ROWS_PER_UNIT = 3
 #: fence, then a kill: the fence refuses, or Delta's committer fails at
 #: its failpoint after it), the table restored to
 #: the version drawn (an index into the versions before the current one),
-#: overwritten with rows of no unit, compacted, or its history cleaned up
-#: to the current version.
+#: overwritten with rows of no unit, every row deleted (the format's own
+#: delete), compacted, or its history cleaned up to the current version.
 STEPS = st.one_of(
     st.just(("append",)),
     st.just(("group",)),
     st.just(("begin",)),
     st.tuples(st.just("restore"), st.integers(min_value=0, max_value=1000)),
     st.just(("overwrite",)),
+    st.just(("delete_all",)),
     st.just(("compact",)),
     st.just(("clean",)),
 )
@@ -119,6 +120,12 @@ class Delta:
         from deltalake import write_deltalake
 
         write_deltalake(self.uri, table, mode="overwrite")
+
+    def delete_all(self):
+        from deltalake import DeltaTable
+
+        if DeltaTable.is_deltatable(self.uri):
+            DeltaTable(self.uri).delete()
 
     def earlier_versions(self):
         """The versions before the current one that the log still keeps."""
@@ -224,6 +231,11 @@ class Iceberg:
     def overwrite(self, table):
         self._table().overwrite(table)
 
+    def delete_all(self):
+        from pyiceberg.expressions import AlwaysTrue
+
+        self._table().delete(delete_filter=AlwaysTrue())
+
     def earlier_versions(self):
         """Every snapshot but the current one (a later one too: rolled
         forward)."""
@@ -282,9 +294,16 @@ class Lance:
         return lance.dataset(self.uri, version=version)
 
     def append(self, table, unit):
-        """The sink's own commit of a unit (the first creates the
-        dataset); its last ledger entry."""
-        return sink_append(LanceDatasink(self.uri, max_units_per_commit=1), table, unit)
+        """The sink's own commit of a unit; its last ledger entry."""
+        return sink_append(self.started(table), table, unit)
+
+    def started(self, table):
+        """The sink as its write tasks get it: after the driver's
+        ``on_write_start`` with the rows' schema, which creates the dataset
+        when there is none."""
+        sink = self.sink()
+        sink.on_write_start(table.schema)
+        return sink
 
     def append_group(self, tables, units):
         """The sink's group commit of ``units`` (each with its rows, its
@@ -313,6 +332,10 @@ class Lance:
         import lance
 
         lance.write_dataset(table, self.uri, mode="overwrite")
+
+    def delete_all(self):
+        if os.path.exists(self.uri):
+            self._dataset().delete("true")
 
     def earlier_versions(self):
         """The versions before the latest that the dataset still keeps."""
@@ -343,7 +366,7 @@ class Lance:
 
     def begin(self, table, unit):
         """The sink's commit of ``unit`` begun and refused at its fence."""
-        return sink_begin(self.sink(), table, unit)
+        return sink_begin(self.started(table), table, unit)
 
     def versions(self):
         """The uids of every version the dataset keeps, by version."""
@@ -510,6 +533,9 @@ def test_a_unit_is_recorded_exactly_when_the_table_holds_its_rows(table_format, 
             elif kind == "overwrite":
                 table.overwrite(rows([-1, -2]))
                 cut = True
+            elif kind == "delete_all":
+                table.delete_all()
+                cut = True
             elif kind == "clean":
                 table.clean()
                 cleaned = True
@@ -569,8 +595,12 @@ def test_a_unit_is_recorded_exactly_when_the_table_holds_its_rows(table_format, 
         # Each unit's commit added its rows, whatever came after it: the
         # IDs its committed checkpoint record takes from the table (none
         # once the commit's history is cleaned up: the pending record's).
+        # Asked for all at once (the table read once), as recovery asks:
+        # the same records as asked one by one.
+        records = log.committed_records(sorted(units), "uid")
         for unit, uids in units.items():
             record = log.committed_record(unit, "uid")
+            assert records.get(unit) == record, (unit, steps)
             if record is None and cleaned and unit not in since_clean:
                 continue
             assert record is not None, (unit, steps)

@@ -296,14 +296,17 @@ class DeltaUnitLog(UnitIds):
             # cannot be told from it.
             return None
 
-        def fragments(at: int) -> List[Tuple[str, Any]]:
+        def all_fragments(at: int) -> List[Tuple[str, Any]]:
             loaded = DeltaTable(self._uri, version=at, storage_options=self._storage_options)
+            return [(f.path, f) for f in loaded.to_pyarrow_dataset().get_fragments()]
+
+        def fragments(at: int) -> List[Tuple[str, Any]]:
             return [
-                (f.path, f)
-                for f in loaded.to_pyarrow_dataset().get_fragments()
+                (path, f)
+                for path, f in self.read_once(("fragments", at), lambda: all_fragments(at))
                 # A group commit adds other units' files too.
                 # (Staged files are in the table's directory, by name.)
-                if at != version or named is None or f.path.rsplit("/", 1)[-1] in named
+                if at != version or named is None or path.rsplit("/", 1)[-1] in named
             ]
 
         before = [key for key, _ in fragments(version - 1)] if version > 0 else []
@@ -326,7 +329,11 @@ class DeltaUnitLog(UnitIds):
         ``since`` only, when given), listed while no other commit landed:
         deltalake numbers ``history()``'s commits down from the version it
         loaded, but lists every commit there is, so a commit landing in
-        between would shift every number."""
+        between would shift every number. Read once while
+        :meth:`reading_once` is open."""
+        return self.read_once(("history", since), lambda: self._read_history(since))
+
+    def _read_history(self, since: Optional[int]) -> Tuple[Any, Dict[int, Dict[str, Any]]]:
         for _ in range(_HISTORY_ATTEMPTS):
             table = self._table()
             if table is None:

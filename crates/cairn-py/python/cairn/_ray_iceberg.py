@@ -163,8 +163,14 @@ class IcebergUnitLog(UnitIds):
         #: The ledger entries :meth:`held` was given, by unit.
         self._told: Dict[str, str] = {}
 
+    def _loaded(self) -> Any:
+        """The table, loaded once while :meth:`reading_once` is open."""
+        return self.read_once(
+            "table", lambda: _catalog(self._catalog_kwargs).load_table(self._identifier)
+        )
+
     def _metadata(self) -> Any:
-        return _catalog(self._catalog_kwargs).load_table(self._identifier).metadata
+        return self._loaded().metadata
 
     def table_ids(self, id_column: str) -> Optional[Iterator[pa.Array]]:
         """``id_column`` of every row of the table's current snapshot
@@ -211,14 +217,19 @@ class IcebergUnitLog(UnitIds):
         """``id_column`` of the data files the snapshot recording ``unit``
         added (its manifest entries of status ADDED; of a group commit,
         those whose names carry the unit's write UUID)."""
-        table = _catalog(self._catalog_kwargs).load_table(self._identifier)
+        table = self._loaded()
         snapshot, write_uuid = self._snapshot_with_uuid(table.metadata, unit)
         if snapshot is None:
             return None
-        entries = table.inspect.entries(snapshot_id=snapshot.snapshot_id)
+        entries = self.read_once(
+            ("entries", snapshot.snapshot_id),
+            lambda: table.inspect.entries(snapshot_id=snapshot.snapshot_id)
+            .select(["status", "snapshot_id", "data_file"])
+            .to_pylist(),
+        )
         added = [
             entry["data_file"]["file_path"]
-            for entry in entries.select(["status", "snapshot_id", "data_file"]).to_pylist()
+            for entry in entries
             if entry["status"] == _ADDED
             and entry["snapshot_id"] == snapshot.snapshot_id
             # A group commit's files of this unit carry its write UUID.

@@ -181,6 +181,16 @@ class LanceUnitLog(UnitIds):
         transactions = dataset.get_transactions(recent_transactions=newer)
         return any(t is not None and unit in _units_of(t) for t in transactions)
 
+    def _latest(self) -> Any:
+        """The dataset's latest version (None: no dataset), opened once
+        while :meth:`reading_once` is open."""
+        return self.read_once("latest", lambda: _dataset(self._uri, self._storage_options))
+
+    def _transaction(self, dataset: Any, version: int) -> Any:
+        """:func:`_transaction_at`, read once a version while
+        :meth:`reading_once` is open."""
+        return self.read_once(("transaction", version), lambda: _transaction_at(dataset, version))
+
     def unit_ids(self, unit: str, id_column: str) -> Optional[pa.Array]:
         """``id_column`` of the fragments the version recording ``unit``
         added (Lance numbers fragments afresh, so they are the ones the
@@ -188,14 +198,14 @@ class LanceUnitLog(UnitIds):
         latest down (a pending unit's version is among the latest)."""
         import lance
 
-        dataset = _dataset(self._uri, self._storage_options)
+        dataset = self._latest()
         if dataset is None:
             return None
         version = dataset.version
         while True:
             if version < 1:
                 return None
-            transaction = _transaction_at(dataset, version)
+            transaction = self._transaction(dataset, version)
             if transaction is None or transaction is _CLEANED:
                 return None
             units = _units_of(transaction)
@@ -204,16 +214,19 @@ class LanceUnitLog(UnitIds):
                 break
             version -= 1
 
-        def fragments(at: int) -> List[Tuple[int, Any]]:
+        def all_fragments(at: int) -> List[Any]:
             loaded = lance.dataset(self._uri, version=at, storage_options=self._storage_options)
+            return list(loaded.get_fragments())
+
+        def fragments(at: int) -> List[Tuple[int, Any]]:
             # A group commit's version adds other units' fragments too.
             return [
                 (f.fragment_id, f)
-                for f in loaded.get_fragments()
+                for f in self.read_once(("fragments", at), lambda: all_fragments(at))
                 if at != version or _of_unit([f.metadata], files)
             ]
 
-        if version > 1 and _transaction_at(dataset, version - 1) is _CLEANED:
+        if version > 1 and self._transaction(dataset, version - 1) is _CLEANED:
             # The version before was cleaned up: what the commit added
             # cannot be told from it.
             return None
@@ -224,11 +237,11 @@ class LanceUnitLog(UnitIds):
         """The ledger entry of ``unit``: the data files the version whose
         transaction names it added (searched from the latest version
         down, as :meth:`unit_ids`)."""
-        dataset = _dataset(self._uri, self._storage_options)
+        dataset = self._latest()
         if dataset is None:
             return None
         for version in range(dataset.version, 0, -1):
-            transaction = _transaction_at(dataset, version)
+            transaction = self._transaction(dataset, version)
             if transaction is None or transaction is _CLEANED:
                 return None
             units = _units_of(transaction)
@@ -389,7 +402,8 @@ class LanceUnitLog(UnitIds):
         not): versions are walked from the latest down, a ``Restore`` to
         version ``r`` goes on at ``r`` (the versions between are not the
         dataset's any more), an ``Overwrite`` (the dataset's creation
-        among them) is the last one walked. The walk stops once every unit
+        among them) or a ``Delete`` that left no row is the last one
+        walked. The walk stops once every unit
         asked about is found, or at a version ``cleanup_old_versions``
         removed (the cut)."""
         dataset = _dataset(self._uri, self._storage_options)
@@ -418,6 +432,11 @@ class LanceUnitLog(UnitIds):
                 version = target
                 continue
             if operation == "Overwrite":
+                break
+            if operation == "Delete" and not dataset.checkout_version(version).get_fragments():
+                # A delete that left no row: the units before it are not
+                # in the dataset any more (Delta and Iceberg end the walk at
+                # theirs too).
                 break
             version -= 1
         return [u for u in units if u in in_lineage], cut

@@ -23,6 +23,7 @@ history no longer records up by its entry in the table's current files.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import logging
@@ -188,6 +189,45 @@ class UnitIds:
         if ids is None:
             return None
         return id_record(ids, id_column, self.ledger_of(unit))
+
+    def committed_records(self, units: List[str], id_column: str) -> Dict[str, bytes]:
+        """:meth:`committed_record` of each of ``units`` (those with none
+        left out), the table's history and each version's files read once
+        for all of them (:meth:`read_once`), not once a unit: settling the
+        thousand units of one crashed group commit reads the table as
+        often as settling one."""
+        records = {}
+        with self.reading_once():
+            for unit in units:
+                record = self.committed_record(unit, id_column)
+                if record is not None:
+                    records[unit] = record
+        return records
+
+    @contextlib.contextmanager
+    def reading_once(self) -> Iterator[None]:
+        """While open, what :meth:`read_once` reads is read once and kept:
+        the table cannot change under a settle in a way that matters (a
+        unit's commit, once in the history, stays there until maintenance,
+        which a settle's reads do not race: each read pins its version)."""
+        outer = getattr(self, "_read_once", None)
+        if outer is None:
+            self._read_once: Optional[Dict[Any, Any]] = {}
+        try:
+            yield
+        finally:
+            if outer is None:
+                self._read_once = None
+
+    def read_once(self, key: Any, read: Callable[[], Any]) -> Any:
+        """``read()``, kept under ``key`` while :meth:`reading_once` is
+        open (read afresh otherwise)."""
+        kept = getattr(self, "_read_once", None)
+        if kept is None:
+            return read()
+        if key not in kept:
+            kept[key] = read()
+        return kept[key]
 
     def ledger_of(self, unit: str) -> Optional[str]:
         """The ledger entry of ``unit``, read from the table's history
@@ -730,7 +770,7 @@ def settle_recorded(
     ``own_entry(submission, entry)`` says so, else an earlier
     submission's."""
     held = held_by_earlier_commits(log, [s for s in live if s.unit not in recorded])
-    left, done = [], []
+    left, found = [], []
     for submission in live:
         if submission.unit in held:
             entry = held[submission.unit]
@@ -741,12 +781,20 @@ def settle_recorded(
         else:
             left.append(submission)
             continue
-        if ours:
-            done.append((submission, entry, None))
-            continue
-        discard(submission.payload)
-        fence = submission.payload.fence
-        done.append((submission, entry, log.committed_record(submission.unit, fence.id_column)))
+        if not ours:
+            discard(submission.payload)
+        found.append((submission, entry, ours))
+    # The table's IDs of the units an earlier submission committed, the
+    # table read once for all of them.
+    theirs = [s for s, _, ours in found if not ours]
+    records: Dict[str, bytes] = {}
+    for id_column in {s.payload.fence.id_column for s in theirs}:
+        records.update(
+            log.committed_records(
+                [s.unit for s in theirs if s.payload.fence.id_column == id_column], id_column
+            )
+        )
+    done = [(s, entry, None if ours else records.get(s.unit)) for s, entry, ours in found]
     commit_unit_records(done, outcomes, log.table)
     return left
 
