@@ -305,8 +305,7 @@ impl CheckpointDir {
         units: &[UnitName],
         entries: &[(UnitName, String)],
     ) -> Result<Vec<RolledBack>> {
-        let entry_of: HashMap<&UnitName, &String> =
-            entries.iter().map(|(u, e)| (u, e)).collect();
+        let entry_of: HashMap<&UnitName, &String> = entries.iter().map(|(u, e)| (u, e)).collect();
         let with_entry: Vec<(UnitName, String)> = units
             .iter()
             .filter(|u| entry_of.contains_key(u))

@@ -225,6 +225,9 @@ impl UnitLog for PyUnitLog {
         units: &'a [UnitName],
         id_column: &'a str,
     ) -> BoxFuture<'a, cairn_checkpoint::Result<HashMap<UnitName, Vec<u8>>>> {
-        Box::pin(async move { self.records_of(units, id_column).map_err(|e| self.failed(e)) })
+        Box::pin(async move {
+            self.records_of(units, id_column)
+                .map_err(|e| self.failed(e))
+        })
     }
 }

@@ -721,3 +721,39 @@ def test_the_lance_orphan_warnings_advice_removes_an_orphan_and_keeps_every_row(
     eval(call, {"lance": lance, "datetime": datetime, "uri": uri})
     assert not os.path.exists(orphan)
     assert sorted(lance.dataset(uri).to_table()["uid"].to_pylist()) == list(range(10))
+
+
+def test_an_iceberg_unit_retried_after_a_lost_race_leaves_no_unreferenced_copy(tmp_path):
+    """The Iceberg sink's own commit of a unit (``max_units_per_commit=1``)
+    loses its first race: another writer commits between the unit's
+    fence and its commit. The retry commits the unit on the new metadata,
+    and every data file in the table's directory is one a snapshot of the
+    table names (before, each retry wrote the rows again and left the
+    earlier copy unreferenced)."""
+    table = Iceberg(str(tmp_path))
+    # pyiceberg's own retries (which reuse the files) off: the lost race
+    # reaches the sink's.
+    with table._table().transaction() as transaction:
+        transaction.set_properties({"commit.retry.num-retries": "0"})
+    sink = IcebergDatasink("db.t", table.kwargs, max_units_per_commit=1)
+    given = []
+
+    def fence(entry, landed=False):
+        given.append(entry)
+        if len(given) == 1:
+            table._table().append(rows([-1]))  # another writer wins the race
+
+    sink.append(rows([1, 2, 3]), "u0", fence)
+    assert len(given) == 2, given  # fenced again for the retry's snapshot
+    assert table.uids() == {-1, 1, 2, 3}
+    iceberg = table._table()
+    named = {
+        entry["data_file"]["file_path"].removeprefix("file://")
+        for snapshot in iceberg.metadata.snapshots
+        for entry in iceberg.inspect.entries(snapshot_id=snapshot.snapshot_id)
+        .select(["data_file"])
+        .to_pylist()
+    }
+    on_disk = {p for p in files_under(table.dir) if p.endswith(".parquet")}
+    assert on_disk - named == set(), sorted(on_disk - named)
+    assert IcebergUnitLog("db.t", table.kwargs, table.location).landed("u0")

@@ -997,21 +997,25 @@ class IcebergDatasink(TableDatasink):
 
     def _append_alone(self, rows: pa.Table, unit: str, fence: UnitFence) -> None:
         """One snapshot adding ``rows``, its summary naming ``unit``: the
-        data files written, then ``fence`` with the snapshot's ID (chosen
-        by the writer before the commit) as the ledger entry, then the
-        commit (pyiceberg's ``Table.append`` in two steps); a commit that
-        lost the race is retried on the table's new metadata, a new
-        snapshot and entry, unless that metadata already records the
-        unit."""
+        data files written once (as :meth:`_stage` writes them), then on
+        the table's metadata a snapshot adding them, ``fence`` with its ID
+        (chosen before the commit) as the ledger entry, then the commit.
+        A commit that lost the race is retried on the table's new metadata
+        with the same files, a new snapshot and entry, unless that metadata
+        already records the unit: no retry leaves a copy of the rows that
+        no snapshot names."""
         from pyiceberg.exceptions import CommitFailedException
 
+        data_files = self._stage(rows, fence).data_files
         properties = {**self._snapshot_properties, UNIT_PROPERTY: unit}
         catalog = _catalog(self._catalog_kwargs)
         for attempt in range(self._max_commit_retries + 1):
             table = catalog.load_table(self.table_identifier)
             try:
                 transaction = table.transaction()
-                transaction.append(rows, snapshot_properties=properties)
+                with transaction._append_snapshot_producer(properties) as append_files:
+                    for data_file in data_files:
+                        append_files.append_data_file(data_file)
                 staged = _snapshot_of(transaction.table_metadata, unit)
                 fence(None if staged is None else _ledger(staged))
                 crash_point("table-after-fence", unit)
