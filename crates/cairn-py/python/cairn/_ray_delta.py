@@ -37,6 +37,7 @@ from ._ray_table import (
     added_ids,
     commit_unit_records,
     crash_point,
+    create_table_once,
     delete_orphans,
     discard_staged,
     entry_files,
@@ -596,8 +597,9 @@ class DeltaDatasink(TableDatasink):
     timestampNtz (deltalake's writer honours them), or is on a store and
     no ``filesystem`` is given for its directory; and every unit with
     ``max_units_per_commit=1`` (docs/python.md, "Group commits"). A table
-    that does not exist is created empty, from the schema Ray gives of the
-    first rows to write, on the driver before the write tasks start.
+    that does not exist is created empty, with the schema of the first
+    unit's rows, by one unit of the job (elected by a create-if-absent
+    marker in the checkpoint).
 
     ``storage_options`` are deltalake's (``AWS_ENDPOINT_URL``, ...);
     ``filesystem`` is the pyarrow filesystem Ray and cairn's manager see the
@@ -635,7 +637,7 @@ class DeltaDatasink(TableDatasink):
 
         Args:
             table_uri: the Delta table's URI (a local path, ``s3://...``); the
-                job's start creates it when it does not exist.
+                job's first unit creates it when it does not exist.
             storage_options: deltalake's storage options (``AWS_ENDPOINT_URL``,
                 ``AWS_ACCESS_KEY_ID``, ...).
             partition_by: partition columns, for a table this job creates
@@ -679,52 +681,25 @@ class DeltaDatasink(TableDatasink):
         return DeltaUnitLog(self.table_uri, self._storage_options, self.filesystem, self.path)
 
     def on_write_start(self, schema: Any = None) -> None:
-        # On the driver, before the write tasks and the committer start:
-        # a table that does not exist is created here, once (units
-        # creating it at once fail each other's commits), and the
-        # committer reads only the commits this job made.
-        self.refuse_other_managers()
+        # On the driver, before the committer starts: it reads only the
+        # commits this job made.
         table = self.unit_log()._table()
-        if table is None:
-            table = self._create(schema)
-        self._since = table.version()
+        self._since = table.version() if table is not None else -1
         super().on_write_start(schema)
 
-    def _create(self, schema: Any) -> Any:
-        """The table created empty with ``schema`` (Ray's, of the first rows
-        to write) and the sink's ``partition_by``, as its version 0;
-        refused, nothing written, when Ray gave no schema."""
+    def _create(self, schema: pa.Schema) -> None:
+        """The table created empty with ``schema`` (the unit's rows') and
+        the sink's ``partition_by``, its version 0: see
+        :func:`create_table_once`."""
         from deltalake import write_deltalake
 
-        if schema is None:
-            raise ValueError(
-                f"cairn.ray.DeltaDatasink({self.table_uri}): the table does not exist and Ray "
-                "gave no schema for the rows to write, so it cannot be created before the write "
-                "tasks start. Create it first: deltalake.write_deltalake(uri, rows.slice(0, 0))"
-            )
-        try:
-            write_deltalake(
-                self.table_uri,
-                pa.schema(schema).empty_table(),
-                mode="error",
-                partition_by=self._partition_by,
-                storage_options=self._storage_options,
-            )
-        except Exception as e:
-            # Made meanwhile by another writer: used as it is.
-            if "exists" not in str(e).lower():
-                raise
-        table = self.unit_log()._table()
-        if table is None:
-            raise OSError(
-                f"cairn.ray.DeltaDatasink: {self.table_uri} was created but cannot be opened"
-            )
-        logger.info(
-            "cairn: created the Delta table %s (version %d, empty) before the write tasks start",
+        write_deltalake(
             self.table_uri,
-            table.version(),
+            schema.empty_table(),
+            mode="error",
+            partition_by=self._partition_by,
+            storage_options=self._storage_options,
         )
-        return table
 
     def group_commit(self) -> _GroupCommit:
         """The committer's side: one Delta commit a group."""
@@ -750,6 +725,11 @@ class DeltaDatasink(TableDatasink):
         from deltalake import CommitProperties, Transaction, write_deltalake
 
         log = self.unit_log()
+        create_table_once(
+            log.table,
+            lambda: log._table() is not None,
+            lambda: self._create(rows.schema),
+        )
         if self.hands_units_over():
             staging = staging_table(self.run, log.table, log._table)
             staged = None if staging is None else self._stage(staging, rows, fence)
@@ -759,8 +739,8 @@ class DeltaDatasink(TableDatasink):
         table = log._table()
         if table is None:
             raise FileNotFoundError(
-                f"cairn.ray.DeltaDatasink: the table {self.table_uri} is gone (the job's start "
-                "created it or found it): was it deleted while the job ran? Run the job again"
+                f"cairn.ray.DeltaDatasink: the table {self.table_uri} is gone: was it deleted "
+                "while the job ran? Run the job again"
             )
         if self.hands_units_over():
             # A retry only (unit names are new in each run): an earlier

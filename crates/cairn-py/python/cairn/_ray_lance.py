@@ -26,6 +26,7 @@ from ._ray_table import (
     added_ids,
     commit_unit_records,
     crash_point,
+    create_table_once,
     delete_orphans,
     discard_staged,
     entry_files,
@@ -41,7 +42,7 @@ from ._ray_table import (
 logger = logging.getLogger(__name__)
 
 #: The transaction property that names a version's unit (a version of one
-#: unit: the dataset's creation, or ``max_units_per_commit=1``).
+#: unit: ``max_units_per_commit=1``).
 UNIT_PROPERTY = "cairn.unit"
 
 #: The transaction property of a group commit's units: a JSON object of
@@ -602,9 +603,10 @@ class LanceDatasink(TableDatasink):
 
     ``storage_options`` are Lance's; ``filesystem`` is the pyarrow
     filesystem Ray and cairn's manager see the dataset's directory through.
-    A dataset that does not exist is created empty, from the schema Ray
-    gives of the first rows to write, on the driver before the write tasks
-    start (units creating it at once could replace one another's rows).
+    A dataset that does not exist is created empty, with the schema of the
+    first unit's rows, by one unit of the job (elected by a create-if-absent
+    marker in the checkpoint: units creating it at once could replace one
+    another's rows).
     Concurrent appends commit with Lance's own conflict resolution. While the job
     runs, only append to the dataset. Each unit's data files are its
     ledger entry in the checkpoint, so ``cleanup_old_versions`` while a
@@ -627,7 +629,7 @@ class LanceDatasink(TableDatasink):
 
         Args:
             uri: the Lance dataset's URI (a local path, ``s3://...``); the
-                job's start creates it when it does not exist.
+                job's first unit creates it when it does not exist.
             storage_options: Lance's storage options (``aws_endpoint``,
                 ``aws_access_key_id``, ...).
             filesystem: the pyarrow filesystem Ray and cairn's manager see the
@@ -658,49 +660,23 @@ class LanceDatasink(TableDatasink):
 
     def on_write_start(self, schema: Any = None) -> None:
         # On the driver, before Ray sends the sink to its write tasks (and
-        # the committer starts): the dataset is created here, once, so no
-        # two units create it (Lance's create from several writers at once
-        # can succeed more than once, each replacing the last); a retried
-        # task, and the committer, then read only the versions this job
-        # made.
-        self.refuse_other_managers()
+        # the committer starts): a retried task, and the committer, then
+        # read only the versions this job made.
         dataset = _dataset(self.uri, self._storage_options)
-        if dataset is None:
-            dataset = self._create(schema)
-        self._since = dataset.version
+        self._since = dataset.version if dataset is not None else 0
         super().on_write_start(schema)
 
-    def _create(self, schema: Any) -> Any:
-        """The dataset created empty with ``schema`` (Ray's, of the first
-        rows to write) as its first version; refused, nothing written,
-        when Ray gave no schema."""
+    def _create(self, schema: pa.Schema) -> None:
+        """The dataset created empty with ``schema`` (the unit's rows'), its
+        first version: see :func:`create_table_once`."""
         import lance
 
-        if schema is None:
-            raise ValueError(
-                f"cairn.ray.LanceDatasink({self.uri}): the dataset does not exist and Ray gave "
-                "no schema for the rows to write, so it cannot be created before the write "
-                "tasks start. Create it first: lance.write_dataset(rows.slice(0, 0), uri)"
-            )
-        try:
-            lance.write_dataset(
-                pa.schema(schema).empty_table(),
-                self.uri,
-                mode="create",
-                storage_options=self._storage_options,
-            )
-        except OSError as e:
-            if "already exists" not in str(e):
-                raise
-        dataset = _dataset(self.uri, self._storage_options)
-        if dataset is None:
-            raise OSError(f"cairn.ray.LanceDatasink: {self.uri} was created but cannot be opened")
-        logger.info(
-            "cairn: created the Lance dataset %s (version %d, empty) before the write tasks start",
+        lance.write_dataset(
+            schema.empty_table(),
             self.uri,
-            dataset.version,
+            mode="create",
+            storage_options=self._storage_options,
         )
-        return dataset
 
     def group_commit(self) -> _GroupCommit:
         """The committer's side: one version a group."""
@@ -722,6 +698,11 @@ class LanceDatasink(TableDatasink):
         them."""
         import lance
 
+        create_table_once(
+            self.unit_log().table,
+            lambda: _dataset(self.uri, self._storage_options) is not None,
+            lambda: self._create(rows.schema),
+        )
         if self.hands_units_over():
             dataset = staging_table(
                 self.run, self.uri, lambda: _dataset(self.uri, self._storage_options)
@@ -730,8 +711,8 @@ class LanceDatasink(TableDatasink):
             dataset = _dataset(self.uri, self._storage_options)
         if dataset is None:
             raise FileNotFoundError(
-                f"cairn.ray.LanceDatasink: the dataset {self.uri} is gone (the job's start "
-                "created it or found it): was it deleted while the job ran? Run the job again"
+                f"cairn.ray.LanceDatasink: the dataset {self.uri} is gone: was it deleted while "
+                "the job ran? Run the job again"
             )
         transaction = lance.fragment.write_fragments(
             rows,

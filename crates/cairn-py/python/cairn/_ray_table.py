@@ -472,6 +472,88 @@ STAGING_SECONDS = 30.0
 _STAGING: Dict[Tuple[str, str], Tuple[float, Any]] = {}
 
 
+#: The marker a unit writes create-if-absent in its job's checkpoint
+#: directory to be the one unit that creates a table that does not exist
+#: (a name the checkpoint's readers pass over, as its probes'); removed
+#: once the table is made.
+CREATE_MARKER = ".cairn-probe-table-create"
+#: How long a unit waits for the unit holding the marker to create the
+#: table, in seconds.
+CREATE_WAIT_SECONDS = 600.0
+
+
+def _create_marker() -> Optional[Tuple[Any, str]]:
+    """The checkpoint filesystem (cairn's) and the path of the job's create
+    marker, or None outside a job checkpointed by cairn."""
+    from ._ray_fs import cairn_of
+
+    config = DataContext.get_current().checkpoint_config
+    if config is None or config.filesystem is None:
+        return None
+    fs = cairn_of(config.filesystem)
+    if fs is None:
+        return None
+    directory = fs._strip_protocol(config.checkpoint_path).rstrip("/")
+    return fs, f"{directory}/{CREATE_MARKER}"
+
+
+def create_table_once(table: str, exists: Callable[[], bool], create: Callable[[], None]) -> None:
+    """Makes sure ``table`` exists, made by one unit of the job. Units that
+    find no table write the job's create marker create-if-absent (as
+    exclusive as the checkpoint's lease on that store); the one that wrote
+    it calls ``create()`` if the table is still missing, then removes it;
+    the others wait until the table exists (or the marker is gone: then one
+    of them takes it). A format's create from several writers at once can
+    otherwise succeed more than once (Lance: the later replacing the
+    earlier's rows) or fail the others (Delta). Outside a job checkpointed
+    by cairn there is no job to elect in: ``create()`` is called."""
+    if exists():
+        return
+    marker = _create_marker()
+    if marker is None:
+        create()
+        return
+    fs, path = marker
+    deadline = time.monotonic() + CREATE_WAIT_SECONDS
+    while True:
+        try:
+            fs.pipe_file(path, b"", mode="create")
+        except FileExistsError:
+            if exists():
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"cairn: another unit of this job took {fs.unstrip_protocol(path)} to create "
+                    f"the table {table} and has not in {CREATE_WAIT_SECONDS:.0f} s: if no job is "
+                    "writing to it, delete that file and run the job again"
+                ) from None
+            time.sleep(0.2)
+            continue
+        try:
+            if not exists():
+                create()
+                logger.info("cairn: created %s (empty) for this job's units", table)
+        finally:
+            try:
+                fs.rm_file(path)
+            except FileNotFoundError:
+                pass
+        return
+
+
+def clear_create_marker() -> None:
+    """Removes a create marker a killed run left (the driver, as the write
+    starts: no unit of this job holds it yet)."""
+    marker = _create_marker()
+    if marker is None:
+        return
+    fs, path = marker
+    try:
+        fs.rm_file(path)
+    except FileNotFoundError:
+        pass
+
+
 def staging_table(run: str, table: str, load: Callable[[], Any]) -> Any:
     """The table ``load()`` returns, as a write task stages units against
     it: loaded at most :data:`STAGING_SECONDS` ago in this process by the
@@ -925,6 +1007,7 @@ class TableDatasink(FileDatasink):
 
     def on_write_start(self, schema: Any = None) -> None:
         self.refuse_other_managers()
+        clear_create_marker()
         self.run = uuid.uuid4().hex
         super().on_write_start(schema)
         self._committer = None  # a sink used again names its new job's
