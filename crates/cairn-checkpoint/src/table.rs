@@ -185,7 +185,7 @@ impl CheckpointDir {
     /// Step 6 for a table output: each pending unit without a committed
     /// twin is committed in the checkpoint when `log` records it, or its
     /// ledger entry finds its rows in the table (with the
-    /// IDs of its rows in the table, [`UnitLog::committed_record`], else
+    /// IDs of its rows in the table, [`UnitLog::committed_records`], else
     /// its pending record's, as Ray's commit renames it), else its pending
     /// record is dropped, after the files of its commit that never landed
     /// that the log proves unreferenced are deleted

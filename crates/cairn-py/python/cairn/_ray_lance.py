@@ -671,12 +671,18 @@ class LanceDatasink(TableDatasink):
         first version: see :func:`create_table_once`."""
         import lance
 
-        lance.write_dataset(
-            schema.empty_table(),
-            self.uri,
-            mode="create",
-            storage_options=self._storage_options,
-        )
+        try:
+            lance.write_dataset(
+                schema.empty_table(),
+                self.uri,
+                mode="create",
+                storage_options=self._storage_options,
+            )
+        except OSError as e:
+            # Made meanwhile by a writer no election covers (no cairn
+            # checkpoint): used as it is.
+            if "already exists" not in str(e):
+                raise
 
     def group_commit(self) -> _GroupCommit:
         """The committer's side: one version a group."""
@@ -692,8 +698,9 @@ class LanceDatasink(TableDatasink):
         """Writes the unit's data files (``write_fragments``), then hands
         them to the job's committer (:class:`_GroupCommit`), or
         (``max_units_per_commit=1``) calls ``fence`` with their paths as
-        the ledger entry and commits them, a version naming ``unit``. The
-        dataset exists: :meth:`on_write_start` created it. Files a kill
+        the ledger entry and commits them, a version naming ``unit``. A
+        dataset that does not exist is made first, by one unit of the job
+        (:func:`create_table_once`). Files a kill
         leaves uncommitted are never part of a version: readers never see
         them."""
         import lance

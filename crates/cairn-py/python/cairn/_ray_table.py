@@ -29,6 +29,7 @@ import json
 import logging
 import os
 import re
+import threading
 import time
 import uuid
 from typing import (
@@ -210,19 +211,23 @@ class UnitIds:
         the table cannot change under a settle in a way that matters (a
         unit's commit, once in the history, stays there until maintenance,
         which a settle's reads do not race: each read pins its version)."""
-        outer = getattr(self, "_read_once", None)
+        # By thread: another thread asking the same log meanwhile reads
+        # the table afresh.
+        scopes = self.__dict__.setdefault("_read_once_by_thread", {})
+        thread = threading.get_ident()
+        outer = scopes.get(thread)
         if outer is None:
-            self._read_once: Optional[Dict[Any, Any]] = {}
+            scopes[thread] = {}
         try:
             yield
         finally:
             if outer is None:
-                self._read_once = None
+                scopes.pop(thread, None)
 
     def read_once(self, key: Any, read: Callable[[], Any]) -> Any:
-        """``read()``, kept under ``key`` while :meth:`reading_once` is
-        open (read afresh otherwise)."""
-        kept = getattr(self, "_read_once", None)
+        """``read()``, kept under ``key`` while this thread's
+        :meth:`reading_once` is open (read afresh otherwise)."""
+        kept = self.__dict__.get("_read_once_by_thread", {}).get(threading.get_ident())
         if kept is None:
             return read()
         if key not in kept:
@@ -478,8 +483,10 @@ _STAGING: Dict[Tuple[str, str], Tuple[float, Any]] = {}
 #: once the table is made.
 CREATE_MARKER = ".cairn-probe-table-create"
 #: How long a unit waits for the unit holding the marker to create the
-#: table, in seconds.
-CREATE_WAIT_SECONDS = 600.0
+#: table, in seconds (an empty create takes about one): a holder killed
+#: while it created leaves the marker, and the units then stop, naming
+#: it, until the next run's start clears it.
+CREATE_WAIT_SECONDS = 120.0
 
 
 def _create_marker() -> Optional[Tuple[Any, str]]:
