@@ -6,7 +6,12 @@ cairn.ray's, on the same checkpoint in the same run.
                                                ROOT/out (an empty data file each)
     ray_resume.py measure KIND N IMPL ROOT     one JSON line for IMPL (ray | cairn)
 
-KIND is int64-sequential, int64-random or string32. ROOT is a local
+KIND is int64-sequential, int64-random, string32 or composite. A composite
+key is a video's name (24 characters, 40 shots a video) and a shot's
+index: cairn keys the rows by ``["video", "shot_idx"]`` (its checkpoint
+holds the encoded keys), Ray's default manager by the joined string
+``video#shot_idx`` (the seed's ``shot_id``), each its own checkpoint under
+ROOT/ckpt-<impl>. ROOT is a local
 directory, or s3://bucket/prefix (Garage: CAIRN_TEST_GARAGE_* in the
 environment, as scripts/servers.sh writes them). `measure` runs in a process
 of its own (ray_resume.sh starts one per implementation, so one that runs
@@ -31,12 +36,43 @@ import time
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 BLOCK = 100_000
 #: Input rows filtered per measure (rows/s does not need all N).
 SAMPLE = 10_000_000
+
+
+#: Shots a video in the composite kind.
+SHOTS = 40
+
+#: cairn's name of the composite key's ID column (a JSON list).
+COMPOSITE = '["video","shot_idx"]'
+
+
+def key_columns(start, stop):
+    """The composite kind's key columns of rows start .. stop."""
+    n = np.arange(start, stop)
+    video = np.char.mod("video-%018d", n // SHOTS).astype(object)
+    return pa.array(video, pa.string()), pa.array(n % SHOTS, pa.int64())
+
+
+def block_of(kind, impl, start, stop):
+    """Input rows start .. stop as the filter of `impl` sees them."""
+    if kind != "composite":
+        return pa.table({"id": ids_of(kind, start, stop)})
+    video, shot = key_columns(start, stop)
+    if impl == "cairn":
+        return pa.table({"video": video, "shot_idx": shot})
+    return pa.table(
+        {"id": pc.binary_join_element_wise(video, pc.cast(shot, pa.string()), "#")}
+    )
+
+
+def checkpoint_dir(kind, impl):
+    return f"ckpt-{impl}" if kind == "composite" else "ckpt"
 
 
 def ids_of(kind, start, stop):
@@ -77,17 +113,25 @@ def store(root):
 
 def make(kind, n, files, root):
     fs, base, _ = store(root)
-    fs.create_dir(f"{base}/ckpt")
     fs.create_dir(f"{base}/out")
     per = n // files
     empty = pa.table({"id": pa.array([], pa.int64())})
+    impls = ("cairn", "ray") if kind == "composite" else ("any",)
+    for impl in impls:
+        fs.create_dir(f"{base}/{checkpoint_dir(kind, impl)}")
     for f in range(files):
         name = f"w_{f:06}"
-        pq.write_table(
-            pa.table({"id": ids_of(kind, f * per, (f + 1) * per)}),
-            f"{base}/ckpt/{name}.parquet",
-            filesystem=fs,
-        )
+        for impl in impls:
+            block = block_of(kind, impl, f * per, (f + 1) * per)
+            if kind == "composite" and impl == "cairn":
+                from cairn._ray_keys import encode_key
+
+                block = pa.table({COMPOSITE: encode_key(block, ["video", "shot_idx"])})
+            pq.write_table(
+                block,
+                f"{base}/{checkpoint_dir(kind, impl)}/{name}.parquet",
+                filesystem=fs,
+            )
         # The unit's data file: its rows do not matter here, only that it
         # is there (an empty object is refused by Garage's multipart path).
         pq.write_table(empty, f"{base}/out/{name}-0.parquet", filesystem=fs)
@@ -127,6 +171,7 @@ def measure(kind, n, which, root):
 
             gc.collect()
             self.before = self.memory()
+            self.impl = which
             started = time.perf_counter()
             cls = (
                 cairn.ray.CheckpointFilter
@@ -141,7 +186,7 @@ def measure(kind, n, which, root):
             kept, spent = 0, 0.0
             first = max(0, n - SAMPLE // 2)
             for start in range(first, first + SAMPLE, BLOCK):
-                block = pa.table({"id": ids_of(kind, start, start + BLOCK)})
+                block = block_of(kind, self.impl, start, start + BLOCK)
                 t = time.perf_counter()
                 kept += self.filter.filter_rows_for_block(block).num_rows
                 spent += time.perf_counter() - t
@@ -153,13 +198,14 @@ def measure(kind, n, which, root):
 
     ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     fs, base, options = store(root)
-    ckpt = f"{root}/ckpt" if root.startswith("s3://") else f"{base}/ckpt"
+    directory = checkpoint_dir(kind, which)
+    ckpt = f"{root}/{directory}" if root.startswith("s3://") else f"{base}/{directory}"
     out = f"{base}/out"
     if which == "cairn":
         # One machine's set, loaded on the driver (the sharded load is
         # measured by ray_shards.py).
         config = cairn.ray.checkpoint_config(
-            "id",
+            ["video", "shot_idx"] if kind == "composite" else "id",
             ckpt,
             options,
             max_filter_memory=None,

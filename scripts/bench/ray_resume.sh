@@ -12,7 +12,7 @@
 #     ROOT   a local directory (default: a fresh one under target/) or
 #            s3://BUCKET/PREFIX on Garage (start scripts/servers.sh and source
 #            target/cairn-servers/servers.env first)
-#   KINDS="int64-sequential int64-random string32"  IMPLS="ray cairn"
+#   KINDS="int64-sequential int64-random string32 composite"  IMPLS="ray cairn"
 #   LIMIT=3600  seconds per implementation   SKIP_BUILD=1  keep the installed wheel
 set -euo pipefail
 cd "$(dirname "$0")/../.."

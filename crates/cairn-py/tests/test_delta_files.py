@@ -266,12 +266,13 @@ def as_written(bound, column):
 
 
 def test_a_unit_goes_through_deltalakes_writer_where_the_table_needs_it(tmp_path):
-    """No table yet, a partitioned table, a CHECK constraint, rows with a
-    column the table lacks (schema_mode="merge") or without one it has, a
-    null in a non-null column: the sink stages nothing, and its append
-    commits the unit itself (write_deltalake: one commit recording the
-    unit, its application transaction), the constraint checked, the
-    partition values and the merged schema as deltalake writes them."""
+    """A partitioned table, a CHECK constraint, rows with a column the
+    table lacks (schema_mode="merge") or without one it has, a null in a
+    non-null column: the sink stages nothing, and its append commits the
+    unit itself (write_deltalake: one commit recording the unit, its
+    application transaction), the constraint checked, the partition values
+    and the merged schema as deltalake writes them. No table yet, with one
+    unit a commit: the unit makes it (empty, version 0) and commits after."""
     rows = pa.table({"uid": pa.array([1, 2], pa.int64()), "part": ["a", "b"]})
 
     def not_staged(uri, rows, unit, **options):
@@ -285,8 +286,11 @@ def test_a_unit_goes_through_deltalakes_writer_where_the_table_needs_it(tmp_path
         assert table.transaction_version(f"cairn:{unit}") == 1
         return table
 
-    created = not_staged(f"{tmp_path}/new", rows, "created")
-    assert created.version() == 0
+    # No table yet: the unit (the job's elected creator) makes it empty
+    # first, version 0, then commits (here itself: one unit a commit).
+    created = not_staged(f"{tmp_path}/new", rows, "created", max_units_per_commit=1)
+    assert created.version() == 1
+    assert created.history(2)[1]["version"] == 0
 
     parted = f"{tmp_path}/parted"
     deltalake.write_deltalake(parted, rows, partition_by=["part"])
