@@ -49,6 +49,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+from ray_skip import row_group_bytes
 
 FILE_ROWS = 500
 ROW_GROUP_ROWS = 25
@@ -80,21 +81,6 @@ def make(root, sources):
         pq.write_table(
             table, f"{root}/in/part-{f:04}.parquet", row_group_size=ROW_GROUP_ROWS
         )
-
-
-def group_bytes(directory):
-    """Compressed bytes of every row group of the Parquet files in `directory`."""
-    total = 0
-    for name in os.listdir(directory):
-        if not name.endswith(".parquet"):
-            continue
-        meta = pq.ParquetFile(f"{directory}/{name}").metadata
-        for g in range(meta.num_row_groups):
-            group = meta.row_group(g)
-            total += sum(
-                group.column(c).total_compressed_size for c in range(group.num_columns)
-            )
-    return total
 
 
 def count_calls(directory):
@@ -327,7 +313,7 @@ def bench(root, impl):
     if impl == "ray":
         _, seconds, _, _ = run_driver(root, impl, "1", 0)
         first_seconds += seconds
-        intermediate = group_bytes(f"{work}/shots")
+        intermediate = row_group_bytes(f"{work}/shots")
         stage = "2"
     else:
         stage = "-"
@@ -347,7 +333,7 @@ def bench(root, impl):
             int(left_out.group(2)) - int(left_out.group(1)) if left_out else None
         )
     else:
-        read_bytes = group_bytes(f"{work}/shots")
+        read_bytes = row_group_bytes(f"{work}/shots")
     written = pq.read_table(f"{work}/out", columns=["uid", "shot_idx"])
     keys = list(zip(written["uid"].to_pylist(), written["shot_idx"].to_pylist()))
     once = len(keys) == len(set(keys)) and set(keys) == expected
@@ -359,7 +345,7 @@ def bench(root, impl):
         "resume_videos_detected": detect[1],
         "resume_shots_scored": score[2],
         "resume_read_mib": None if read_bytes is None else round(read_bytes / 2**20, 2),
-        "input_mib": round(group_bytes(f"{root}/in") / 2**20, 2),
+        "input_mib": round(row_group_bytes(f"{root}/in") / 2**20, 2),
         "intermediate_mib": round(intermediate / 2**20, 2),
         "first_run_s": round(first_seconds, 1),
         "resume_s": round(resume_seconds, 1),

@@ -16,11 +16,7 @@ root=${2:-$PWD/target/explode_resume_bench}
 impls=${IMPLS:-cairn ray}
 tools="${CAIRN_TOOLS:-$HOME/.cache/cairn-tools}"
 py="$tools/ray-venv/bin/python"
-if [ -z "${SKIP_BUILD:-}" ]; then
-  scripts/tools.sh >/dev/null
-  WHEEL_OUT=target/wheels-release PYTHON="$tools/venv/bin/python" scripts/wheel.sh
-  "$tools/ray-venv/bin/pip" install -q --force-reinstall --no-deps target/wheels-release/cairn-*.whl
-fi
+scripts/bench/release_wheel.sh
 rm -rf "$root"
 mkdir -p "$root"
 "$py" scripts/bench/explode_resume.py make "$root" "$sources"

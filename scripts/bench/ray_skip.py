@@ -66,9 +66,16 @@ def make(rows, files, committed, root):
 
 def input_bytes(root):
     """Compressed bytes of every row group of the input."""
+    return row_group_bytes(f"{root}/in")
+
+
+def row_group_bytes(directory):
+    """Compressed bytes of every row group of the Parquet files in `directory`."""
     total = 0
-    for name in os.listdir(f"{root}/in"):
-        meta = pq.ParquetFile(f"{root}/in/{name}").metadata
+    for name in os.listdir(directory):
+        if not name.endswith(".parquet"):
+            continue
+        meta = pq.ParquetFile(f"{directory}/{name}").metadata
         for g in range(meta.num_row_groups):
             group = meta.row_group(g)
             total += sum(

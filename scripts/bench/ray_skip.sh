@@ -21,11 +21,7 @@ impls=${IMPLS:-ray cairn-filter cairn cairn-sharded}
 limit=${LIMIT:-3600}
 tools="${CAIRN_TOOLS:-$HOME/.cache/cairn-tools}"
 py="$tools/ray-venv/bin/python"
-if [ -z "${SKIP_BUILD:-}" ]; then
-  scripts/tools.sh >/dev/null
-  WHEEL_OUT=target/wheels-release PYTHON="$tools/venv/bin/python" scripts/wheel.sh
-  "$tools/ray-venv/bin/pip" install -q --force-reinstall --no-deps target/wheels-release/cairn-*.whl
-fi
+scripts/bench/release_wheel.sh
 results=target/ray_skip.jsonl
 : >"$results"
 rm -rf "$root"

@@ -731,18 +731,17 @@ class DeltaDatasink(TableDatasink):
         from deltalake import CommitProperties, Transaction, write_deltalake
 
         log = self.unit_log()
-        create_table_once(
-            log.table,
-            lambda: log._table() is not None,
-            lambda: self._create(rows.schema),
-        )
+
+        def loaded() -> Any:
+            return create_table_once(log.table, log._table, lambda: self._create(rows.schema))
+
         if self.hands_units_over():
-            staging = staging_table(self.run, log.table, log._table)
+            staging = staging_table(self.run, log.table, loaded)
             staged = None if staging is None else self._stage(staging, rows, fence)
             if staged is not None:
                 return self.hand_over(unit, staged, fence)
         # Loaded afresh: deltalake's writer commits on this snapshot.
-        table = log._table()
+        table = loaded()
         if table is None:
             raise FileNotFoundError(
                 f"cairn.ray.DeltaDatasink: the table {self.table_uri} is gone: was it deleted "

@@ -705,17 +705,17 @@ class LanceDatasink(TableDatasink):
         them."""
         import lance
 
-        create_table_once(
-            self.unit_log().table,
-            lambda: _dataset(self.uri, self._storage_options) is not None,
-            lambda: self._create(rows.schema),
-        )
-        if self.hands_units_over():
-            dataset = staging_table(
-                self.run, self.uri, lambda: _dataset(self.uri, self._storage_options)
+        def opened() -> Any:
+            return create_table_once(
+                self.unit_log().table,
+                lambda: _dataset(self.uri, self._storage_options),
+                lambda: self._create(rows.schema),
             )
+
+        if self.hands_units_over():
+            dataset = staging_table(self.run, self.uri, opened)
         else:
-            dataset = _dataset(self.uri, self._storage_options)
+            dataset = opened()
         if dataset is None:
             raise FileNotFoundError(
                 f"cairn.ray.LanceDatasink: the dataset {self.uri} is gone: was it deleted while "

@@ -504,30 +504,33 @@ def _create_marker() -> Optional[Tuple[Any, str]]:
     return fs, f"{directory}/{CREATE_MARKER}"
 
 
-def create_table_once(table: str, exists: Callable[[], bool], create: Callable[[], None]) -> None:
-    """Makes sure ``table`` exists, made by one unit of the job. Units that
-    find no table write the job's create marker create-if-absent (as
-    exclusive as the checkpoint's lease on that store); the one that wrote
-    it calls ``create()`` if the table is still missing, then removes it;
-    the others wait until the table exists (or the marker is gone: then one
-    of them takes it). A format's create from several writers at once can
-    otherwise succeed more than once (Lance: the later replacing the
-    earlier's rows) or fail the others (Delta). Outside a job checkpointed
-    by cairn there is no job to elect in: ``create()`` is called."""
-    if exists():
-        return
+def create_table_once(table: str, load: Callable[[], Any], create: Callable[[], None]) -> Any:
+    """``load()``'s table (None: there is none), made first when missing,
+    by one unit of the job. Units that find no table write the job's create
+    marker create-if-absent (as exclusive as the checkpoint's lease on that
+    store); the one that wrote it calls ``create()`` if the table is still
+    missing, then removes it; the others wait until the table exists (or
+    the marker is gone: then one of them takes it). A format's create from
+    several writers at once can otherwise succeed more than once (Lance:
+    the later replacing the earlier's rows) or fail the others (Delta).
+    Outside a job checkpointed by cairn there is no job to elect in:
+    ``create()`` is called. A table that exists costs the one ``load()``."""
+    found = load()
+    if found is not None:
+        return found
     marker = _create_marker()
     if marker is None:
         create()
-        return
+        return load()
     fs, path = marker
     deadline = time.monotonic() + CREATE_WAIT_SECONDS
     while True:
         try:
             fs.pipe_file(path, b"", mode="create")
         except FileExistsError:
-            if exists():
-                return
+            found = load()
+            if found is not None:
+                return found
             if time.monotonic() > deadline:
                 raise TimeoutError(
                     f"cairn: another unit of this job took {fs.unstrip_protocol(path)} to create "
@@ -537,7 +540,7 @@ def create_table_once(table: str, exists: Callable[[], bool], create: Callable[[
             time.sleep(0.2)
             continue
         try:
-            if not exists():
+            if load() is None:
                 create()
                 logger.info("cairn: created %s (empty) for this job's units", table)
         finally:
@@ -545,7 +548,7 @@ def create_table_once(table: str, exists: Callable[[], bool], create: Callable[[
                 fs.rm_file(path)
             except FileNotFoundError:
                 pass
-        return
+        return load()
 
 
 def clear_create_marker() -> None:
